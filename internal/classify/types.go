@@ -1,0 +1,94 @@
+// Package classify decides, for every claim in scope, which state of SPEC §3
+// it is in. It is pure: it takes what was read (an inventory), the policy and
+// the API server's clock, and returns decisions. It takes no client, no clock
+// and no logger, so its table tests are the specification.
+package classify
+
+import (
+	"time"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// State is a claim's state. The strings are public interface: JSON output,
+// the phase label, exit codes, the chart and the docs use them.
+type State string
+
+// The states of SPEC §3, in order of precedence (first match wins).
+const (
+	Terminating    State = "Terminating"
+	Held           State = "Held"
+	Unbound        State = "Unbound"
+	InUse          State = "InUse"
+	Young          State = "Young"
+	Attached       State = "Attached"
+	Rescued        State = "Rescued"
+	Superseded     State = "Superseded"
+	SnapshotFailed State = "SnapshotFailed"
+	Snapshotting   State = "Snapshotting"
+	Grace          State = "Grace"
+	Orphaned       State = "Orphaned"
+)
+
+// States lists every state in precedence order.
+var States = []State{Terminating, Held, Unbound, InUse, Young, Attached, Rescued,
+	Superseded, SnapshotFailed, Snapshotting, Grace, Orphaned}
+
+// Policy is the part of the configuration that classification depends on.
+type Policy struct {
+	// WorkspaceLabel names the label whose value is a claim's (and a
+	// snapshot's) workspace. Empty: every claim is its own workspace.
+	WorkspaceLabel string
+	// MinAge: claims younger than this are Young.
+	MinAge time.Duration
+	// GracePeriod: orphans whose orphaned-since is more recent are in Grace.
+	GracePeriod time.Duration
+	// TrustExistingSnapshots counts any ready snapshot of the claim as its
+	// rescue, whenever it was taken.
+	TrustExistingSnapshots bool
+}
+
+// MarkAction says what to do with one of the janitor's keys on a claim.
+type MarkAction int
+
+// Mark actions.
+const (
+	Keep   MarkAction = iota // leave the key as it is
+	Set                      // set it to the decided value
+	Remove                   // delete the key
+)
+
+// Marks is what the janitor should record on the claim. Applying it never
+// touches keys outside inventory.Prefix.
+type Marks struct {
+	OrphanedSince      MarkAction
+	OrphanedSinceValue time.Time // when OrphanedSince == Set
+	Phase              MarkAction
+	PhaseValue         State // when Phase == Set
+}
+
+// Changed reports whether applying m would change the claim.
+func (m Marks) Changed() bool { return m.OrphanedSince != Keep || m.Phase != Keep }
+
+// Decision is the outcome for one claim.
+type Decision struct {
+	// Claim points into the inventory's Claims slice.
+	Claim     *inventory.Claim
+	Workspace string
+	State     State
+	// Reason is one human sentence, lower case, naming the evidence
+	// (the referrers, the phase, the snapshot, the newer claim…).
+	Reason string
+	// OrphanedSince is the effective orphaned-since (the later of the mark
+	// and the Unused condition's lastTransitionTime when True), nil when
+	// unknown or when the claim is not orphaned.
+	OrphanedSince *time.Time
+	// Snapshot is the snapshot the state is about: the rescue for Rescued,
+	// the janitor's own snapshot for Snapshotting/SnapshotFailed, the newer
+	// snapshot of the workspace for Superseded (when that was the evidence).
+	Snapshot *inventory.Snapshot
+	// Referrers are what keeps an InUse claim in use.
+	Referrers []inventory.Referrer
+	// Marks to write.
+	Marks Marks
+}

@@ -1,0 +1,184 @@
+// Package inventory holds what a run read from the cluster, already reduced to
+// the facts that classification needs. Whole API objects are never kept: a
+// pod, for instance, survives only as the claim names it references. The
+// types here are plain values so that the classifier can be tested without a
+// cluster and so that memory stays bounded by the number of claims, not by
+// the size of the objects read.
+package inventory
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Keys the janitor writes or acts on. Everything under Prefix belongs to the
+// janitor; every other key is read as evidence only.
+const (
+	Prefix = "pvc-janitor.io/"
+	// AnnotationOrphanedSince is the janitor's own mark (RFC 3339).
+	AnnotationOrphanedSince = Prefix + "orphaned-since"
+	// LabelPhase mirrors the claim's state, from Attached on.
+	LabelPhase = Prefix + "phase"
+	// KeyHold, as a label or an annotation with value "true", holds a claim.
+	KeyHold = Prefix + "hold"
+	// AnnotationSourceUID on a VolumeSnapshot names the UID of its claim.
+	AnnotationSourceUID = Prefix + "source-uid"
+	// AnnotationSourceName on a VolumeSnapshot names its claim.
+	AnnotationSourceName = Prefix + "source-name"
+	// LabelSuperseded marks an archive snapshot of a superseded claim.
+	LabelSuperseded = Prefix + "superseded"
+	// LabelManagedBy and ManagedByValue mark the janitor's own snapshots.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByValue = "pvc-janitor"
+	// ConditionUnused is the claim condition of KEP-5541 (beta in 1.37).
+	ConditionUnused = "Unused"
+)
+
+// Key names a namespaced object.
+type Key struct {
+	Namespace string
+	Name      string
+}
+
+// String renders the key as namespace/name.
+func (k Key) String() string { return k.Namespace + "/" + k.Name }
+
+// Condition is the part of a claim condition the janitor reads.
+type Condition struct {
+	Status             string // "True", "False" or "Unknown"
+	LastTransitionTime time.Time
+}
+
+// OwnerRef is a claim's ownerReference.
+type OwnerRef struct {
+	APIVersion string
+	Kind       string
+	Name       string
+	UID        types.UID
+}
+
+// Claim is a PersistentVolumeClaim reduced to what classification and marking
+// need. Labels are kept whole (they are small and selectors and the workspace
+// label need them); annotations are filtered to the janitor's own keys.
+type Claim struct {
+	Namespace         string
+	Name              string
+	UID               types.UID
+	ResourceVersion   string
+	CreationTimestamp time.Time
+	DeletionTimestamp *time.Time
+	Labels            map[string]string
+	// Annotations holds only keys under Prefix.
+	Annotations map[string]string
+	// Phase is status.phase: "Bound", "Pending" or "Lost".
+	Phase      string
+	VolumeName string
+	// Unused is the KEP-5541 condition, nil when the claim does not carry it.
+	Unused *Condition
+	Owners []OwnerRef
+}
+
+// Key returns the claim's namespace/name.
+func (c *Claim) Key() Key { return Key{Namespace: c.Namespace, Name: c.Name} }
+
+// PV is a PersistentVolume reduced to its CSI identity.
+type PV struct {
+	Name         string
+	CSIDriver    string // empty for non-CSI volumes
+	VolumeHandle string
+}
+
+// Attachment is a VolumeAttachment of a PV.
+type Attachment struct {
+	Name     string
+	PVName   string
+	NodeName string
+	Attached bool
+}
+
+// SnapshotError is the status.error of a VolumeSnapshot.
+type SnapshotError struct {
+	Message string
+	Time    time.Time
+}
+
+// Snapshot is a VolumeSnapshot reduced to what classification needs.
+type Snapshot struct {
+	Namespace         string
+	Name              string
+	UID               types.UID
+	CreationTimestamp time.Time
+	DeletionTimestamp *time.Time
+	// SourceClaim is spec.source.persistentVolumeClaimName; empty for a
+	// pre-provisioned snapshot.
+	SourceClaim string
+	// SourceUID is the pvc-janitor.io/source-uid annotation, if any.
+	SourceUID types.UID
+	// Workspace is the value of the workspace label, if configured and set.
+	Workspace string
+	// ManagedByJanitor is true when app.kubernetes.io/managed-by is pvc-janitor.
+	ManagedByJanitor bool
+	// Superseded is true for the janitor's archive snapshots of superseded claims.
+	Superseded bool
+	// OrphanedSince is the pvc-janitor.io/orphaned-since annotation, if any.
+	OrphanedSince *time.Time
+	ReadyToUse    bool
+	Error         *SnapshotError
+	// ContentName is status.boundVolumeSnapshotContentName.
+	ContentName string
+	ClassName   string
+}
+
+// Key returns the snapshot's namespace/name.
+func (s *Snapshot) Key() Key { return Key{Namespace: s.Namespace, Name: s.Name} }
+
+// Content is a VolumeSnapshotContent reduced to its deletion policy.
+type Content struct {
+	Name           string
+	DeletionPolicy string // "Delete" or "Retain"
+	Snapshot       Key
+}
+
+// Referrer is something that keeps a claim in use: a pod, a workload's pod
+// template, a StatefulSet's claim template or an owner.
+type Referrer struct {
+	Kind      string // Pod, Deployment, StatefulSet, Job, …; "Owner" is never used: owners keep their own kind
+	Namespace string
+	Name      string
+	// Detail says how it refers, e.g. "volume data", "ephemeral volume scratch",
+	// "volumeClaimTemplate data", "owner".
+	Detail string
+}
+
+// StatefulSetTemplate is one volumeClaimTemplate of an existing StatefulSet.
+// It produces claims named <Template>-<StatefulSet>-<ordinal>.
+type StatefulSetTemplate struct {
+	Namespace   string
+	StatefulSet string
+	Template    string
+}
+
+// Inventory is everything a run read, reduced.
+type Inventory struct {
+	// Claims in scope (after namespace and selector filtering).
+	Claims []Claim
+	// Referrers maps a claim to the pods and pod templates that name it.
+	Referrers map[Key][]Referrer
+	// StatefulSetTemplates lists the claim templates of existing StatefulSets.
+	StatefulSetTemplates []StatefulSetTemplate
+	// LiveOwners holds the UIDs of the claims' owners that still exist,
+	// mapped to "Kind/name".
+	LiveOwners map[types.UID]string
+	// PVs by name.
+	PVs map[string]PV
+	// Attachments by PV name.
+	Attachments map[string][]Attachment
+	// Snapshots by namespace.
+	Snapshots map[string][]Snapshot
+	// Contents by name.
+	Contents map[string]Content
+	// ServerTime is the API server's clock when the claims were listed (the
+	// Date header of the response); marks are written on this clock.
+	ServerTime time.Time
+}

@@ -1,0 +1,10 @@
+# Pinned versions of the local control plane. Sourced by the cluster scripts;
+# the Go test helper reads the same cache folders (internal/testenv).
+KUBE_VERSION=v1.37.2
+ETCD_VERSION=v3.6.16
+SNAPSHOTTER_VERSION=v8.4.0
+CACHE_ROOT="${PVC_JANITOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pvc-janitor}"
+BIN_ROOT="$CACHE_ROOT/bin"
+KUBE_BIN="$BIN_ROOT/kube-$KUBE_VERSION"
+ETCD_BIN="$BIN_ROOT/etcd-$ETCD_VERSION"
+SNAPSHOTTER_BIN="$BIN_ROOT/snapshotter-$SNAPSHOTTER_VERSION"
