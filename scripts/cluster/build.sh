@@ -66,6 +66,15 @@ if [[ $what == all || $what == snapshotter ]]; then
 	build "$SNAPSHOTTER_BIN" "$tools/snapshotter" "-s -w -X main.version=$SNAPSHOTTER_VERSION" \
 		github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller \
 		github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
+	# The CRDs of the same release ship in its client module.
+	if [[ ! -f "$SNAPSHOTTER_BIN/crd/snapshot.storage.k8s.io_volumesnapshots.yaml" ]]; then
+		crd="$(cd "$tools/snapshotter" && go list -m -f '{{.Dir}}' github.com/kubernetes-csi/external-snapshotter/client/v8)/config/crd"
+		mkdir -p "$SNAPSHOTTER_BIN/crd.tmp.$$"
+		cp "$crd"/snapshot.storage.k8s.io_*.yaml "$SNAPSHOTTER_BIN/crd.tmp.$$/"
+		chmod 0644 "$SNAPSHOTTER_BIN/crd.tmp.$$"/*
+		mv "$SNAPSHOTTER_BIN/crd.tmp.$$" "$SNAPSHOTTER_BIN/crd"
+		log "snapshot CRDs copied from $crd"
+	fi
 fi
 if [[ $what == all || $what == kube ]]; then
 	pkgs=(k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl)

@@ -1,0 +1,119 @@
+package testenv
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Binaries are the paths of the programs a local cluster runs.
+type Binaries struct {
+	Etcd, APIServer, ControllerManager, Kubectl string
+	SnapshotController, CSISnapshotter        string
+	Driver                                    string
+	// CRDDir holds the VolumeSnapshot CRDs of the snapshot-controller's version.
+	CRDDir string
+}
+
+// RepoRoot walks up from the working directory to the folder holding
+// scripts/cluster/versions.sh, so tests of any package find the scripts.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "scripts", "cluster", "versions.sh")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("scripts/cluster/versions.sh not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// cacheDirs evaluates versions.sh with bash so that the shell scripts and
+// this package can never disagree about where a version lives.
+func cacheDirs(root string) (map[string]string, error) {
+	cmd := exec.Command("bash", "-c", `. scripts/cluster/versions.sh && printf 'KUBE_BIN=%s\nETCD_BIN=%s\nSNAPSHOTTER_BIN=%s\nCACHE_ROOT=%s\n' "$KUBE_BIN" "$ETCD_BIN" "$SNAPSHOTTER_BIN" "$CACHE_ROOT"`)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("read scripts/cluster/versions.sh: %w", err)
+	}
+	m := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			m[k] = v
+		}
+	}
+	return m, nil
+}
+
+// FindBinaries returns the cached binaries, building whatever is missing with
+// scripts/cluster/build.sh (a cold build takes about 20 minutes on 2 cores;
+// its progress goes to stderr). KUBEBUILDER_ASSETS, when it holds etcd and
+// kube-apiserver, provides those two. The CSI driver is built from this
+// repository every time (Go's build cache makes that a second).
+func FindBinaries(root, driverOut string) (*Binaries, error) {
+	dirs, err := cacheDirs(root)
+	if err != nil {
+		return nil, err
+	}
+	b := &Binaries{
+		Etcd:               filepath.Join(dirs["ETCD_BIN"], "etcd"),
+		APIServer:          filepath.Join(dirs["KUBE_BIN"], "kube-apiserver"),
+		ControllerManager:  filepath.Join(dirs["KUBE_BIN"], "kube-controller-manager"),
+		Kubectl:            filepath.Join(dirs["KUBE_BIN"], "kubectl"),
+		SnapshotController: filepath.Join(dirs["SNAPSHOTTER_BIN"], "snapshot-controller"),
+		CSISnapshotter:     filepath.Join(dirs["SNAPSHOTTER_BIN"], "csi-snapshotter"),
+		CRDDir:             filepath.Join(dirs["SNAPSHOTTER_BIN"], "crd"),
+		Driver:             driverOut,
+	}
+	if assets := os.Getenv("KUBEBUILDER_ASSETS"); assets != "" {
+		if isExec(filepath.Join(assets, "etcd")) && isExec(filepath.Join(assets, "kube-apiserver")) {
+			b.Etcd = filepath.Join(assets, "etcd")
+			b.APIServer = filepath.Join(assets, "kube-apiserver")
+		}
+	}
+	missing := false
+	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Kubectl, b.SnapshotController, b.CSISnapshotter, filepath.Join(b.CRDDir, "snapshot.storage.k8s.io_volumesnapshots.yaml")} {
+		if !isExec(p) && !isFile(p) {
+			missing = true
+		}
+	}
+	if missing {
+		cmd := exec.Command("bash", filepath.Join(root, "scripts", "cluster", "build.sh"), "all")
+		cmd.Dir = root
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("build control-plane binaries: %w", err)
+		}
+	}
+	if driverOut != "" {
+		cmd := exec.Command("go", "build", "-o", driverOut, "./cmd/hostpath-csi")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build the CSI driver: %w: %s", err, out)
+		}
+	}
+	return b, nil
+}
+
+func isExec(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}

@@ -1,0 +1,408 @@
+// Package testenv runs the project's local Kubernetes control plane: etcd,
+// kube-apiserver, kube-controller-manager, the VolumeSnapshot CRDs,
+// snapshot-controller, csi-snapshotter and the project's own CSI driver
+// (internal/csidriver). Tests, `make cluster-up`, `make demo` and the
+// benchmarks all start the same stack through this package, so that what the
+// janitor is tested against is real Kubernetes behaviour, not a fake.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// DriverName is the CSI driver name of the project's test driver.
+const DriverName = "hostpath.pvc-janitor.io"
+
+// Controllers are the kube-controller-manager controllers the stack runs. The
+// workload controllers (deployment, statefulset, job, …) are left out on
+// purpose: fixtures create workloads only for their pod templates, and pods
+// appearing on their own would make tests nondeterministic.
+var Controllers = []string{
+	"persistentvolume-binder-controller",
+	"persistentvolumeclaim-protection-controller",
+	"persistentvolume-protection-controller",
+	"garbage-collector-controller",
+	"ephemeral-volume-controller",
+	"serviceaccount-controller",
+	"namespace-controller",
+	"root-ca-certificate-publisher-controller",
+}
+
+// Options configure a cluster.
+type Options struct {
+	// Dir is the cluster folder: keys, etcd data, logs, the kubeconfig.
+	Dir string
+	// Detach starts the components in their own sessions so that they
+	// outlive this process (make cluster-up); Stop is then done by PID.
+	Detach bool
+	// Minimal starts only etcd and kube-apiserver (benchmarks).
+	Minimal bool
+	// Progress receives one line per step; nil discards.
+	Progress io.Writer
+}
+
+// Cluster is a running local control plane.
+type Cluster struct {
+	Dir        string
+	Kubeconfig string
+	Config     *rest.Config
+	Bin        *Binaries
+	// DriverStateDir is the CSI driver's state folder; internal/csidriver's
+	// SetFault writes fault files there.
+	DriverStateDir string
+
+	opts  Options
+	mu    sync.Mutex
+	procs []*proc
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	pid  int
+	done chan struct{}
+}
+
+// Start brings the stack up and returns once every component is serving:
+// the API server is ready, the CRDs are established, the controller manager
+// has created the default ServiceAccount and the snapshot classes exist. On
+// error, whatever was started is stopped again.
+func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
+		return nil, err
+	}
+	c = &Cluster{Dir: opts.Dir, opts: opts, Kubeconfig: filepath.Join(opts.Dir, "kubeconfig"),
+		DriverStateDir: filepath.Join(opts.Dir, "csi-state")}
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+		}
+	}()
+	for _, d := range []string{"logs", "pki", "bin", "etcd", "csi-state"} {
+		if err := os.MkdirAll(filepath.Join(opts.Dir, d), 0o700); err != nil {
+			return c, err
+		}
+	}
+	start := time.Now()
+	step := func(format string, a ...any) {
+		fmt.Fprintf(opts.Progress, "[cluster %5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	}
+	if c.Bin, err = FindBinaries(root, filepath.Join(opts.Dir, "bin", "hostpath-csi")); err != nil {
+		return c, err
+	}
+	p, err := writePKI(filepath.Join(opts.Dir, "pki"))
+	if err != nil {
+		return c, fmt.Errorf("generate certificates: %w", err)
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return c, err
+	}
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	if err := c.run("etcd", c.Bin.Etcd,
+		"--name=default", "--data-dir="+filepath.Join(opts.Dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL,
+		// A throwaway cluster: durability is not worth the fsyncs.
+		"--unsafe-no-fsync", "--quota-backend-bytes=8589934592", "--log-level=warn"); err != nil {
+		return c, err
+	}
+	step("etcd started on %s", etcdURL)
+	server := fmt.Sprintf("https://127.0.0.1:%d", ports[2])
+	if err := c.run("kube-apiserver", c.Bin.APIServer,
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(ports[2]),
+		"--tls-cert-file="+p.ServingCert, "--tls-private-key-file="+p.ServingKey,
+		"--client-ca-file="+p.CAFile,
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+p.SAPub,
+		"--service-account-signing-key-file="+p.SAKey,
+		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--allow-privileged=true",
+		"--cert-dir="+filepath.Join(opts.Dir, "pki", "apiserver-generated"),
+		"--v=1"); err != nil {
+		return c, err
+	}
+	if err := writeKubeconfig(c.Kubeconfig, server, p); err != nil {
+		return c, err
+	}
+	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
+		return c, err
+	}
+	c.Config.QPS, c.Config.Burst = 500, 1000
+	if err := c.waitReady(ctx); err != nil {
+		return c, err
+	}
+	step("kube-apiserver ready at %s", server)
+	if opts.Minimal {
+		return c, c.writePIDs()
+	}
+	if err := c.run("kube-controller-manager", c.Bin.ControllerManager,
+		"--kubeconfig="+c.Kubeconfig,
+		"--controllers="+strings.Join(Controllers, ","),
+		"--leader-elect=false",
+		"--root-ca-file="+p.CAFile,
+		"--service-account-private-key-file="+p.SAKey,
+		"--use-service-account-credentials=false",
+		"--bind-address=127.0.0.1", "--secure-port=0",
+		"--kube-api-qps=200", "--kube-api-burst=400",
+		"--v=1"); err != nil {
+		return c, err
+	}
+	sock := filepath.Join(opts.Dir, "csi.sock")
+	if len(sock) > 100 {
+		// Unix socket paths are limited to 108 bytes.
+		sock = filepath.Join(os.TempDir(), fmt.Sprintf("pvc-janitor-csi-%d.sock", ports[2]))
+	}
+	if err := c.run("hostpath-csi", c.Bin.Driver, "--endpoint=unix://"+sock,
+		"--state-dir="+c.DriverStateDir, "--driver-name="+DriverName); err != nil {
+		return c, err
+	}
+	if err := applyCRDs(ctx, c.Config, c.Bin.CRDDir); err != nil {
+		return c, err
+	}
+	step("snapshot CRDs established")
+	snapFlags := []string{"--kubeconfig=" + c.Kubeconfig, "--leader-election=false",
+		"--kube-api-qps=200", "--kube-api-burst=400",
+		"--retry-interval-start=500ms", "--retry-interval-max=5s", "--v=2"}
+	if err := c.run("snapshot-controller", c.Bin.SnapshotController, snapFlags...); err != nil {
+		return c, err
+	}
+	if err := c.run("csi-snapshotter", c.Bin.CSISnapshotter,
+		append(snapFlags, "--csi-address="+sock, "--timeout=30s", "--http-endpoint=", "--metrics-address=")...); err != nil {
+		return c, err
+	}
+	if err := createStorageObjects(ctx, c.Config); err != nil {
+		return c, err
+	}
+	if err := waitDefaultServiceAccount(ctx, c.Config); err != nil {
+		return c, err
+	}
+	step("controller manager, snapshot-controller, csi-snapshotter and driver up; stack ready")
+	return c, c.writePIDs()
+}
+
+// run starts one component with its output in logs/<name>.log.
+func (c *Cluster) run(name, bin string, args ...string) error {
+	logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = c.Dir
+	if c.opts.Detach {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		// Pdeathsig kills the component if the test binary dies without
+		// running Stop (a panic, a SIGKILL from go test -timeout).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	pr := &proc{name: name, cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(pr.done) }()
+	c.mu.Lock()
+	c.procs = append(c.procs, pr)
+	c.mu.Unlock()
+	return nil
+}
+
+// Stop stops the components in reverse order (the API server takes ~25 s to
+// exit when etcd goes first) and waits for each to exit.
+func (c *Cluster) Stop() error {
+	c.mu.Lock()
+	procs := c.procs
+	c.procs = nil
+	c.mu.Unlock()
+	var errs []error
+	for i := len(procs) - 1; i >= 0; i-- {
+		if err := stopPID(procs[i].pid, procs[i].done); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", procs[i].name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stopPID sends SIGTERM, then SIGKILL after 10 s. done, when non-nil, closes
+// when the process has been reaped; otherwise liveness is polled.
+func stopPID(pid int, done <-chan struct{}) error {
+	alive := func() bool {
+		if done != nil {
+			select {
+			case <-done:
+				return false
+			default:
+				return true
+			}
+		}
+		return syscall.Kill(pid, 0) == nil && !isZombie(pid)
+	}
+	if !alive() {
+		return nil
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(10 * time.Second)
+	for alive() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		for i := 0; alive() && i < 100; i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if alive() {
+		return fmt.Errorf("pid %d did not exit", pid)
+	}
+	return nil
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] == 'Z'
+	}
+	return false
+}
+
+// pidFile lists "name pid" per line, in start order.
+func (c *Cluster) pidFile() string { return filepath.Join(c.Dir, "pids") }
+
+func (c *Cluster) writePIDs() error {
+	var b strings.Builder
+	for _, p := range c.procs {
+		fmt.Fprintf(&b, "%s %d\n", p.name, p.pid)
+	}
+	return os.WriteFile(c.pidFile(), []byte(b.String()), 0o600)
+}
+
+// StopDir stops a detached cluster by the PIDs recorded in its folder, in
+// reverse start order, then removes the folder. A folder without a pid file
+// is simply removed.
+func StopDir(dir string, progress io.Writer) error {
+	b, err := os.ReadFile(filepath.Join(dir, "pids"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var errs []error
+	for i := len(lines) - 1; i >= 0; i-- {
+		name, pidStr, ok := strings.Cut(lines[i], " ")
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil {
+			continue
+		}
+		if !isOurs(pid, dir) {
+			continue // the PID was reused by something else: never kill it
+		}
+		if progress != nil {
+			fmt.Fprintf(progress, "stopping %s (pid %d)\n", name, pid)
+		}
+		if err := stopPID(pid, nil); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return os.RemoveAll(dir)
+}
+
+// isOurs checks that pid still runs in the cluster folder (the components'
+// working directory), so that a stale pid file never kills a stranger.
+func isOurs(pid int, dir string) bool {
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		return false
+	}
+	abs, _ := filepath.Abs(dir)
+	return cwd == abs
+}
+
+// Running reports whether a detached cluster in dir is up: every recorded
+// process is alive and the API server answers /readyz.
+func Running(ctx context.Context, dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "pids"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		_, pidStr, _ := strings.Cut(line, " ")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || !isOurs(pid, dir) || isZombie(pid) {
+			return false
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	return readyz(ctx, cfg) == nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func writeKubeconfig(path, server string, p *pki) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: p.caPEM}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: p.adminPEM, ClientKeyData: p.adminKey}
+	cfg.Contexts["pvc-janitor-local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin"}
+	cfg.CurrentContext = "pvc-janitor-local"
+	return clientcmd.WriteToFile(*cfg, path)
+}

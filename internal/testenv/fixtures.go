@@ -1,0 +1,312 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	snapclient "github.com/kubernetes-csi/external-snapshotter/client/v6/clientset/versioned"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Fixtures create realistic workspace objects. They talk to a real API
+// server and wait for the real controllers, so every helper may take up to
+// a few seconds.
+type Fixtures struct {
+	Kube kubernetes.Interface
+	Snap snapclient.Interface
+}
+
+// NewFixtures returns fixtures for the cluster.
+func (c *Cluster) NewFixtures() (*Fixtures, error) {
+	kube, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := snapclient.NewForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	return &Fixtures{Kube: kube, Snap: snap}, nil
+}
+
+// ClaimSpec describes a workspace claim.
+type ClaimSpec struct {
+	Namespace, Name string
+	Labels          map[string]string
+	Annotations     map[string]string
+	// VolumeHandle is the CSI handle of its PV (fault injection is keyed by
+	// it); default "<namespace>-<name>".
+	VolumeHandle string
+	// Unbound leaves the claim Pending (no PV is created).
+	Unbound bool
+	// OwnerReferences are copied onto the claim.
+	OwnerReferences []metav1.OwnerReference
+}
+
+// BoundClaim creates a CSI PersistentVolume pre-bound to a new claim and
+// waits until kube-controller-manager's binder reports the claim Bound. The
+// PV is named "pv-<namespace>-<name>".
+func (f *Fixtures) BoundClaim(ctx context.Context, s ClaimSpec) (*corev1.PersistentVolumeClaim, error) {
+	handle := s.VolumeHandle
+	if handle == "" {
+		handle = s.Namespace + "-" + s.Name
+	}
+	sc := StorageClassName
+	pvName := "pv-" + s.Namespace + "-" + s.Name
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels,
+			Annotations: s.Annotations, OwnerReferences: s.OwnerReferences},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &sc,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if s.Unbound {
+		// A class nobody provisions: the claim stays Pending.
+		none := "no-provisioner"
+		claim.Spec.StorageClassName = &none
+		return f.Kube.CoreV1().PersistentVolumeClaims(s.Namespace).Create(ctx, claim, metav1.CreateOptions{})
+	}
+	claim.Spec.VolumeName = pvName
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pvName},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              sc,
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: s.Namespace, Name: s.Name},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver: DriverName, VolumeHandle: handle}},
+		},
+	}
+	if _, err := f.Kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create PV %s: %w", pvName, err)
+	}
+	if _, err := f.Kube.CoreV1().PersistentVolumeClaims(s.Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create claim %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return f.WaitClaim(ctx, s.Namespace, s.Name, func(c *corev1.PersistentVolumeClaim) bool {
+		return c.Status.Phase == corev1.ClaimBound
+	})
+}
+
+// WaitClaim polls a claim until cond holds (30 s at most).
+func (f *Fixtures) WaitClaim(ctx context.Context, ns, name string, cond func(*corev1.PersistentVolumeClaim) bool) (*corev1.PersistentVolumeClaim, error) {
+	var last *corev1.PersistentVolumeClaim
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = c
+		return cond(c), nil
+	})
+	if err != nil {
+		return last, fmt.Errorf("claim %s/%s: condition not met: %w", ns, name, err)
+	}
+	return last, nil
+}
+
+// WaitClaimGone polls until the claim no longer exists (30 s at most).
+func (f *Fixtures) WaitClaimGone(ctx context.Context, ns, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// PodSpec describes a pod using claims.
+type PodSpec struct {
+	Namespace, Name string
+	Claims          []string
+	// Scheduled sets spec.nodeName, so pvc-protection counts the pod.
+	Scheduled bool
+	// EphemeralVolume adds a generic ephemeral volume of this name; its
+	// claim, "<pod>-<volume>", is created by the ephemeral-volume controller.
+	EphemeralVolume string
+	// Phase, when set, is written to the pod's status (e.g. Succeeded).
+	Phase corev1.PodPhase
+}
+
+// Pod creates a pod that mounts the claims. There is no kubelet, so the pod
+// never runs; scheduled pods still keep their claims protected.
+func (f *Fixtures) Pod(ctx context.Context, s PodSpec) (*corev1.Pod, error) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "ide", Image: "registry.invalid/ide:1"}},
+		},
+	}
+	if s.Scheduled {
+		pod.Spec.NodeName = "node-1"
+	}
+	for _, c := range s.Claims {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "v-" + c,
+			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c}}})
+	}
+	if s.EphemeralVolume != "" {
+		sc := StorageClassName
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: s.EphemeralVolume,
+			VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+				VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					StorageClassName: &sc,
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				}}}}})
+	}
+	created, err := f.Kube.CoreV1().Pods(s.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create pod %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	if s.Phase != "" {
+		created.Status.Phase = s.Phase
+		if created, err = f.Kube.CoreV1().Pods(s.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return nil, fmt.Errorf("set pod %s/%s phase: %w", s.Namespace, s.Name, err)
+		}
+	}
+	return created, nil
+}
+
+// ForceDeletePod deletes a pod with grace period 0: without a kubelet a
+// graceful delete would leave it terminating forever.
+func (f *Fixtures) ForceDeletePod(ctx context.Context, ns, name string) error {
+	zero := int64(0)
+	return f.Kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+}
+
+// VolumeAttachment records that pvName is attached (or not) to node.
+func (f *Fixtures) VolumeAttachment(ctx context.Context, name, pvName, node string, attached bool) (*storagev1.VolumeAttachment, error) {
+	va := &storagev1.VolumeAttachment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: DriverName, NodeName: node,
+			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pvName}},
+	}
+	created, err := f.Kube.StorageV1().VolumeAttachments().Create(ctx, va, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create VolumeAttachment %s: %w", name, err)
+	}
+	created.Status.Attached = attached
+	return f.Kube.StorageV1().VolumeAttachments().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+}
+
+func podTemplate(claim string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "fixture"}},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "c", Image: "registry.invalid/c:1"}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+		},
+	}
+}
+
+// Deployment creates a Deployment (never reconciled: the local cluster runs
+// no deployment controller) whose pod template mounts claim.
+func (f *Fixtures) Deployment(ctx context.Context, ns, name, claim string) (*appsv1.Deployment, error) {
+	zero := int32(0)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{Replicas: &zero,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fixture"}},
+			Template: podTemplate(claim)},
+	}
+	d.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	return f.Kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
+}
+
+// StatefulSet creates a StatefulSet with one volumeClaimTemplate named
+// template; its claims are named <template>-<name>-<ordinal>.
+func (f *Fixtures) StatefulSet(ctx context.Context, ns, name, template string) (*appsv1.StatefulSet, error) {
+	zero := int32(0)
+	sc := StorageClassName
+	tmpl := podTemplate("unused")
+	tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	tmpl.Spec.Volumes = nil
+	s := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.StatefulSetSpec{Replicas: &zero, ServiceName: name,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fixture"}},
+			Template: tmpl,
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: template},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					StorageClassName: &sc,
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				}}},
+		},
+	}
+	return f.Kube.AppsV1().StatefulSets(ns).Create(ctx, s, metav1.CreateOptions{})
+}
+
+// Job creates a suspended Job whose pod template mounts claim.
+func (f *Fixtures) Job(ctx context.Context, ns, name, claim string) (*batchv1.Job, error) {
+	yes := true
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       batchv1.JobSpec{Suspend: &yes, Template: podTemplate(claim)},
+	}
+	return f.Kube.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{})
+}
+
+// Snapshot creates a VolumeSnapshot of claim with the given class ("" for
+// the default class).
+func (f *Fixtures) Snapshot(ctx context.Context, ns, name, claim, class string, labels, annotations map[string]string) (*snapv1.VolumeSnapshot, error) {
+	vs := &snapv1.VolumeSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, Annotations: annotations},
+		Spec:       snapv1.VolumeSnapshotSpec{Source: snapv1.VolumeSnapshotSource{PersistentVolumeClaimName: &claim}},
+	}
+	if class != "" {
+		vs.Spec.VolumeSnapshotClassName = &class
+	}
+	return f.Snap.SnapshotV1().VolumeSnapshots(ns).Create(ctx, vs, metav1.CreateOptions{})
+}
+
+// WaitSnapshot polls a VolumeSnapshot until cond holds or timeout passes.
+func (f *Fixtures) WaitSnapshot(ctx context.Context, ns, name string, timeout time.Duration, cond func(*snapv1.VolumeSnapshot) bool) (*snapv1.VolumeSnapshot, error) {
+	var last *snapv1.VolumeSnapshot
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		s, err := f.Snap.SnapshotV1().VolumeSnapshots(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = s
+		return cond(s), nil
+	})
+	if err != nil {
+		return last, fmt.Errorf("snapshot %s/%s: condition not met: %w", ns, name, err)
+	}
+	return last, nil
+}
+
+// Ready reports whether a snapshot is readyToUse.
+func Ready(s *snapv1.VolumeSnapshot) bool {
+	return s.Status != nil && s.Status.ReadyToUse != nil && *s.Status.ReadyToUse
+}
+
+// Failed reports whether a snapshot carries status.error.
+func Failed(s *snapv1.VolumeSnapshot) bool {
+	return s.Status != nil && s.Status.Error != nil && s.Status.Error.Message != nil
+}
