@@ -146,6 +146,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
+		// There is no Service network to reconcile: envtest does the same.
+		"--endpoint-reconciler-type=none",
 		"--cert-dir="+filepath.Join(opts.Dir, "pki", "apiserver-generated"),
 		"--v=1"); err != nil {
 		return c, err

@@ -1,0 +1,158 @@
+// Package kube is the janitor's I/O with the API server: client
+// construction from a kubeconfig, the retry policy, and the paginated,
+// concurrent, per-page-reduced reads that build an inventory.
+package kube
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	snapclient "github.com/kubernetes-csi/external-snapshotter/client/v6/clientset/versioned"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// Clients are the API clients a run uses.
+type Clients struct {
+	// Kube speaks protobuf for core kinds.
+	Kube kubernetes.Interface
+	// Snap speaks JSON (CRDs have no protobuf).
+	Snap snapclient.Interface
+	// Meta reads the metadata of arbitrary owners.
+	Meta metadata.Interface
+	// Clock is the API server's clock, from response Date headers.
+	Clock *ServerClock
+	// Cluster names the kubeconfig cluster (for the report).
+	Cluster string
+	// Namespace is the kubeconfig context's namespace ("default" if unset).
+	Namespace string
+}
+
+// ClientOptions select and tune the connection.
+type ClientOptions struct {
+	Kubeconfig string // --kubeconfig; empty: KUBECONFIG, ~/.kube/config, in-cluster
+	Context    string // --context
+	QPS        float32
+	Burst      int
+	UserAgent  string
+}
+
+// LoadConfig resolves the kubeconfig as kubectl does and returns the REST
+// config, the cluster's name and the context's namespace.
+func LoadConfig(o ClientOptions) (*rest.Config, string, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.Context}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, "", "", fmt.Errorf("kubeconfig namespace: %w", err)
+	}
+	cluster := cfg.Host
+	if raw, err := cc.RawConfig(); err == nil {
+		name := raw.CurrentContext
+		if o.Context != "" {
+			name = o.Context
+		}
+		if c, ok := raw.Contexts[name]; ok && c.Cluster != "" {
+			cluster = c.Cluster
+		}
+	}
+	return cfg, cluster, ns, nil
+}
+
+// NewClients builds the clients from a REST config. The clock transport is
+// installed on every client so any response moves the server clock.
+func NewClients(cfg *rest.Config, o ClientOptions) (*Clients, error) {
+	clock := &ServerClock{}
+	base := rest.CopyConfig(cfg)
+	if o.QPS > 0 {
+		base.QPS = o.QPS
+	}
+	if o.Burst > 0 {
+		base.Burst = o.Burst
+	}
+	if o.UserAgent != "" {
+		base.UserAgent = o.UserAgent
+	}
+	base.Wrap(clock.wrap)
+	// One rate limiter shared by all clients: --qps is the janitor's total.
+	if base.QPS > 0 {
+		base.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(base.QPS, max(base.Burst, 1))
+	}
+	proto := rest.CopyConfig(base)
+	proto.ContentType = "application/vnd.kubernetes.protobuf"
+	proto.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	kube, err := kubernetes.NewForConfig(proto)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := snapclient.NewForConfig(base)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadata.NewForConfig(base)
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{Kube: kube, Snap: snap, Meta: meta, Clock: clock}, nil
+}
+
+// ServerClock tracks the API server's clock from the Date header of its
+// responses. Marks are written on this clock, never the janitor host's, so
+// that a skewed CronJob node cannot move a claim's orphaned-since.
+type ServerClock struct {
+	mu   sync.Mutex
+	date time.Time // latest Date seen
+	at   time.Time // local monotonic time when it was seen
+}
+
+// Now is the server's time: the latest Date seen plus the local time elapsed
+// since. Zero when no response has been seen yet.
+func (c *ServerClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.date.IsZero() {
+		return time.Time{}
+	}
+	return c.date.Add(time.Since(c.at)).UTC().Truncate(time.Second)
+}
+
+func (c *ServerClock) observe(h http.Header) {
+	d := h.Get("Date")
+	if d == "" {
+		return
+	}
+	t, err := http.ParseTime(d)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	if t.After(c.date) {
+		c.date, c.at = t, time.Now()
+	}
+	c.mu.Unlock()
+}
+
+func (c *ServerClock) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(r)
+		if resp != nil {
+			c.observe(resp.Header)
+		}
+		return resp, err
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,0 +1,109 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// RetryPolicy is the one retry policy of the project: exponential backoff
+// with jitter around a single API call, bounded by the context and by
+// MaxElapsed. Every command uses it through Do.
+type RetryPolicy struct {
+	Initial    time.Duration // first wait
+	Max        time.Duration // cap on one wait
+	MaxElapsed time.Duration // cap on the total time spent on one call (--api-timeout)
+}
+
+// DefaultRetry is used when no policy is configured.
+var DefaultRetry = RetryPolicy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, MaxElapsed: 2 * time.Minute}
+
+// Do calls op until it succeeds, fails permanently, the context ends or the
+// policy's time is up. A 429's Retry-After is honoured (as the next wait,
+// when longer than the backoff's). what names the call in the error.
+func (p RetryPolicy) Do(ctx context.Context, what string, op func(context.Context) error) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = p.Initial
+	b.MaxInterval = p.Max
+	b.MaxElapsedTime = p.MaxElapsed
+	b.RandomizationFactor = 0.5
+	b.Reset()
+	attempts := 0
+	for {
+		attempts++
+		err := op(ctx)
+		if err == nil {
+			return nil
+		}
+		transient, after := Transient(err)
+		if !transient {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			return fmt.Errorf("%s: gave up after %d attempts: %w", what, attempts, err)
+		}
+		if after > wait {
+			wait = after
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// Transient reports whether err is worth retrying, and the server's
+// Retry-After when it gave one. 400, 401, 403, 404, 409 and 422 are
+// permanent: retrying would only repeat them (a 409 is retried by the
+// caller after a fresh read, never here).
+func Transient(err error) (bool, time.Duration) {
+	if err == nil {
+		return false, 0
+	}
+	if errors.Is(err, context.Canceled) {
+		return false, 0
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		after := time.Duration(0)
+		if secs, ok := apierrors.SuggestsClientDelay(err); ok {
+			after = time.Duration(secs) * time.Second
+		}
+		switch {
+		case code == 429:
+			return true, after
+		case code >= 500:
+			return true, after
+		case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err):
+			return true, after
+		default:
+			return false, 0
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A per-request timeout, not the run's: the caller's context is
+		// checked separately in Do.
+		return true, 0
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true, 0
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true, 0
+	}
+	return false, 0
+}
