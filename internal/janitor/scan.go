@@ -1,0 +1,58 @@
+// Package janitor is the library behind the commands: it chains reading,
+// classifying and acting, and knows nothing about flags or terminals. The
+// CLI turns flags into these options and calls it.
+package janitor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/mark"
+)
+
+// ScanOptions configure a scan.
+type ScanOptions struct {
+	Scope       kube.Scope
+	Policy      classify.Policy
+	DryRun      bool
+	Concurrency int
+	Retry       kube.RetryPolicy
+}
+
+// ScanResult is what a scan read, decided and marked.
+type ScanResult struct {
+	Inventory *inventory.Inventory
+	Decisions []classify.Decision
+	Marks     mark.Result
+	// Now is the API server's clock at the time of the claims list.
+	Now time.Time
+	// ReadTime is how long reading took.
+	ReadTime time.Duration
+}
+
+// Scan reads the cluster, classifies every claim in scope and, unless dry
+// run, writes the marks. A failed read returns an error and marks nothing.
+func Scan(ctx context.Context, c *kube.Clients, o ScanOptions) (*ScanResult, error) {
+	log := zerolog.Ctx(ctx)
+	start := time.Now()
+	o.Scope.Retry = o.Retry
+	inv, err := kube.Read(ctx, c, o.Scope)
+	if err != nil {
+		return nil, err
+	}
+	res := &ScanResult{Inventory: inv, Now: inv.ServerTime, ReadTime: time.Since(start)}
+	if res.Now.IsZero() {
+		// Marks must be on the server's clock; never guess with ours.
+		return nil, errors.New("the API server sent no Date header: cannot tell its time, refusing to classify")
+	}
+	res.Decisions = classify.Classify(inv, o.Policy, res.Now)
+	log.Info().Int("claims", len(inv.Claims)).Dur("read", res.ReadTime).Time("server_time", res.Now).Msg("classified")
+	res.Marks = mark.Apply(ctx, c, res.Decisions, mark.Options{DryRun: o.DryRun, Concurrency: o.Concurrency, Retry: o.Retry})
+	return res, nil
+}
