@@ -1,0 +1,159 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+)
+
+var env *testenv.Cluster
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, &env)) }
+
+func clients(t *testing.T) *kube.Clients {
+	t.Helper()
+	c, err := kube.NewClients(env.Config, kube.ClientOptions{QPS: 100, Burst: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestReadReducesEverything seeds one namespace with every kind of evidence
+// and checks the inventory, reading with a page size of 2 so that every
+// list is paginated.
+func TestReadReducesEverything(t *testing.T) {
+	ctx := context.Background()
+	f, err := env.NewFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := env.Namespace(t)
+	ws := map[string]string{"workspace": "yes"}
+	for i := 0; i < 5; i++ {
+		if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: fmt.Sprintf("ws-%d", i), Labels: ws}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "not-a-workspace"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide-0", Claims: []string{"ws-0", "not-a-workspace"}, Scheduled: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Deployment(ctx, ns, "web", "ws-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Job(ctx, ns, "batch", "ws-2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.StatefulSet(ctx, ns, "db", "data"); err != nil {
+		t.Fatal(err)
+	}
+	// A claim owned by a live pod and one owned by a pod that is gone.
+	owner, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "owner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "owner", UID: owner.UID}
+	gone := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "gone", UID: "00000000-0000-0000-0000-000000000001"}
+	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "ws-owned", Labels: ws, OwnerReferences: []metav1.OwnerReference{ref}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "ws-orphan-owner", Labels: ws, OwnerReferences: []metav1.OwnerReference{gone}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.VolumeAttachment(ctx, "va-"+ns, "pv-"+ns+"-ws-3", "node-1", true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Kube.StorageV1().VolumeAttachments().Delete(context.Background(), "va-"+ns, metav1.DeleteOptions{}) })
+	if _, err := f.Snapshot(ctx, ns, "snap-4", "ws-4", "", map[string]string{"workspace": "yes", "ws": "four"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WaitSnapshot(ctx, ns, "snap-4", 30*time.Second, testenv.Ready); err != nil {
+		t.Fatal(err)
+	}
+
+	sel, _ := labels.Parse("workspace=yes")
+	before := time.Now().Add(-2 * time.Second)
+	inv, err := kube.Read(ctx, clients(t), kube.Scope{Namespaces: []string{ns}, Selector: sel, PageSize: 2, WorkspaceLabel: "ws"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Claims) != 7 {
+		t.Fatalf("read %d claims, want the 7 selected ones", len(inv.Claims))
+	}
+	if inv.ServerTime.Before(before) || inv.ServerTime.After(time.Now().Add(2*time.Second)) {
+		t.Fatalf("server time %v is not now", inv.ServerTime)
+	}
+	refs := func(claim string) string {
+		var s []string
+		for _, r := range inv.Referrers[inventory.Key{Namespace: ns, Name: claim}] {
+			s = append(s, r.Kind+"/"+r.Name)
+		}
+		return strings.Join(s, ",")
+	}
+	for claim, want := range map[string]string{"ws-0": "Pod/ide-0", "ws-1": "Deployment/web", "ws-2": "Job/batch", "ws-3": "", "ws-4": ""} {
+		if got := refs(claim); got != want {
+			t.Errorf("referrers of %s = %q, want %q", claim, got, want)
+		}
+	}
+	if _, ok := inv.Referrers[inventory.Key{Namespace: ns, Name: "not-a-workspace"}]; ok {
+		t.Error("references to a claim out of scope were kept")
+	}
+	if len(inv.StatefulSetTemplates) != 1 || inv.StatefulSetTemplates[0].Template != "data" {
+		t.Errorf("statefulset templates = %+v", inv.StatefulSetTemplates)
+	}
+	if inv.LiveOwners[owner.UID] != "Pod/owner" || len(inv.LiveOwners) != 1 {
+		t.Errorf("live owners = %v, want only the existing pod", inv.LiveOwners)
+	}
+	if a := inv.Attachments["pv-"+ns+"-ws-3"]; len(a) != 1 || !a[0].Attached || a[0].NodeName != "node-1" {
+		t.Errorf("attachments of ws-3 = %+v", a)
+	}
+	snaps := inv.Snapshots[ns]
+	if len(snaps) != 1 || snaps[0].SourceClaim != "ws-4" || !snaps[0].ReadyToUse || snaps[0].Workspace != "four" || snaps[0].ContentName == "" {
+		t.Fatalf("snapshots = %+v", snaps)
+	}
+	if c, ok := inv.Contents[snaps[0].ContentName]; !ok || c.DeletionPolicy != "Retain" {
+		t.Errorf("content of snap-4 = %+v", c)
+	}
+	for _, c := range inv.Claims {
+		if c.Phase != "Bound" || c.VolumeName == "" || c.UID == "" || c.ResourceVersion == "" {
+			t.Errorf("claim %s poorly reduced: %+v", c.Name, c)
+		}
+	}
+}
+
+// TestReadExcludesNamespaces checks --exclude-namespace on an all-namespaces read.
+func TestReadExcludesNamespaces(t *testing.T) {
+	ctx := context.Background()
+	f, err := env.NewFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := env.Namespace(t), env.Namespace(t)
+	lbl := map[string]string{"excl-test": a}
+	for _, ns := range []string{a, b} {
+		if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "c", Labels: lbl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sel, _ := labels.Parse("excl-test=" + a)
+	inv, err := kube.Read(ctx, clients(t), kube.Scope{Selector: sel, Exclude: map[string]bool{b: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Claims) != 1 || inv.Claims[0].Namespace != a {
+		t.Fatalf("claims = %+v, want only %s/c", inv.Claims, a)
+	}
+}
