@@ -14,7 +14,7 @@ LDFLAGS := -s -w -X github.com/pvc-janitor/pvc-janitor/internal/version.Version=
 	-X github.com/pvc-janitor/pvc-janitor/internal/version.Date=$(DATE)
 TEST_TIMEOUT ?= 40m
 
-.PHONY: help build test unit lint control-plane cluster-up cluster-down demo bench
+.PHONY: help build test unit lint control-plane cluster-up cluster-down demo demo-seed
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -40,3 +40,17 @@ cluster-up: control-plane ## start the local cluster in the background; prints e
 
 cluster-down: ## stop the local cluster's processes and remove its folder
 	@go run ./cmd/localcluster down
+
+DEMO_NS := pvc-janitor-demo
+DEMO_FLAGS := --kubeconfig $(JANITOR_CLUSTER_DIR)/kubeconfig -n $(DEMO_NS) \
+	-l app.kubernetes.io/part-of=demo-workspaces --workspace-label workspace --min-age 5s --grace-period 10s
+
+demo-seed: cluster-up ## (re)seed the demo fleet of ~20 workspace claims
+	@go run ./cmd/localcluster seed-demo
+
+demo: build demo-seed ## local cluster + demo fleet, then janitor scan and guard on it
+	@echo; echo "$$ janitor scan $(DEMO_FLAGS)"
+	@bin/janitor scan $(DEMO_FLAGS) --log-level warn
+	@echo; echo "$$ janitor guard $(DEMO_FLAGS)"
+	@bin/janitor guard $(DEMO_FLAGS) --log-level warn -o table; echo "guard exit code: $$? (3: a teardown would lose data)"
+	@echo; echo "The cluster keeps running: export KUBECONFIG=$(JANITOR_CLUSTER_DIR)/kubeconfig; make cluster-down stops it."

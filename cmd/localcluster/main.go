@@ -11,10 +11,17 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
 )
 
-const usage = "usage: localcluster up|down|status [--dir DIR] (default: $JANITOR_CLUSTER_DIR or .cluster)"
+const usage = "usage: localcluster up|down|status|seed-demo [--dir DIR] (default: $JANITOR_CLUSTER_DIR or .cluster)"
+
+// DemoNamespace is where seed-demo puts the demo fleet.
+const DemoNamespace = "pvc-janitor-demo"
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -63,6 +70,8 @@ func run(args []string) error {
 		return nil
 	case "down":
 		return testenv.StopDir(dir, os.Stderr)
+	case "seed-demo":
+		return seedDemo(ctx, dir)
 	case "status":
 		if testenv.Running(ctx, dir) {
 			fmt.Println("running:", kubeconfig)
@@ -72,4 +81,35 @@ func run(args []string) error {
 	default:
 		return fmt.Errorf("%s", usage)
 	}
+}
+
+// seedDemo (re)creates the demo namespace and its fleet in a running
+// cluster and prints the expected state of every claim.
+func seedDemo(ctx context.Context, dir string) error {
+	if !testenv.Running(ctx, dir) {
+		return fmt.Errorf("no local cluster running in %s: run make cluster-up", dir)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		return err
+	}
+	c := &testenv.Cluster{Dir: dir, Config: cfg, DriverStateDir: filepath.Join(dir, "csi-state")}
+	f, err := c.NewFixtures()
+	if err != nil {
+		return err
+	}
+	// A fresh namespace each time: the demo must start from the same fleet.
+	if err := f.DeleteNamespace(ctx, DemoNamespace); err != nil {
+		return err
+	}
+	if _, err := f.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "seeding the demo fleet in namespace %s (about %s) ...\n", DemoNamespace, testenv.DemoGracePeriod+3*time.Second)
+	want, err := testenv.SeedDemo(ctx, f, DemoNamespace, c.DriverStateDir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "seeded %d claims\n", len(want))
+	return nil
 }

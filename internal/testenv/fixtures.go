@@ -310,3 +310,42 @@ func Ready(s *snapv1.VolumeSnapshot) bool {
 func Failed(s *snapv1.VolumeSnapshot) bool {
 	return s.Status != nil && s.Status.Error != nil && s.Status.Error.Message != nil
 }
+
+// DeleteNamespace deletes ns, force-deleting its pods and removing the
+// claims' finalizers first (no kubelet will ever release them), and waits
+// until it is gone. A missing namespace is not an error.
+func (f *Fixtures) DeleteNamespace(ctx context.Context, ns string) error {
+	if _, err := f.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return nil
+	}
+	zero := int64(0)
+	if err := f.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		return err
+	}
+	if err := f.Kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := f.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s not deleted: %w", ns, err)
+	}
+	// The fixtures' PVs are Retain and cluster-scoped: they outlive the
+	// namespace and would collide with a new fleet of the same names.
+	pvs, err := f.Kube.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, pv := range pvs.Items {
+		if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace == ns {
+			if err := f.Kube.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,300 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/cli"
+	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+)
+
+var env *testenv.Cluster
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, &env)) }
+
+// run executes one janitor command line against the local cluster, with an
+// empty environment so the developer's JANITOR_* variables cannot leak in.
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	args = append(args, "--kubeconfig", env.Kubeconfig, "--log-format", "json")
+	code = cli.Run(context.Background(), args, cli.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut,
+		LookupEnv: func(string) (string, bool) { return "", false }})
+	return code, out.String(), errOut.String()
+}
+
+type report struct {
+	Kind, APIVersion, Command, Cluster string
+	DryRun                             bool
+	Summary                            struct {
+		Claims int
+		States map[string]int
+	}
+	Claims []struct {
+		Namespace, Name, UID, Workspace, State, Reason, VolumeName, OrphanedSince, Action string
+		Snapshot                                                                        *struct {
+			Name       string
+			ReadyToUse bool
+			Error      string
+		}
+	}
+}
+
+func parse(t *testing.T, s string) report {
+	t.Helper()
+	var r report
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, s)
+	}
+	return r
+}
+
+func demoArgs(cmd, ns string) []string {
+	return []string{cmd, "-n", ns, "-l", testenv.DemoSelector, "--workspace-label", testenv.DemoWorkspaceLabel,
+		"--min-age", testenv.DemoMinAge.String(), "--grace-period", testenv.DemoGracePeriod.String()}
+}
+
+// TestScanClassifiesAndMarksTheDemoFleet is SPEC §3 end to end: every state
+// on real objects, then the marks on the claims.
+func TestScanClassifiesAndMarksTheDemoFleet(t *testing.T) {
+	ctx := context.Background()
+	f, err := env.NewFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := env.Namespace(t)
+	want, err := testenv.SeedDemo(ctx, f, ns, env.DriverStateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A dry run first: the report, and nothing written.
+	code, out, stderr := run(t, append(demoArgs("scan", ns), "--dry-run", "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("scan --dry-run exit %d: %s", code, stderr)
+	}
+	r := parse(t, out)
+	if !r.DryRun || r.Kind != "Report" || r.APIVersion != "pvc-janitor.io/v1" || r.Command != "scan" {
+		t.Fatalf("report header: %+v", r)
+	}
+	got := map[string]string{}
+	for _, c := range r.Claims {
+		got[c.Name] = c.State
+		if c.Namespace != ns || c.UID == "" {
+			t.Errorf("claim %s: namespace %q uid %q", c.Name, c.Namespace, c.UID)
+		}
+	}
+	for name, state := range want {
+		if got[name] != state {
+			t.Errorf("claim %s: state %q, want %q", name, got[name], state)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("report has %d claims, want %d", len(got), len(want))
+	}
+	states := map[string]bool{}
+	for _, s := range want {
+		states[s] = true
+	}
+	if len(states) != 12 {
+		t.Errorf("the demo fleet covers %d states, want all 12", len(states))
+	}
+	claims, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claims.Items {
+		for k := range c.Annotations {
+			if strings.HasPrefix(k, "pvc-janitor.io/orphaned") {
+				t.Errorf("dry run marked %s", c.Name)
+			}
+		}
+	}
+
+	// The real scan marks.
+	code, out, stderr = run(t, append(demoArgs("scan", ns), "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("scan exit %d: %s", code, stderr)
+	}
+	r = parse(t, out)
+	byName := map[string]corev1.PersistentVolumeClaim{}
+	claims, err = f.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claims.Items {
+		byName[c.Name] = c
+	}
+	orphanStates := map[string]bool{"Rescued": true, "Superseded": true, "SnapshotFailed": true, "Snapshotting": true, "Grace": true, "Orphaned": true}
+	for name, state := range want {
+		c := byName[name]
+		mark, marked := c.Annotations["pvc-janitor.io/orphaned-since"]
+		phase := c.Labels["pvc-janitor.io/phase"]
+		switch {
+		case orphanStates[state]:
+			if !marked {
+				t.Errorf("%s (%s) has no orphaned-since mark", name, state)
+			} else if ts, err := time.Parse(time.RFC3339, mark); err != nil || time.Since(ts) > time.Minute || time.Until(ts) > 5*time.Second {
+				t.Errorf("%s: orphaned-since %q is not a recent server time", name, mark)
+			}
+			if phase != state {
+				t.Errorf("%s: phase label %q, want %q", name, phase, state)
+			}
+		case state == "Attached":
+			if phase != "Attached" || marked {
+				t.Errorf("%s: phase %q marked %v, want Attached and no orphaned-since", name, phase, marked)
+			}
+		case state == "Terminating":
+			// never patched
+		default:
+			if marked || phase != "" {
+				t.Errorf("%s (%s) is marked: orphaned-since %v phase %q", name, state, marked, phase)
+			}
+		}
+	}
+	events, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=OrphanDetected"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEvents := 0
+	for _, state := range want {
+		if orphanStates[state] {
+			wantEvents++
+		}
+	}
+	if len(events.Items) != wantEvents {
+		var names []string
+		for _, e := range events.Items {
+			names = append(names, e.InvolvedObject.Name)
+		}
+		t.Errorf("OrphanDetected events for %v, want one per orphaned claim (%d)", names, wantEvents)
+	}
+
+	// A second scan changes nothing and writes no new events.
+	if code, _, stderr = run(t, append(demoArgs("scan", ns), "-o", "json")...); code != 0 {
+		t.Fatalf("second scan exit %d: %s", code, stderr)
+	}
+	again, _ := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=OrphanDetected"})
+	if len(again.Items) != len(events.Items) {
+		t.Errorf("second scan wrote %d new OrphanDetected events", len(again.Items)-len(events.Items))
+	}
+
+	// In use again: the marks go.
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "olivia-back", Claims: []string{"ws-olivia"}}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr = run(t, append(demoArgs("scan", ns), "-o", "json")...); code != 0 {
+		t.Fatalf("third scan exit %d: %s", code, stderr)
+	}
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-olivia", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Annotations["pvc-janitor.io/orphaned-since"]; ok || c.Labels["pvc-janitor.io/phase"] != "" {
+		t.Errorf("marks of a claim in use again were not cleared: %v %v", c.Annotations, c.Labels)
+	}
+
+	// guard: the fleet has data at risk, listed first.
+	code, out, _ = run(t, append(demoArgs("guard", ns), "-o", "json")...)
+	if code != 3 {
+		t.Fatalf("guard exit %d, want 3", code)
+	}
+	g := parse(t, out)
+	seenSafe := false
+	for _, c := range g.Claims {
+		risky := c.Action == "at-risk"
+		if risky && seenSafe {
+			t.Errorf("at-risk claim %s listed after a safe one", c.Name)
+		}
+		seenSafe = seenSafe || !risky
+		wantRisk := map[string]bool{"Held": true, "Grace": true, "Orphaned": true, "Snapshotting": true,
+			"SnapshotFailed": true, "Attached": true, "Superseded": true}[c.State]
+		if risky != wantRisk {
+			t.Errorf("guard: %s (%s) at-risk=%v", c.Name, c.State, risky)
+		}
+	}
+}
+
+func TestGuardPassesOnlyWhenNothingIsLost(t *testing.T) {
+	ctx := context.Background()
+	f, err := env.NewFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := env.Namespace(t)
+	lbl := map[string]string{"app.kubernetes.io/part-of": "demo-workspaces"}
+	for _, n := range []string{"used", "kept", "risky"} {
+		if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: n, Labels: lbl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "p", Claims: []string{"used"}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // snapshots strictly after orphaned-since
+	if _, err := f.Snapshot(ctx, ns, "kept-snap", "kept", testenv.SnapshotClassRetain, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Snapshot(ctx, ns, "risky-snap", "risky", testenv.SnapshotClassDelete, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"kept-snap", "risky-snap"} {
+		if _, err := f.WaitSnapshot(ctx, ns, n, 30*time.Second, testenv.Ready); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"guard", "-n", ns, "-l", "app.kubernetes.io/part-of=demo-workspaces", "--min-age", "0s", "--grace-period", "0s", "-o", "json"}
+	code, out, stderr := run(t, args...)
+	if code != 3 {
+		t.Fatalf("guard with a Delete-policy rescue: exit %d, want 3\n%s\n%s", code, out, stderr)
+	}
+	if !strings.Contains(out, "deletionPolicy Delete") {
+		t.Errorf("guard does not say why risky is at risk:\n%s", out)
+	}
+	code, out, stderr = run(t, append(args, "--allow-delete-policy")...)
+	if code != 0 {
+		t.Fatalf("guard --allow-delete-policy: exit %d, want 0\n%s\n%s", code, out, stderr)
+	}
+}
+
+func TestBadInputExitsTwoAndWritesNothing(t *testing.T) {
+	for _, args := range [][]string{
+		{"scan", "--min-age", "10x"},
+		{"scan", "-A", "-n", "x"},
+		{"scan", "-l", "a in (b"},
+		{"scan", "-o", "xml"},
+		{"frobnicate"},
+		{"scan", "--no-such-flag"},
+		{"scan", "extra-arg"},
+	} {
+		code, out, stderr := run(t, args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, stderr)
+		}
+		if out != "" {
+			t.Errorf("%v: printed a report on a usage error: %q", args, out)
+		}
+		if lines := strings.Count(strings.TrimSpace(stderr), "\n"); lines > 0 || !strings.HasPrefix(stderr, "error: ") {
+			t.Errorf("%v: want one error line, got %q", args, stderr)
+		}
+	}
+	code, _, stderr := run(t, "scan", "--context", "nope")
+	if code != 2 || !strings.Contains(stderr, "nope") {
+		t.Errorf("unknown context: exit %d, %q", code, stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := run(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "janitor ") || !strings.Contains(out, "commit") {
+		t.Fatalf("version: %d %q", code, out)
+	}
+}

@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/config"
+	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
+	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/report"
+	"github.com/pvc-janitor/pvc-janitor/internal/version"
+)
+
+// newLogger builds the one logger of a run from the flags: JSON off a
+// terminal, console on one (auto), always on stderr.
+func newLogger(cfg *config.Config, w io.Writer) zerolog.Logger {
+	level, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		level = zerolog.InfoLevel
+	}
+	format := cfg.LogFormat
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+			format = "console"
+		}
+	}
+	if format == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+// session is what every command needs once its flags are resolved.
+type session struct {
+	cfg     *config.Config
+	clients *kube.Clients
+	scope   kube.Scope
+	retry   kube.RetryPolicy
+}
+
+// connect builds the clients and the scope. A kubeconfig that cannot be
+// loaded is a configuration error (exit 2), like kubectl's.
+func connect(ctx context.Context, cfg *config.Config) (*session, error) {
+	rc, cluster, ns, err := kube.LoadConfig(kube.ClientOptions{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context})
+	if err != nil {
+		return nil, exitcode.New(exitcode.Usage, err)
+	}
+	c, err := kube.NewClients(rc, kube.ClientOptions{QPS: cfg.QPS, Burst: cfg.Burst,
+		UserAgent: "pvc-janitor/" + version.Version})
+	if err != nil {
+		return nil, exitcode.New(exitcode.Usage, err)
+	}
+	c.Cluster, c.Namespace = cluster, ns
+	s := &session{cfg: cfg, clients: c}
+	s.retry = kube.RetryPolicy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, MaxElapsed: cfg.APITimeout}
+	exclude := map[string]bool{}
+	for _, n := range cfg.ExcludeNamespaces {
+		exclude[n] = true
+	}
+	s.scope = kube.Scope{Exclude: exclude, Selector: cfg.Selector, WorkspaceLabel: cfg.WorkspaceLabel,
+		PageSize: cfg.PageSize, Retry: s.retry}
+	switch {
+	case cfg.AllNamespaces:
+	case len(cfg.Namespaces) > 0:
+		s.scope.Namespaces = cfg.Namespaces
+	default:
+		s.scope.Namespaces = []string{ns}
+	}
+	zerolog.Ctx(ctx).Debug().Str("cluster", cluster).Strs("namespaces", s.scope.Namespaces).
+		Str("selector", cfg.SelectorString).Msg("connected")
+	return s, nil
+}
+
+func (s *session) policy() classify.Policy {
+	return classify.Policy{WorkspaceLabel: s.cfg.WorkspaceLabel, MinAge: s.cfg.MinAge,
+		GracePeriod: s.cfg.GracePeriod, TrustExistingSnapshots: s.cfg.TrustExistingSnapshots}
+}
+
+func (s *session) scan(ctx context.Context, dryRun bool) (*janitor.ScanResult, error) {
+	return janitor.Scan(ctx, s.clients, janitor.ScanOptions{Scope: s.scope, Policy: s.policy(),
+		DryRun: dryRun, Concurrency: s.cfg.Concurrency, Retry: s.retry})
+}
+
+// newReport starts the report of a command.
+func (s *session) newReport(command string, dryRun bool, started time.Time) *report.Report {
+	return report.New(command, dryRun, s.clients.Cluster, started)
+}
+
+// addMarks records the marking outcome of each claim as its report action.
+func addMarks(r *report.Report, res *janitor.ScanResult) {
+	for i, o := range res.Marks.Outcomes {
+		cl := res.Decisions[i].Claim
+		if e := r.Entry(cl.Namespace, cl.Name); e != nil {
+			e.Action = string(o)
+		}
+	}
+}
+
+// finish prints the report; a write error becomes the command's error
+// unless it already has one.
+func finish(w io.Writer, r *report.Report, format string, at time.Time, err error) error {
+	r.Finish(at)
+	if werr := report.Write(w, r, format); werr != nil && err == nil {
+		return fmt.Errorf("write report: %w", werr)
+	}
+	return err
+}
+
+// failuresError turns action failures into exit code 4.
+func failuresError(what string, errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, 0, 3)
+	for i, e := range errs {
+		if i == 3 {
+			msgs = append(msgs, fmt.Sprintf("and %d more", len(errs)-3))
+			break
+		}
+		msgs = append(msgs, e.Error())
+	}
+	return exitcode.New(exitcode.Partial, fmt.Errorf("%d %s failed: %s", len(errs), what, strings.Join(msgs, "; ")))
+}

@@ -1,0 +1,83 @@
+// Package cli is the cobra glue of the janitor: one file per command, each
+// turning flags (through internal/config) into options for the library
+// (internal/janitor) and printing the report. Only Main calls os.Exit.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
+)
+
+// Streams are the command's standard streams.
+type Streams struct {
+	In     io.Reader
+	Out    io.Writer // the report
+	ErrOut io.Writer // logs and errors
+	// Getenv looks up the environment (injectable for tests).
+	LookupEnv func(string) (string, bool)
+}
+
+// Main runs the janitor with the process's arguments and streams and exits
+// with the documented code.
+func Main() {
+	os.Exit(Run(context.Background(), os.Args[1:], Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, LookupEnv: os.LookupEnv}))
+}
+
+// Run executes one command line and returns its exit code. SIGINT and
+// SIGTERM cancel the context; the command stops starting new work, finishes
+// its report and the code becomes 130 or 143.
+func Run(ctx context.Context, args []string, s Streams) int {
+	if s.LookupEnv == nil {
+		s.LookupEnv = os.LookupEnv
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case sig := <-sigs:
+			cancel(&signalError{sig: sig.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
+	cmd := NewCommand(s)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	if cause := context.Cause(ctx); cause != nil {
+		var se *signalError
+		if errors.As(cause, &se) {
+			fmt.Fprintf(s.ErrOut, "error: interrupted by %v\n", se.sig)
+			if se.sig == syscall.SIGTERM {
+				return exitcode.Terminated
+			}
+			return exitcode.Interrupted
+		}
+	}
+	if err != nil {
+		msg := strings.TrimSpace(err.Error())
+		if msg != "" {
+			fmt.Fprintln(s.ErrOut, "error: "+oneLine(msg))
+		}
+		return exitcode.Code(err)
+	}
+	return exitcode.OK
+}
+
+type signalError struct{ sig syscall.Signal }
+
+func (e *signalError) Error() string { return "interrupted by " + e.sig.String() }
+
+// oneLine keeps an error on one line: operators grep logs line by line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+)
+
+func newScanCommand(s Streams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "scan",
+		Short: "Classify every workspace claim in scope and mark orphans on the claim",
+		Long: `scan reads the claims in scope and everything that can keep them in use, gives
+every claim one state (see the README), records orphaned-since and the phase on
+the claim (pvc-janitor.io/orphaned-since, pvc-janitor.io/phase) and prints the
+report. --dry-run writes nothing.`,
+		Example: `  janitor scan -n workspaces -l app=ide --workspace-label workspace-id
+  janitor scan -A -l app=ide -o json --dry-run`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := load(cmd, "scan", s)
+			if err != nil {
+				return err
+			}
+			log := newLogger(cfg, s.ErrOut)
+			ctx := log.WithContext(cmd.Context())
+			started := time.Now()
+			sess, err := connect(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			res, err := sess.scan(ctx, cfg.DryRun)
+			if err != nil {
+				return err
+			}
+			r := sess.newReport("scan", cfg.DryRun, started)
+			r.AddDecisions(res.Decisions)
+			addMarks(r, res)
+			zerolog.Ctx(ctx).Debug().Int("marked", len(res.Marks.Outcomes)).Msg("scan done")
+			return finish(s.Out, r, cfg.Output, time.Now(), failuresError("marks", res.Marks.Errors))
+		},
+	}
+}

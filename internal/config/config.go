@@ -1,0 +1,230 @@
+// Package config resolves the janitor's typed configuration (SPEC §9) from,
+// in order of precedence, the command line flags, the environment
+// (JANITOR_ + the flag name upper-cased, '-' -> '_'), a YAML config file
+// (--config or JANITOR_CONFIG; keys are the flag names exactly) and the
+// defaults. It then completes it (every string becomes a typed value: a
+// labels.Selector, a time.Duration, …) and validates it, so that the rest of
+// the program never sees a raw flag.
+//
+// Every error it returns is a *Error, which matches ErrUsage: the CLI maps
+// all of them to exit code 2 (usage or configuration error).
+package config
+
+import (
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Commands that Load knows.
+const (
+	CommandScan     = "scan"
+	CommandSnapshot = "snapshot"
+	CommandReap     = "reap"
+	CommandRun      = "run"
+	CommandGuard    = "guard"
+	CommandVersion  = "version"
+)
+
+// Values of --superseded (SPEC §3, state Superseded).
+const (
+	// SupersededKeep reports superseded claims and does nothing else.
+	SupersededKeep = "keep"
+	// SupersededArchive snapshots them (labelled pvc-janitor.io/superseded)
+	// and reaps them once the snapshot is ready.
+	SupersededArchive = "archive"
+	// SupersededDiscard reaps them without a snapshot; it needs --yes.
+	SupersededDiscard = "discard"
+)
+
+// Values of --output.
+const (
+	OutputTable = "table"
+	OutputWide  = "wide"
+	OutputJSON  = "json"
+	OutputYAML  = "yaml"
+)
+
+// Values of --log-format.
+const (
+	LogFormatAuto    = "auto"
+	LogFormatJSON    = "json"
+	LogFormatConsole = "console"
+)
+
+// EnvPrefix starts the name of every environment variable the janitor reads.
+const EnvPrefix = "JANITOR_"
+
+// Config is the resolved, completed and validated configuration of one
+// command invocation.
+type Config struct {
+	// Command is the command the configuration was loaded for.
+	Command string
+	// ConfigFile is the file the configuration was read from, if any.
+	ConfigFile string
+
+	// Kubeconfig and Context select the cluster as kubectl would; empty
+	// means kubectl's own resolution.
+	Kubeconfig string
+	Context    string
+
+	// Namespaces to look at. Empty with AllNamespaces false means the
+	// kubeconfig context's namespace, which the caller resolves.
+	Namespaces []string
+	// AllNamespaces looks at every namespace.
+	AllNamespaces bool
+	// ExcludeNamespaces are never looked at, even when listed in Namespaces.
+	ExcludeNamespaces []string
+
+	// Selector selects workspace claims; labels.Everything() when empty.
+	Selector labels.Selector
+	// SelectorString is Selector as given, for logs and reports.
+	SelectorString string
+	// AllClaims lets mutating commands run with an empty selector.
+	AllClaims bool
+	// WorkspaceLabel is the label key whose value names a claim's
+	// workspace; empty: every claim is its own workspace.
+	WorkspaceLabel string
+
+	// MinAge: claims younger than this are never orphans.
+	MinAge time.Duration
+	// GracePeriod: how long a claim must have been orphaned to be rescued.
+	GracePeriod time.Duration
+	// TrustExistingSnapshots counts any ready snapshot as a rescue.
+	TrustExistingSnapshots bool
+	// Superseded is one of SupersededKeep, SupersededArchive, SupersededDiscard.
+	Superseded string
+
+	// DryRun changes nothing.
+	DryRun bool
+	// Yes skips the confirmation before deleting.
+	Yes bool
+
+	// Output is one of OutputTable, OutputWide, OutputJSON, OutputYAML.
+	Output string
+	// LogFormat is one of LogFormatAuto, LogFormatJSON, LogFormatConsole.
+	LogFormat string
+	// LogLevel is one of debug, info, warn, error.
+	LogLevel string
+
+	// PageSize is the limit of each list call.
+	PageSize int64
+	// APITimeout caps the retries of one API call.
+	APITimeout time.Duration
+
+	// SnapshotClass names the VolumeSnapshotClass of rescues; empty: the
+	// default class of the PV's CSI driver.
+	SnapshotClass string
+	// SnapshotTimeout bounds the wait for readyToUse.
+	SnapshotTimeout time.Duration
+	// SnapshotErrorGrace is how long a snapshot error may last before the
+	// snapshot is deleted and recreated.
+	SnapshotErrorGrace time.Duration
+	// SnapshotAttempts bounds how often a snapshot is created.
+	SnapshotAttempts int
+
+	// Concurrency is how many claims are worked on at once.
+	Concurrency int
+	// QPS and Burst set the client's rate limit.
+	QPS   float32
+	Burst int
+
+	// MaxDeletions and MaxDeletionPercent are the blast radius (SPEC §6):
+	// over either, a run deletes nothing. MaxDeletions 0 deletes nothing.
+	MaxDeletions       int
+	MaxDeletionPercent float64
+
+	// LockNamespace and LockDuration configure the run's Lease.
+	LockNamespace string
+	LockDuration  time.Duration
+
+	// AllowDeletePolicy makes guard accept rescues whose content has
+	// deletionPolicy Delete.
+	AllowDeletePolicy bool
+	// Rescue makes guard run snapshot first.
+	Rescue bool
+}
+
+// ErrUsage is matched (errors.Is) by every error of this package: a usage or
+// configuration error, which the CLI reports with exit code 2 having changed
+// nothing.
+var ErrUsage = errors.New("usage or configuration error")
+
+// Error is a usage or configuration error. Its message is one lower-case line
+// that names the flag (or config file key, or environment variable) at
+// fault, e.g. `--min-age: invalid duration "10x"`. It matches ErrUsage, and
+// unwraps to its cause (for instance fs.ErrNotExist for a missing config
+// file).
+type Error struct {
+	// Flag is the name of the flag at fault, without dashes; empty when the
+	// error is about the command or several flags.
+	Flag string
+	// Err is the whole message, possibly wrapping a cause.
+	Err error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes every Error match ErrUsage.
+func (e *Error) Is(target error) bool { return target == ErrUsage }
+
+// mutating reports whether the command may change the cluster.
+func (c *Config) mutating() bool {
+	switch c.Command {
+	case CommandSnapshot, CommandReap, CommandRun:
+		return true
+	case CommandGuard:
+		return c.Rescue
+	}
+	return false
+}
+
+// deleting reports whether the command may delete claims.
+func (c *Config) deleting() bool {
+	return c.Command == CommandReap || c.Command == CommandRun
+}
+
+// Redacted returns the configuration as flag name -> value for a debug log.
+// Nothing in it is secret: the kubeconfig is a path, never its content.
+func (c *Config) Redacted() map[string]any {
+	return map[string]any{
+		"command":                  c.Command,
+		"config":                   c.ConfigFile,
+		"kubeconfig":               c.Kubeconfig,
+		"context":                  c.Context,
+		"namespace":                c.Namespaces,
+		"all-namespaces":           c.AllNamespaces,
+		"exclude-namespace":        c.ExcludeNamespaces,
+		"selector":                 c.SelectorString,
+		"all-claims":               c.AllClaims,
+		"workspace-label":          c.WorkspaceLabel,
+		"min-age":                  c.MinAge.String(),
+		"grace-period":             c.GracePeriod.String(),
+		"trust-existing-snapshots": c.TrustExistingSnapshots,
+		"superseded":               c.Superseded,
+		"dry-run":                  c.DryRun,
+		"yes":                      c.Yes,
+		"output":                   c.Output,
+		"log-format":               c.LogFormat,
+		"log-level":                c.LogLevel,
+		"page-size":                c.PageSize,
+		"api-timeout":              c.APITimeout.String(),
+		"snapshot-class":           c.SnapshotClass,
+		"snapshot-timeout":         c.SnapshotTimeout.String(),
+		"snapshot-error-grace":     c.SnapshotErrorGrace.String(),
+		"snapshot-attempts":        c.SnapshotAttempts,
+		"concurrency":              c.Concurrency,
+		"qps":                      c.QPS,
+		"burst":                    c.Burst,
+		"max-deletions":            c.MaxDeletions,
+		"max-deletion-percent":     c.MaxDeletionPercent,
+		"lock-namespace":           c.LockNamespace,
+		"lock-duration":            c.LockDuration.String(),
+		"allow-delete-policy":      c.AllowDeletePolicy,
+		"rescue":                   c.Rescue,
+	}
+}

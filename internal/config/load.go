@@ -1,0 +1,521 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Load resolves the configuration for command (one of "scan", "snapshot",
+// "reap", "run", "guard", "version") from the parsed flags, the environment
+// (lookupEnv, e.g. os.LookupEnv; nil means os.LookupEnv) and the file named
+// by --config / JANITOR_CONFIG, then completes and validates it.
+//
+// Precedence is flag > environment > config file > default, per setting. An
+// environment variable set to the empty string counts as unset (as in
+// viper), and so does a config file key whose value is null. Every error is
+// a *Error.
+func Load(fs *pflag.FlagSet, command string, lookupEnv func(string) (string, bool)) (*Config, error) {
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	switch command {
+	case CommandScan, CommandSnapshot, CommandReap, CommandRun, CommandGuard, CommandVersion:
+	default:
+		return nil, &Error{Err: fmt.Errorf("unknown command %q", command)}
+	}
+	r, err := newResolver(fs, lookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.complete(command)
+	if err != nil {
+		return nil, err
+	}
+	if err := validate(c, r.from); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// EnvName returns the environment variable that sets flag name, e.g.
+// JANITOR_MIN_AGE for min-age.
+func EnvName(name string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// resolver layers the sources of one invocation in a fresh viper instance:
+// flags are bound (a flag given on the command line beats everything, an
+// unchanged one supplies the default), the config file is merged as viper's
+// config layer, and environment values are set as overrides, but only for
+// flags that were not given, so that a flag still beats the environment.
+// The environment is not read through viper's AutomaticEnv because viper can
+// only read the process environment, and tests inject theirs.
+type resolver struct {
+	v  *viper.Viper
+	fs *pflag.FlagSet
+	// env holds the environment values of options whose flag was not given.
+	env map[string]string
+	// file holds the config file's values (already type-checked).
+	file     map[string]any
+	filePath string
+}
+
+func newResolver(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*resolver, error) {
+	r := &resolver{v: viper.New(), fs: fs, env: map[string]string{}}
+	for _, o := range options() {
+		f := fs.Lookup(o.name)
+		if f == nil {
+			return nil, &Error{Flag: o.name, Err: fmt.Errorf("--%s is not registered: config.Register was not called", o.name)}
+		}
+		if err := r.v.BindPFlag(o.name, f); err != nil {
+			return nil, &Error{Flag: o.name, Err: fmt.Errorf("--%s: %w", o.name, err)}
+		}
+		if f.Changed {
+			continue
+		}
+		if val, ok := lookupEnv(EnvName(o.name)); ok && val != "" {
+			r.env[o.name] = val
+		}
+	}
+	// The file's own path comes from the flag or the environment only.
+	if val, ok := r.env["config"]; ok {
+		r.v.Set("config", val)
+	}
+	path, err := r.str("config")
+	if err != nil {
+		return nil, err
+	}
+	if path != "" {
+		file, err := readFile(path)
+		if err != nil {
+			return nil, err
+		}
+		r.file, r.filePath = file, path
+		layer := make(map[string]any, len(file))
+		for k, v := range file {
+			layer[k] = v
+		}
+		if err := r.v.MergeConfigMap(layer); err != nil {
+			return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: %w", path, err)}
+		}
+	}
+	for name, val := range r.env {
+		r.v.Set(name, val)
+	}
+	return r, nil
+}
+
+// readFile reads and type-checks the config file. An unknown key is an
+// error, not a warning: a misspelt exclusion must not pass silently.
+func readFile(path string) (map[string]any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{Flag: "config", Err: fmt.Errorf("--config: %w", err)}
+	}
+	// YAML 1.2 (yaml.v3), not 1.1: the key "yes" and a namespace called
+	// "no" must stay strings. Duplicate keys are an error.
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: invalid YAML (want a mapping of flag names to values): %s", path, oneLine(err.Error()))}
+	}
+	kinds := map[string]kind{}
+	var names []string
+	for _, o := range options() {
+		kinds[o.name] = o.kind
+		names = append(names, o.name)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k == "config" {
+			return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: key \"config\" cannot be set in a config file", path)}
+		}
+		kd, ok := kinds[k]
+		if !ok {
+			hint := ""
+			if s := closest(k, names); s != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return nil, &Error{Err: fmt.Errorf("config file %s: unknown key %q%s; keys are flag names", path, k, hint)}
+		}
+		if m[k] == nil {
+			delete(m, k)
+			continue
+		}
+		if !fileTypeOK(kd, m[k]) {
+			return nil, &Error{Flag: k, Err: fmt.Errorf("config file %s: key %q: want a %s, got %s", path, k, kindWant(kd), describe(m[k]))}
+		}
+	}
+	return m, nil
+}
+
+// fileTypeOK checks a config file value against the option's kind. yaml.v3
+// decodes whole numbers as int and others as float64.
+func fileTypeOK(k kind, v any) bool {
+	switch k {
+	case kindBool:
+		_, ok := v.(bool)
+		return ok
+	case kindInt, kindInt64:
+		_, ok := v.(int)
+		return ok
+	case kindFloat32, kindFloat64:
+		switch v.(type) {
+		case int, float64:
+			return true
+		}
+		return false
+	case kindDuration:
+		switch x := v.(type) {
+		case string:
+			return true
+		case int:
+			return x == 0 // a bare 0 is unambiguous; any other number lacks a unit
+		}
+		return false
+	case kindList:
+		switch x := v.(type) {
+		case string:
+			return true
+		case []any:
+			for _, e := range x {
+				if _, ok := e.(string); !ok {
+					return false
+				}
+			}
+			return true
+		}
+		return false
+	default:
+		_, ok := v.(string)
+		return ok
+	}
+}
+
+func kindWant(k kind) string {
+	switch k {
+	case kindDuration:
+		return `duration such as "10m"`
+	case kindInt, kindInt64:
+		return "whole number"
+	}
+	return k.String()
+}
+
+// describe names a config file value's type for an error message.
+func describe(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("string %q", x)
+	case bool:
+		return fmt.Sprintf("boolean %t", x)
+	case int:
+		return "number " + strconv.Itoa(x)
+	case float64:
+		return "number " + strconv.FormatFloat(x, 'g', -1, 64)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// from says where a setting's value came from, for error messages: nothing
+// for a flag or a default, the variable or the file otherwise.
+func (r *resolver) from(name string) string {
+	if f := r.fs.Lookup(name); f != nil && f.Changed {
+		return ""
+	}
+	if _, ok := r.env[name]; ok {
+		return " (from " + EnvName(name) + ")"
+	}
+	if _, ok := r.file[name]; ok {
+		return " (from config file " + r.filePath + ")"
+	}
+	return ""
+}
+
+func (r *resolver) invalid(name, what string, raw any) error {
+	return &Error{Flag: name, Err: fmt.Errorf("--%s: invalid %s %q%s", name, what, fmt.Sprint(raw), r.from(name))}
+}
+
+func (r *resolver) str(name string) (string, error) {
+	switch x := r.v.Get(name).(type) {
+	case nil:
+		return "", nil
+	case string:
+		return strings.TrimSpace(x), nil
+	default:
+		return strings.TrimSpace(fmt.Sprint(x)), nil
+	}
+}
+
+func (r *resolver) boolean(name string) (bool, error) {
+	switch x := r.v.Get(name).(type) {
+	case nil:
+		return false, nil
+	case bool:
+		return x, nil
+	case string:
+		b, err := strconv.ParseBool(strings.TrimSpace(x))
+		if err != nil {
+			return false, r.invalid(name, "boolean", x)
+		}
+		return b, nil
+	default:
+		return false, r.invalid(name, "boolean", x)
+	}
+}
+
+func (r *resolver) integer(name string, bits int) (int64, error) {
+	switch x := r.v.Get(name).(type) {
+	case int:
+		return int64(x), nil
+	case int64:
+		return x, nil
+	case int32:
+		return int64(x), nil
+	case float64:
+		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
+			return 0, r.invalid(name, "integer", x)
+		}
+		return int64(x), nil
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(x), 10, bits)
+		if err != nil {
+			return 0, r.invalid(name, "integer", x)
+		}
+		return n, nil
+	default:
+		return 0, r.invalid(name, "integer", x)
+	}
+}
+
+func (r *resolver) float(name string, bits int) (float64, error) {
+	var f float64
+	switch x := r.v.Get(name).(type) {
+	case float64:
+		f = x
+	case float32:
+		f = float64(x)
+	case int:
+		f = float64(x)
+	case string:
+		var err error
+		if f, err = strconv.ParseFloat(strings.TrimSpace(x), bits); err != nil {
+			return 0, r.invalid(name, "number", x)
+		}
+	default:
+		return 0, r.invalid(name, "number", x)
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, r.invalid(name, "number", f)
+	}
+	return f, nil
+}
+
+func (r *resolver) duration(name string) (time.Duration, error) {
+	switch x := r.v.Get(name).(type) {
+	case int:
+		if x == 0 {
+			return 0, nil
+		}
+		return 0, r.invalid(name, "duration", x)
+	case string:
+		d, err := time.ParseDuration(strings.TrimSpace(x))
+		if err != nil {
+			return 0, r.invalid(name, "duration", x)
+		}
+		return d, nil
+	default:
+		return 0, r.invalid(name, "duration", x)
+	}
+}
+
+// list accepts a repeated flag, a list in the file, or comma-separated text
+// anywhere; it trims, drops empty items and duplicates, and keeps the order.
+func (r *resolver) list(name string) ([]string, error) {
+	var items []string
+	switch x := r.v.Get(name).(type) {
+	case nil:
+	case []string:
+		items = x
+	case []any:
+		for _, e := range x {
+			items = append(items, fmt.Sprint(e))
+		}
+	case string:
+		items = []string{x}
+	default:
+		return nil, r.invalid(name, "list", x)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, it := range items {
+		for _, s := range strings.Split(it, ",") {
+			s = strings.TrimSpace(s)
+			if s == "" || seen[s] {
+				continue
+			}
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// complete turns every raw value into its typed field.
+func (r *resolver) complete(command string) (*Config, error) {
+	c := &Config{Command: command, ConfigFile: r.filePath}
+	var err error
+	setStr := func(dst *string, name string) {
+		if err == nil {
+			*dst, err = r.str(name)
+		}
+	}
+	setBool := func(dst *bool, name string) {
+		if err == nil {
+			*dst, err = r.boolean(name)
+		}
+	}
+	setDur := func(dst *time.Duration, name string) {
+		if err == nil {
+			*dst, err = r.duration(name)
+		}
+	}
+	setInt := func(dst *int, name string) {
+		if err == nil {
+			var n int64
+			n, err = r.integer(name, strconv.IntSize)
+			*dst = int(n)
+		}
+	}
+	setList := func(dst *[]string, name string) {
+		if err == nil {
+			*dst, err = r.list(name)
+		}
+	}
+	setStr(&c.Kubeconfig, "kubeconfig")
+	setStr(&c.Context, "context")
+	setList(&c.Namespaces, "namespace")
+	setBool(&c.AllNamespaces, "all-namespaces")
+	setList(&c.ExcludeNamespaces, "exclude-namespace")
+	setStr(&c.SelectorString, "selector")
+	setBool(&c.AllClaims, "all-claims")
+	setStr(&c.WorkspaceLabel, "workspace-label")
+	setDur(&c.MinAge, "min-age")
+	setDur(&c.GracePeriod, "grace-period")
+	setBool(&c.TrustExistingSnapshots, "trust-existing-snapshots")
+	setStr(&c.Superseded, "superseded")
+	setBool(&c.DryRun, "dry-run")
+	setBool(&c.Yes, "yes")
+	setStr(&c.Output, "output")
+	setStr(&c.LogFormat, "log-format")
+	setStr(&c.LogLevel, "log-level")
+	if err == nil {
+		c.PageSize, err = r.integer("page-size", 64)
+	}
+	setDur(&c.APITimeout, "api-timeout")
+	setStr(&c.SnapshotClass, "snapshot-class")
+	setDur(&c.SnapshotTimeout, "snapshot-timeout")
+	setDur(&c.SnapshotErrorGrace, "snapshot-error-grace")
+	setInt(&c.SnapshotAttempts, "snapshot-attempts")
+	setInt(&c.Concurrency, "concurrency")
+	if err == nil {
+		var q float64
+		q, err = r.float("qps", 32)
+		c.QPS = float32(q)
+	}
+	setInt(&c.Burst, "burst")
+	setInt(&c.MaxDeletions, "max-deletions")
+	if err == nil {
+		c.MaxDeletionPercent, err = r.float("max-deletion-percent", 64)
+	}
+	setStr(&c.LockNamespace, "lock-namespace")
+	setDur(&c.LockDuration, "lock-duration")
+	setBool(&c.AllowDeletePolicy, "allow-delete-policy")
+	setBool(&c.Rescue, "rescue")
+	if err != nil {
+		return nil, err
+	}
+	c.Superseded = strings.ToLower(c.Superseded)
+	c.Output = strings.ToLower(c.Output)
+	c.LogFormat = strings.ToLower(c.LogFormat)
+	c.LogLevel = strings.ToLower(c.LogLevel)
+
+	c.Selector = labels.Everything()
+	if c.SelectorString != "" {
+		sel, perr := labels.Parse(c.SelectorString)
+		if perr != nil {
+			return nil, &Error{Flag: "selector", Err: fmt.Errorf("--selector: invalid selector %q%s: %s", c.SelectorString, r.from("selector"), oneLine(perr.Error()))}
+		}
+		c.Selector = sel
+	}
+	return c, nil
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// closest returns the candidate nearest to s by edit distance, if it is near
+// enough to be a plausible misspelling.
+func closest(s string, candidates []string) string {
+	best, bestD := "", 4
+	for _, c := range candidates {
+		if d := distance(s, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// distance is the Levenshtein distance between a and b.
+func distance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
+
+func mustInt(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic("config: bad default " + s)
+	}
+	return n
+}
+
+func mustFloat(s string) float64 {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		panic("config: bad default " + s)
+	}
+	return f
+}

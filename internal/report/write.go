@@ -1,0 +1,192 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+)
+
+// Output formats of Write.
+const (
+	FormatTable = "table"
+	FormatWide  = "wide"
+	FormatJSON  = "json"
+	FormatYAML  = "yaml"
+)
+
+// maxReason is how many runes of a reason the table shows; json, yaml and
+// wide show it whole.
+const maxReason = 80
+
+// none fills an empty cell, as kubectl does.
+const none = "<none>"
+
+// Write prints r in format: "table" (the default when format is empty),
+// "wide", "json" or "yaml". The JSON and YAML field names are those of SPEC
+// §8; YAML is made from the JSON so that the two always agree.
+func Write(w io.Writer, r *Report, format string) error {
+	if r == nil {
+		return errors.New("no report to write")
+	}
+	switch format {
+	case FormatTable, "":
+		return writeTable(w, r, false)
+	case FormatWide:
+		return writeTable(w, r, true)
+	case FormatJSON:
+		b, err := marshalJSON(r)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	case FormatYAML:
+		b, err := marshalJSON(r)
+		if err != nil {
+			return err
+		}
+		y, err := yaml.JSONToYAML(b)
+		if err != nil {
+			return fmt.Errorf("convert report to yaml: %w", err)
+		}
+		_, err = w.Write(y)
+		return err
+	default:
+		return fmt.Errorf("unknown output format %q: want table, wide, json or yaml", format)
+	}
+}
+
+// marshalJSON indents the report and leaves <, > and & alone: reasons name
+// things like "<template>-<statefulset>-<ordinal>".
+func marshalJSON(r *Report) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("encode report: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func writeTable(w io.Writer, r *Report, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	if len(r.Claims) == 0 {
+		fmt.Fprintln(tw, "No claims in scope.")
+	} else {
+		head := []string{"NAMESPACE", "NAME", "WORKSPACE", "STATE", "ORPHANED-SINCE", "ACTION"}
+		if wide {
+			head = append(head, "UID", "VOLUME", "SNAPSHOT", "SNAPSHOT-READY")
+		}
+		head = append(head, "REASON")
+		fmt.Fprintln(tw, strings.Join(head, "\t"))
+		for _, e := range r.Claims {
+			since := ""
+			if e.OrphanedSince != nil {
+				since = e.OrphanedSince.UTC().Format(time.RFC3339)
+			}
+			row := []string{cell(e.Namespace), cell(e.Name), cell(e.Workspace), cell(e.State), cell(since), cell(e.Action)}
+			if wide {
+				snap, ready := "", ""
+				if e.Snapshot != nil {
+					snap, ready = e.Snapshot.Name, strconv.FormatBool(e.Snapshot.ReadyToUse)
+				}
+				row = append(row, cell(e.UID), cell(e.VolumeName), cell(snap), cell(ready))
+			}
+			reason := cell(e.Reason)
+			if !wide {
+				reason = truncate(reason, maxReason)
+			}
+			row = append(row, reason)
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("\n" + summaryLine(r) + "\n")
+	for _, n := range r.Notes {
+		b.WriteString("note: " + flat(n) + "\n")
+	}
+	if r.Error != "" {
+		b.WriteString("error: " + flat(r.Error) + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// summaryLine renders the summary, states in precedence order, e.g.
+// "3 claims: 1 InUse, 1 Orphaned, 1 Rescued; 0 snapshots created, 0 claims
+// deleted, 0 failures".
+func summaryLine(r *Report) string {
+	s := r.Summary
+	var states []string
+	seen := map[string]bool{}
+	for _, cs := range classify.States {
+		st := string(cs)
+		seen[st] = true
+		if n := s.States[st]; n > 0 {
+			states = append(states, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	var other []string
+	for st, n := range s.States {
+		if !seen[st] && n > 0 {
+			other = append(other, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	sort.Strings(other)
+	states = append(states, other...)
+
+	line := plural(s.Claims, "claim", "claims")
+	if len(states) > 0 {
+		line += ": " + strings.Join(states, ", ")
+	}
+	line += "; " + plural(s.SnapshotsCreated, "snapshot created", "snapshots created") +
+		", " + plural(s.ClaimsDeleted, "claim deleted", "claims deleted") +
+		", " + plural(s.Failures, "failure", "failures")
+	if r.DryRun {
+		line += " (dry run: nothing was changed)"
+	}
+	return line
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// cell makes a value fit a table cell: one line, no tabs, <none> when empty.
+func cell(s string) string {
+	s = flat(s)
+	if s == "" {
+		return none
+	}
+	return s
+}
+
+// flat puts s on one line.
+func flat(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// truncate cuts s to at most n runes, ending in "…" when cut.
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
