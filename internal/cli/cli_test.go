@@ -40,7 +40,7 @@ type report struct {
 	}
 	Claims []struct {
 		Namespace, Name, UID, Workspace, State, Reason, VolumeName, OrphanedSince, Action string
-		Snapshot                                                                        *struct {
+		Snapshot                                                                          *struct {
 			Name       string
 			ReadyToUse bool
 			Error      string

@@ -76,7 +76,9 @@ func TestReadReducesEverything(t *testing.T) {
 	if _, err := f.VolumeAttachment(ctx, "va-"+ns, "pv-"+ns+"-ws-3", "node-1", true); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = f.Kube.StorageV1().VolumeAttachments().Delete(context.Background(), "va-"+ns, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = f.Kube.StorageV1().VolumeAttachments().Delete(context.Background(), "va-"+ns, metav1.DeleteOptions{})
+	})
 	if _, err := f.Snapshot(ctx, ns, "snap-4", "ws-4", "", map[string]string{"workspace": "yes", "ws": "four"}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -38,13 +38,13 @@ const (
 
 // Actions reported per claim.
 const (
-	ActionCreated  = "snapshot-created"   // this run created it and it became ready
-	ActionReady    = "snapshot-ready"     // it existed (an earlier run) and is ready
-	ActionWould    = "would-snapshot"     // dry run
-	ActionFailed   = "snapshot-failed"    // error, attempts or time ran out
-	ActionPending  = "snapshot-pending"   // interrupted while waiting
-	ActionSkipped  = "snapshot-skipped"   // a pod started using the claim
-	ActionConflict = "snapshot-conflict"  // the name is taken by another claim's snapshot
+	ActionCreated  = "snapshot-created"    // this run created it and it became ready
+	ActionReady    = "snapshot-ready"      // it existed (an earlier run) and is ready
+	ActionWould    = "would-snapshot"      // dry run
+	ActionFailed   = "snapshot-failed"     // error, attempts or time ran out
+	ActionPending  = "snapshot-pending"    // interrupted while waiting
+	ActionSkipped  = "snapshot-skipped"    // a pod started using the claim
+	ActionConflict = "snapshot-conflict"   // the name is taken by another claim's snapshot
 	ActionArchived = "superseded-archived" // archive snapshot of a superseded claim is ready
 )
 

@@ -13,8 +13,8 @@ import (
 // Binaries are the paths of the programs a local cluster runs.
 type Binaries struct {
 	Etcd, APIServer, ControllerManager, Kubectl string
-	SnapshotController, CSISnapshotter        string
-	Driver                                    string
+	SnapshotController, CSISnapshotter          string
+	Driver                                      string
 	// CRDDir holds the VolumeSnapshot CRDs of the snapshot-controller's version.
 	CRDDir string
 }
