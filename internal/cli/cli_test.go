@@ -298,3 +298,14 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version: %d %q", code, out)
 	}
 }
+
+// TestExampleConfigLoads keeps examples/config.yaml valid.
+func TestExampleConfigLoads(t *testing.T) {
+	code, out, stderr := run(t, "scan", "--config", "../../examples/config.yaml", "--dry-run", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if r := parse(t, out); !r.DryRun || r.Command != "scan" {
+		t.Fatalf("report %+v", r)
+	}
+}
