@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/cli"
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
@@ -25,11 +27,17 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, &env)) }
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	args = append(args, "--kubeconfig", env.Kubeconfig, "--log-format", "json")
-	code = cli.Run(context.Background(), args, cli.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut,
-		LookupEnv: func(string) (string, bool) { return "", false }})
+	code = runWith(append(args, "--kubeconfig", env.Kubeconfig, "--log-format", "json"), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
+
+// runWith runs a command line as given (the last --kubeconfig wins).
+func runWith(args []string, out, errOut io.Writer) int {
+	return cli.Run(context.Background(), args, cli.Streams{In: strings.NewReader(""), Out: out, ErrOut: errOut,
+		LookupEnv: func(string) (string, bool) { return "", false }})
+}
+
+func toUID(s string) types.UID { return types.UID(s) }
 
 type report struct {
 	Kind, APIVersion, Command, Cluster string

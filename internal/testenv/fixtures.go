@@ -349,3 +349,16 @@ func (f *Fixtures) DeleteNamespace(ctx context.Context, ns string) error {
 	}
 	return nil
 }
+
+// WaitUnused waits until the controller manager has set the claim's Unused
+// condition (KEP-5541) to True: from then on its orphaned-since is known.
+func (f *Fixtures) WaitUnused(ctx context.Context, ns, name string) (*corev1.PersistentVolumeClaim, error) {
+	return f.WaitClaim(ctx, ns, name, func(c *corev1.PersistentVolumeClaim) bool {
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == "Unused" && cond.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+}
