@@ -51,7 +51,8 @@ type Options struct {
 	// Detach starts the components in their own sessions so that they
 	// outlive this process (make cluster-up); Stop is then done by PID.
 	Detach bool
-	// Minimal starts only etcd and kube-apiserver (benchmarks).
+	// Minimal starts only etcd and kube-apiserver, with the snapshot CRDs
+	// and classes but no controllers (benchmarks seed status themselves).
 	Minimal bool
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
@@ -164,6 +165,14 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	step("kube-apiserver ready at %s", server)
 	if opts.Minimal {
+		// The APIs (snapshot CRDs, classes) without the controllers.
+		if err := applyCRDs(ctx, c.Config, c.Bin.CRDDir); err != nil {
+			return c, err
+		}
+		if err := createStorageObjects(ctx, c.Config); err != nil {
+			return c, err
+		}
+		step("snapshot CRDs established; minimal stack ready (no controllers)")
 		return c, c.writePIDs()
 	}
 	if err := c.run("kube-controller-manager", c.Bin.ControllerManager,
