@@ -45,12 +45,17 @@ DEMO_NS := pvc-janitor-demo
 DEMO_FLAGS := --kubeconfig $(JANITOR_CLUSTER_DIR)/kubeconfig -n $(DEMO_NS) \
 	-l app.kubernetes.io/part-of=demo-workspaces --workspace-label workspace --min-age 5s --grace-period 10s
 
+# Short waits so the demo's broken and never-ready volumes fail in seconds.
+DEMO_SNAP_FLAGS := --snapshot-timeout 15s --snapshot-error-grace 2s --snapshot-attempts 2
+
 demo-seed: cluster-up ## (re)seed the demo fleet of ~20 workspace claims
 	@go run ./cmd/localcluster seed-demo
 
-demo: build demo-seed ## local cluster + demo fleet, then janitor scan and guard on it
+demo: build demo-seed ## local cluster + demo fleet, then janitor scan, snapshot and guard on it
 	@echo; echo "$$ janitor scan $(DEMO_FLAGS)"
 	@bin/janitor scan $(DEMO_FLAGS) --log-level warn
+	@echo; echo "$$ janitor snapshot $(DEMO_FLAGS) $(DEMO_SNAP_FLAGS)"
+	@bin/janitor snapshot $(DEMO_FLAGS) $(DEMO_SNAP_FLAGS) --log-level warn; echo "snapshot exit code: $$? (4: some rescues failed, as the demo's broken and slow volumes must)"
 	@echo; echo "$$ janitor guard $(DEMO_FLAGS)"
 	@bin/janitor guard $(DEMO_FLAGS) --log-level warn -o table; echo "guard exit code: $$? (3: a teardown would lose data)"
 	@echo; echo "The cluster keeps running: export KUBECONFIG=$(JANITOR_CLUSTER_DIR)/kubeconfig; make cluster-down stops it."

@@ -1,0 +1,116 @@
+package cli_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+)
+
+// tokenKubeconfig creates a ServiceAccount bound to rules in ns, mints a
+// token with TokenRequest and writes a kubeconfig holding only that token.
+func tokenKubeconfig(t *testing.T, ns string, rules []rbacv1.PolicyRule) string {
+	t.Helper()
+	ctx := context.Background()
+	cs := env.Clientset(t)
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "janitor"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "janitor"}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "janitor"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "janitor"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "janitor", Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "janitor", &authv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.WriteKubeconfig(path, tr.Status.Token); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestForbiddenReadFailsClosed: a janitor allowed to read and patch claims
+// but not to list pods must not mark anything: without the pods, every
+// claim would look orphaned.
+func TestForbiddenReadFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	orphan(t, f, ns, "ws-a", "a", "")
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide", Claims: []string{"ws-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	kc := tokenKubeconfig(t, ns, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "patch"}}})
+	code, out, stderr := runWith2(t, []string{"scan", "-n", ns, "-l", wsSel, "--min-age", "0s", "--kubeconfig", kc})
+	if code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "forbidden") || !strings.HasPrefix(stderr, "error: read ") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("want one line naming the failed read, got %q", stderr)
+	}
+	if out != "" {
+		t.Errorf("a failed run printed a report: %q", out)
+	}
+	c, _ := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
+	if _, ok := c.Annotations["pvc-janitor.io/orphaned-since"]; ok || c.Labels["pvc-janitor.io/phase"] != "" {
+		t.Fatal("a run that could not read pods marked a claim")
+	}
+}
+
+func TestUnreachableServerIsRuntimeError(t *testing.T) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["x"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
+	cfg.AuthInfos["x"] = &clientcmdapi.AuthInfo{Token: "t"}
+	cfg.Contexts["x"] = &clientcmdapi.Context{Cluster: "x", AuthInfo: "x"}
+	cfg.CurrentContext = "x"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runWith2(t, []string{"scan", "-n", "x", "--api-timeout", "2s", "--kubeconfig", path})
+	if code != 1 || !strings.Contains(stderr, "connection refused") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if strings.Contains(stderr, `"t"`) {
+		t.Error("the token leaked into the error")
+	}
+}
+
+func TestMissingKubeconfigIsUsageError(t *testing.T) {
+	code, _, stderr := runWith2(t, []string{"scan", "-n", "x", "--kubeconfig", filepath.Join(t.TempDir(), "nope")})
+	if code != 2 || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	broken := filepath.Join(t.TempDir(), "broken")
+	_ = os.WriteFile(broken, []byte("{not yaml"), 0o600)
+	code, _, stderr = runWith2(t, []string{"scan", "-n", "x", "--kubeconfig", broken})
+	if code != 2 || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("broken kubeconfig: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// runWith2 runs a command line with only the given flags (JSON logs added).
+func runWith2(t *testing.T, args []string) (int, string, string) {
+	t.Helper()
+	var out, errOut strings.Builder
+	code := runWith(append(args, "--log-format", "json", "--log-level", "error"), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
