@@ -360,3 +360,58 @@ func TestSnapshotKilledWhileWaitingThenRerunCompletes(t *testing.T) {
 		t.Fatalf("rerun duplicated or replaced the snapshot")
 	}
 }
+
+// TestFailedOwnSnapshotIsRecreatedNotDuplicated: a claim whose own snapshot
+// failed (here under a name an older version chose) gets that snapshot
+// deleted and recreated once the driver recovers; never a second one.
+func TestFailedOwnSnapshotIsRecreatedNotDuplicated(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	handle := ns + "-sick"
+	if err := csidriver.SetFault(env.DriverStateDir, handle, csidriver.Fault{PermanentError: "try later"}); err != nil {
+		t.Fatal(err)
+	}
+	uid := orphan(t, f, ns, "ws-sick", "s", handle)
+	if _, err := f.Snapshot(ctx, ns, "legacy-rescue", "ws-sick", "", map[string]string{"app.kubernetes.io/managed-by": "pvc-janitor"},
+		map[string]string{"pvc-janitor.io/source-uid": uid}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WaitSnapshot(ctx, ns, "legacy-rescue", 30*time.Second, testenv.Failed); err != nil {
+		t.Fatal(err)
+	}
+	if err := csidriver.ClearFault(env.DriverStateDir, handle); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := run(t, snapArgs(ns, "--snapshot-error-grace", "1s", "--snapshot-attempts", "2")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, out, stderr)
+	}
+	if st, _, reason := entry(t, parse(t, out), "ws-sick"); st != "Rescued" {
+		t.Fatalf("state %s (%s)", st, reason)
+	}
+	snaps := snapshots(t, f, ns)
+	if len(snaps) != 1 || snaps[0].Name != "legacy-rescue" || !testenv.Ready(&snaps[0]) {
+		t.Fatalf("want legacy-rescue recreated and ready, alone; got %d snapshots", len(snaps))
+	}
+}
+
+func TestGuardRescueSnapshotsFirst(t *testing.T) {
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	orphan(t, f, ns, "ws-a", "a", "")
+	base := []string{"guard", "-n", ns, "--workspace-label", "workspace", "--min-age", "0s", "--grace-period", "0s", "-o", "json"}
+	if code, _, stderr := run(t, append(base, "--rescue")...); code != 2 || !strings.Contains(stderr, "selector") {
+		t.Fatalf("guard --rescue without a selector: exit %d %q, want 2", code, stderr)
+	}
+	if code, _, _ := run(t, append(base, "-l", wsSel)...); code != 3 {
+		t.Fatalf("guard before rescue: exit %d, want 3", code)
+	}
+	code, out, stderr := run(t, append(base, "-l", wsSel, "--rescue")...)
+	if code != 0 {
+		t.Fatalf("guard --rescue: exit %d, want 0: %s\n%s", code, out, stderr)
+	}
+	if st, _, _ := entry(t, parse(t, out), "ws-a"); st != "Rescued" {
+		t.Fatalf("state %s", st)
+	}
+}

@@ -296,6 +296,13 @@ func (r *rescuer) one(ctx context.Context, i int, used map[string]string) Outcom
 	d := &r.ds[i]
 	cl := d.Claim
 	name := Name(cl.Name, cl.UID)
+	// A claim whose own snapshot already exists (pending or failed, perhaps
+	// under another name from an older version) keeps that snapshot: at
+	// most one janitor snapshot per claim.
+	if s := d.Snapshot; s != nil && (d.State == classify.Snapshotting || d.State == classify.SnapshotFailed) &&
+		s.ManagedByJanitor && s.SourceUID == cl.UID {
+		name = s.Name
+	}
 	log := zerolog.Ctx(ctx).With().Str("namespace", cl.Namespace).Str("claim", cl.Name).Str("snapshot", name).Logger()
 	ctx = log.WithContext(ctx)
 	archive := d.State == classify.Superseded

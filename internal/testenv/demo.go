@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
+	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
 )
 
 // Demo fleet settings: `make demo` and the end-to-end tests scan with these.
@@ -123,7 +124,11 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 	if _, err := f.WaitSnapshot(ctx, ns, "ws-judy-backup", 30*time.Second, Ready); err != nil {
 		return nil, err
 	}
-	if _, err := f.WaitSnapshot(ctx, ns, "ws-mallory-rescue", 30*time.Second, Failed); err != nil {
+	mallory, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-mallory", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.WaitSnapshot(ctx, ns, rescue.Name("ws-mallory", mallory.UID), 30*time.Second, Failed); err != nil {
 		return nil, err
 	}
 	// Age the fleet past the grace period, then make the young claim and
@@ -163,7 +168,7 @@ func (f *Fixtures) janitorSnapshot(ctx context.Context, ns, claim string, labels
 	for k, v := range labels {
 		l[k] = v
 	}
-	_, err = f.Snapshot(ctx, ns, claim+"-rescue", claim, "", l, map[string]string{
+	_, err = f.Snapshot(ctx, ns, rescue.Name(claim, c.UID), claim, "", l, map[string]string{
 		"pvc-janitor.io/source-uid":  string(c.UID),
 		"pvc-janitor.io/source-name": claim,
 	})
