@@ -67,7 +67,7 @@ func parse(t *testing.T, s string) report {
 
 func demoArgs(cmd, ns string) []string {
 	return []string{cmd, "-n", ns, "-l", testenv.DemoSelector, "--workspace-label", testenv.DemoWorkspaceLabel,
-		"--min-age", testenv.DemoMinAge.String(), "--grace-period", testenv.DemoGracePeriod.String()}
+		"--min-age", testenv.DemoMinAge.String(), "--grace-period", testenv.DemoGracePeriod.String(), "--lock-namespace", ns}
 }
 
 // TestScanClassifiesAndMarksTheDemoFleet is SPEC §3 end to end: every state

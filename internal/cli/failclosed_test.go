@@ -58,8 +58,11 @@ func TestForbiddenReadFailsClosed(t *testing.T) {
 	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide", Claims: []string{"ws-a"}}); err != nil {
 		t.Fatal(err)
 	}
-	kc := tokenKubeconfig(t, ns, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "patch"}}})
-	code, out, stderr := runWith2(t, []string{"scan", "-n", ns, "-l", wsSel, "--min-age", "0s", "--kubeconfig", kc})
+	kc := tokenKubeconfig(t, ns, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update", "delete"}},
+	})
+	code, out, stderr := runWith2(t, []string{"scan", "-n", ns, "-l", wsSel, "--min-age", "0s", "--kubeconfig", kc, "--lock-namespace", ns})
 	if code != 1 {
 		t.Fatalf("exit %d, want 1: %s", code, stderr)
 	}

@@ -36,6 +36,13 @@ mutating command).`,
 			if err != nil {
 				return err
 			}
+			if cfg.Rescue && !cfg.DryRun {
+				var release func()
+				if ctx, release, err = sess.lock(ctx); err != nil {
+					return err
+				}
+				defer release()
+			}
 			if cfg.Rescue {
 				// Rescue first; failed rescues show up in the judgement
 				// below as SnapshotFailed claims, at risk.

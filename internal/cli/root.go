@@ -33,7 +33,7 @@ by another run, 130/143 interrupted.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return exitcode.New(exitcode.Usage, err)
 	})
-	root.AddCommand(newScanCommand(s), newSnapshotCommand(s), newGuardCommand(s), newVersionCommand(s))
+	root.AddCommand(newScanCommand(s), newSnapshotCommand(s), newReapCommand(s), newRunCommand(s), newGuardCommand(s), newVersionCommand(s))
 	// An unknown command is a usage error, not a runtime one.
 	root.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {

@@ -30,6 +30,13 @@ report. --dry-run writes nothing.`,
 			if err != nil {
 				return err
 			}
+			if !cfg.DryRun {
+				var release func()
+				if ctx, release, err = sess.lock(ctx); err != nil {
+					return err
+				}
+				defer release()
+			}
 			res, err := sess.scan(ctx, cfg.DryRun)
 			if err != nil {
 				return err

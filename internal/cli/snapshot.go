@@ -45,6 +45,13 @@ nothing.`,
 			if err != nil {
 				return err
 			}
+			if !cfg.DryRun {
+				var release func()
+				if ctx, release, err = sess.lock(ctx); err != nil {
+					return err
+				}
+				defer release()
+			}
 			r := sess.newReport("snapshot", cfg.DryRun, started)
 			res, err := sess.snapshot(ctx, r, s.ErrOut)
 			if err != nil && res == nil {

@@ -40,7 +40,7 @@ func orphan(t *testing.T, f *testenv.Fixtures, ns, name, ws, handle string) stri
 
 func snapArgs(ns string, extra ...string) []string {
 	return append([]string{"snapshot", "-n", ns, "-l", wsSel, "--workspace-label", "workspace",
-		"--min-age", "0s", "--grace-period", "0s", "-o", "json"}, extra...)
+		"--min-age", "0s", "--grace-period", "0s", "-o", "json", "--lock-namespace", ns}, extra...)
 }
 
 func snapshots(t *testing.T, f *testenv.Fixtures, ns string) []snapv1.VolumeSnapshot {
@@ -400,7 +400,7 @@ func TestGuardRescueSnapshotsFirst(t *testing.T) {
 	f, _ := env.NewFixtures()
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
-	base := []string{"guard", "-n", ns, "--workspace-label", "workspace", "--min-age", "0s", "--grace-period", "0s", "-o", "json"}
+	base := []string{"guard", "-n", ns, "--workspace-label", "workspace", "--min-age", "0s", "--grace-period", "0s", "-o", "json", "--lock-namespace", ns}
 	if code, _, stderr := run(t, append(base, "--rescue")...); code != 2 || !strings.Contains(stderr, "selector") {
 		t.Fatalf("guard --rescue without a selector: exit %d %q, want 2", code, stderr)
 	}

@@ -35,6 +35,11 @@ type FaultProxy struct {
 	URL        string
 	Kubeconfig string
 
+	// OnRequest, when set, runs before a request is forwarded (tests use
+	// it to change the cluster at an exact moment, e.g. just before a
+	// DELETE reaches the server).
+	OnRequest func(r *http.Request)
+
 	mu       sync.Mutex
 	faults   Faults
 	rng      *rand.Rand
@@ -65,6 +70,9 @@ func (c *Cluster) StartFaultProxy(t testing.TB, seed int64) *FaultProxy {
 		FlushInterval: -1, // stream watches
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.OnRequest != nil {
+			p.OnRequest(r)
+		}
 		if code := p.decide(r); code != 0 {
 			writeStatus(w, code)
 			return

@@ -1,0 +1,408 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+)
+
+// floorURLs are the unpaginated JSON lists of everything `janitor scan -A
+// -l app=ide` reads, in the order it reads them: the serving floor is their
+// sum, fetched one after another.
+var floorURLs = []struct{ name, url string }{
+	{"persistentvolumeclaims", "/api/v1/persistentvolumeclaims?labelSelector=" + appLabel + "%3D" + appValue},
+	{"persistentvolumes", "/api/v1/persistentvolumes"},
+	{"volumeattachments", "/apis/storage.k8s.io/v1/volumeattachments"},
+	{"volumesnapshots", "/apis/snapshot.storage.k8s.io/v1/volumesnapshots"},
+	{"volumesnapshotcontents", "/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents"},
+	{"pods", "/api/v1/pods"},
+	{"deployments", "/apis/apps/v1/deployments"},
+	{"replicasets", "/apis/apps/v1/replicasets"},
+	{"daemonsets", "/apis/apps/v1/daemonsets"},
+	{"statefulsets", "/apis/apps/v1/statefulsets"},
+	{"jobs", "/apis/batch/v1/jobs"},
+	{"cronjobs", "/apis/batch/v1/cronjobs"},
+}
+
+// sample is one measured run.
+type sample struct {
+	Wall   time.Duration
+	CPU    time.Duration // user+sys of the process
+	MaxRSS int64         // KiB
+	// ServerCPU is the kube-apiserver's user+sys during the run.
+	ServerCPU time.Duration
+}
+
+// sizeResult holds the medians of one N.
+type sizeResult struct {
+	N         int
+	Seed      map[string]time.Duration
+	SeedTotal time.Duration
+	// Objects counts what the lists served.
+	Scan, Floor, KubectlGet, InProcess sample
+	ScanAll, FloorAll                  []sample
+	// FloorPer is the median wall time of each floor URL.
+	FloorPer map[string]time.Duration
+	// ListBytes is the size of each unpaginated JSON list.
+	ListBytes map[string]int64
+	States    map[string]int
+	Claims    int
+	KubectlOK bool
+}
+
+// scaleResult is the whole scale benchmark.
+type scaleResult struct {
+	Env       envInfo
+	Sizes     []sizeResult
+	Reps      int
+	KubeReps  int
+	ScanArgs  []string
+	PodBytes  int // one pod as served, JSON
+	PodBytesN int // the same without managedFields
+	LoadAfter string
+	Contents  bool
+}
+
+func scale(ctx context.Context, o *options, work, janitorBin string) (res *scaleResult, err error) {
+	c, err := startCluster(ctx, o.dir, work, "scale", true)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		logf("stopping the cluster")
+		if serr := c.Stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	res = &scaleResult{Env: collectEnv(ctx, c), Reps: o.reps, KubeReps: o.kubectlGetReps, ScanArgs: o.scanArgs, Contents: o.withContents}
+	apiserverPID := componentPID(c.Dir, "kube-apiserver")
+	s, err := newSeeder(c.Config, o.workers, o.withContents)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.setup(ctx); err != nil {
+		return nil, err
+	}
+	for _, n := range o.sizes {
+		sr := sizeResult{N: n}
+		t := time.Now()
+		logf("seeding to N=%d", n)
+		if sr.Seed, err = s.seedTo(ctx, n); err != nil {
+			return nil, err
+		}
+		sr.SeedTotal = time.Since(t)
+		if res.PodBytes == 0 {
+			res.PodBytes, res.PodBytesN, err = podSize(ctx, c.Config)
+			if err != nil {
+				return nil, err
+			}
+		}
+		if err := measureSize(ctx, o, c, janitorBin, apiserverPID, &sr); err != nil {
+			return nil, err
+		}
+		res.Sizes = append(res.Sizes, sr)
+		logf("N=%d: scan %s (cpu %s, rss %d MiB), floor %s, ratio %.2f; kubectl get %s (rss %d MiB)", n,
+			sr.Scan.Wall.Round(time.Millisecond), sr.Scan.CPU.Round(time.Millisecond), sr.Scan.MaxRSS/1024,
+			sr.Floor.Wall.Round(time.Millisecond), ratio(sr.Scan.Wall, sr.Floor.Wall),
+			sr.KubectlGet.Wall.Round(time.Millisecond), sr.KubectlGet.MaxRSS/1024)
+	}
+	res.Env.LoadAfter = loadAvg()
+	if o.hold {
+		logf("holding the cluster: export KUBECONFIG=%s ; SIGINT to stop", c.Kubeconfig)
+		<-ctx.Done()
+		return res, nil
+	}
+	return res, nil
+}
+
+// measureSize runs the three measurements reps times, interleaved (scan,
+// floor, kubectl get, scan, ...) so that a burst of load from elsewhere hits
+// all of them alike, after one unrecorded warm-up of each that also checks
+// the results.
+func measureSize(ctx context.Context, o *options, c *testenv.Cluster, janitorBin string, apiPID int, sr *sizeResult) error {
+	kubectl := c.Bin.Kubectl
+	scanArgs := append([]string{"scan", "--kubeconfig", c.Kubeconfig, "--dry-run", "-o", "json", "-A",
+		"-l", appLabel + "=" + appValue, "--workspace-label", workspaceLabel, "--log-level", "warn"}, o.scanArgs...)
+
+	// Warm-up and checks.
+	logf("N=%d: warm-up scan", sr.N)
+	var out bytes.Buffer
+	if _, err := runProc(ctx, apiPID, &out, janitorBin, scanArgs...); err != nil {
+		return err
+	}
+	var rep struct {
+		Summary struct {
+			Claims int            `json:"claims"`
+			States map[string]int `json:"states"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		return fmt.Errorf("parse the scan report: %w", err)
+	}
+	if rep.Summary.Claims != sr.N {
+		return fmt.Errorf("scan saw %d claims, want %d", rep.Summary.Claims, sr.N)
+	}
+	sr.Claims, sr.States = rep.Summary.Claims, rep.Summary.States
+	sr.ListBytes = map[string]int64{}
+	for _, u := range floorURLs {
+		cw := &countWriter{}
+		if _, err := runProc(ctx, apiPID, cw, kubectl, "--kubeconfig", c.Kubeconfig, "get", "--raw", u.url); err != nil {
+			return err
+		}
+		sr.ListBytes[u.name] = cw.n
+	}
+
+	var scans, floors, gets, inproc []sample
+	per := map[string][]time.Duration{}
+	for rep := 0; rep < o.reps; rep++ {
+		logf("N=%d: rep %d/%d", sr.N, rep+1, o.reps)
+		s, err := runProc(ctx, apiPID, nil, janitorBin, scanArgs...)
+		if err != nil {
+			return err
+		}
+		scans = append(scans, s)
+
+		var f sample
+		before := procCPU(apiPID)
+		for _, u := range floorURLs {
+			one, err := runProc(ctx, 0, nil, kubectl, "--kubeconfig", c.Kubeconfig, "get", "--raw", u.url)
+			if err != nil {
+				return err
+			}
+			per[u.name] = append(per[u.name], one.Wall)
+			f.Wall += one.Wall
+			f.CPU += one.CPU
+			f.MaxRSS = max(f.MaxRSS, one.MaxRSS)
+		}
+		f.ServerCPU = procCPU(apiPID) - before
+		floors = append(floors, f)
+
+		ip, err := inProcessFloor(ctx, c.Config, apiPID)
+		if err != nil {
+			return err
+		}
+		inproc = append(inproc, ip)
+
+		if rep < o.kubectlGetReps {
+			g, err := runProc(ctx, apiPID, nil, kubectl, "--kubeconfig", c.Kubeconfig, "get",
+				"pvc,pods,volumesnapshots", "-A", "-o", "json")
+			if err != nil {
+				return err
+			}
+			gets = append(gets, g)
+			sr.KubectlOK = true
+		}
+	}
+	sr.ScanAll, sr.FloorAll = scans, floors
+	sr.Scan, sr.Floor, sr.InProcess = median(scans), median(floors), median(inproc)
+	if len(gets) > 0 {
+		sr.KubectlGet = median(gets)
+	}
+	sr.FloorPer = map[string]time.Duration{}
+	for k, v := range per {
+		sr.FloorPer[k] = medianDur(v)
+	}
+	return nil
+}
+
+// inProcessFloor fetches the same lists as the floor from this process (no
+// kubectl start-up per list): the API server's own serving time plus the
+// transfer.
+func inProcessFloor(ctx context.Context, cfg *rest.Config, apiPID int) (sample, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return sample{}, err
+	}
+	rc := cs.Discovery().RESTClient()
+	before := procCPU(apiPID)
+	start := time.Now()
+	for _, u := range floorURLs {
+		path, query, _ := strings.Cut(u.url, "?")
+		req := rc.Get().AbsPath(path).SetHeader("Accept", "application/json")
+		if query != "" {
+			k, v, _ := strings.Cut(query, "=")
+			v = strings.ReplaceAll(v, "%3D", "=")
+			req = req.Param(k, v)
+		}
+		body, err := req.Stream(ctx)
+		if err != nil {
+			return sample{}, fmt.Errorf("GET %s: %w", u.url, err)
+		}
+		_, err = io.Copy(io.Discard, body)
+		body.Close()
+		if err != nil {
+			return sample{}, fmt.Errorf("GET %s: %w", u.url, err)
+		}
+	}
+	return sample{Wall: time.Since(start), ServerCPU: procCPU(apiPID) - before}, nil
+}
+
+// runProc runs a program with stdout to out (/dev/null when nil) and
+// returns its wall time, CPU time and peak RSS. apiPID, when not 0, is the
+// kube-apiserver whose CPU time during the run is recorded.
+func runProc(ctx context.Context, apiPID int, out io.Writer, name string, args ...string) (sample, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG=")
+	if out != nil {
+		cmd.Stdout = out
+	} // else: os/exec connects /dev/null
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	before := procCPU(apiPID)
+	start := time.Now()
+	err := cmd.Run()
+	wall := time.Since(start)
+	s := sample{Wall: wall}
+	if apiPID != 0 {
+		s.ServerCPU = procCPU(apiPID) - before
+	}
+	if ps := cmd.ProcessState; ps != nil {
+		s.CPU = ps.UserTime() + ps.SystemTime()
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			s.MaxRSS = ru.Maxrss // KiB on Linux
+		}
+	}
+	if err != nil {
+		return s, fmt.Errorf("%s %s: %w: %s", filepath.Base(name), strings.Join(args, " "), err, lastLines(stderr.String(), 5))
+	}
+	return s, nil
+}
+
+// podSize is the size of one seeded pod as the API server serves it, with
+// and without managedFields.
+func podSize(ctx context.Context, cfg *rest.Config) (int, int, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 0, 0, err
+	}
+	raw, err := cs.CoreV1().RESTClient().Get().Namespace(benchNS).Resource("pods").Name("ide-000000").
+		SetHeader("Accept", "application/json").DoRaw(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return 0, 0, err
+	}
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "managedFields")
+	}
+	b, _ := json.Marshal(m)
+	return len(raw), len(b), nil
+}
+
+// componentPID reads a component's PID from the cluster folder's pid file.
+func componentPID(dir, name string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "pids"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if n, p, ok := strings.Cut(line, " "); ok && n == name {
+			pid, _ := strconv.Atoi(p)
+			return pid
+		}
+	}
+	return 0
+}
+
+// procCPU is a process's user+sys time from /proc (0 if unknown).
+func procCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	// After the command: state(0) ... utime(11) stime(12), in clock ticks
+	// (100 Hz on Linux).
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+func median(ss []sample) sample {
+	if len(ss) == 0 {
+		return sample{}
+	}
+	pick := func(get func(sample) int64) int64 {
+		v := make([]int64, len(ss))
+		for i, s := range ss {
+			v[i] = get(s)
+		}
+		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return sample{
+		Wall:      time.Duration(pick(func(s sample) int64 { return int64(s.Wall) })),
+		CPU:       time.Duration(pick(func(s sample) int64 { return int64(s.CPU) })),
+		MaxRSS:    pick(func(s sample) int64 { return s.MaxRSS }),
+		ServerCPU: time.Duration(pick(func(s sample) int64 { return int64(s.ServerCPU) })),
+	}
+}
+
+func medianDur(v []time.Duration) time.Duration {
+	ss := make([]sample, len(v))
+	for i, d := range v {
+		ss[i].Wall = d
+	}
+	return median(ss).Wall
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+type countWriter struct{ n int64 }
+
+func (w *countWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// buildJanitor builds cmd/janitor as `make build` does.
+func buildJanitor(ctx context.Context, root, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./cmd/janitor")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/janitor: %w: %s", err, b)
+	}
+	return nil
+}
