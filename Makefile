@@ -51,11 +51,13 @@ DEMO_SNAP_FLAGS := --snapshot-timeout 15s --snapshot-error-grace 2s --snapshot-a
 demo-seed: cluster-up ## (re)seed the demo fleet of ~20 workspace claims
 	@go run ./cmd/localcluster seed-demo
 
-demo: build demo-seed ## local cluster + demo fleet, then janitor scan, snapshot and guard on it
+demo: build demo-seed ## local cluster + demo fleet, then janitor scan, snapshot, reap and guard on it
 	@echo; echo "$$ janitor scan $(DEMO_FLAGS)"
 	@bin/janitor scan $(DEMO_FLAGS) --log-level warn
 	@echo; echo "$$ janitor snapshot $(DEMO_FLAGS) $(DEMO_SNAP_FLAGS)"
 	@bin/janitor snapshot $(DEMO_FLAGS) $(DEMO_SNAP_FLAGS) --log-level warn; echo "snapshot exit code: $$? (4: some rescues failed, as the demo's broken and slow volumes must)"
+	@echo; echo "$$ janitor reap $(DEMO_FLAGS) --yes"
+	@bin/janitor reap $(DEMO_FLAGS) --yes --log-level warn; echo "reap exit code: $$?"
 	@echo; echo "$$ janitor guard $(DEMO_FLAGS)"
 	@bin/janitor guard $(DEMO_FLAGS) --log-level warn -o table; echo "guard exit code: $$? (3: a teardown would lose data)"
 	@echo; echo "The cluster keeps running: export KUBECONFIG=$(JANITOR_CLUSTER_DIR)/kubeconfig; make cluster-down stops it."
