@@ -127,6 +127,33 @@ func TestScanClassifiesAndMarksTheDemoFleet(t *testing.T) {
 		}
 	}
 
+	// Field by field, for a few representative claims.
+	for _, c := range r.Claims {
+		switch c.Name {
+		case "ws-judy":
+			if c.Workspace != "judy" || c.VolumeName != "pv-"+ns+"-ws-judy" || c.OrphanedSince == "" ||
+				c.Snapshot == nil || c.Snapshot.Name != "ws-judy-backup" || !c.Snapshot.ReadyToUse || c.Snapshot.Error != "" ||
+				!strings.Contains(c.Reason, "ws-judy-backup") || c.Action != "would-mark" {
+				t.Errorf("ws-judy entry: %+v snapshot %+v", c, c.Snapshot)
+			}
+		case "ws-mallory":
+			if c.Snapshot == nil || c.Snapshot.ReadyToUse || !strings.Contains(c.Snapshot.Error, "volume is corrupted") {
+				t.Errorf("ws-mallory entry: %+v snapshot %+v", c, c.Snapshot)
+			}
+		case "ws-bob":
+			if c.OrphanedSince != "" || c.Snapshot != nil || c.Action != "" || !strings.Contains(c.Reason, "Pod "+ns+"/ide-bob") {
+				t.Errorf("ws-bob entry: %+v", c)
+			}
+		case "ws-alice-monday":
+			if !strings.Contains(c.Reason, "ws-alice-tuesday") {
+				t.Errorf("ws-alice-monday reason %q does not name the newer claim", c.Reason)
+			}
+		}
+	}
+	if r.Summary.Claims != len(want) || r.Summary.States["InUse"] != 5 || r.Summary.States["Orphaned"] != 3 {
+		t.Errorf("summary %+v", r.Summary)
+	}
+
 	// The real scan marks.
 	code, out, stderr = run(t, append(demoArgs("scan", ns), "-o", "json")...)
 	if code != 0 {
