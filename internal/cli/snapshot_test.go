@@ -333,7 +333,8 @@ func TestSnapshotKilledWhileWaitingThenRerunCompletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	orphan(t, f, ns, "ws-slow", "s", ns+"-slow")
-	cmd := exec.Command(binary(t), append(snapArgs(ns), "--kubeconfig", env.Kubeconfig, "--log-format", "json")...)
+	// A short lease: the killed run cannot release it, the rerun waits it out.
+	cmd := exec.Command(binary(t), append(snapArgs(ns), "--kubeconfig", env.Kubeconfig, "--log-format", "json", "--lock-duration", "2s")...)
 	cmd.Env = []string{"HOME=" + t.TempDir()}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -349,6 +350,7 @@ func TestSnapshotKilledWhileWaitingThenRerunCompletes(t *testing.T) {
 	if len(snaps) != 1 || testenv.Ready(&snaps[0]) {
 		t.Fatalf("want one pending snapshot at the kill, got %d", len(snaps))
 	}
+	time.Sleep(2500 * time.Millisecond)
 	code, out, stderr := run(t, snapArgs(ns)...)
 	if code != 0 {
 		t.Fatalf("rerun exit %d: %s", code, stderr)
