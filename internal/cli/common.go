@@ -10,6 +10,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
@@ -46,7 +47,44 @@ type session struct {
 	clients *kube.Clients
 	scope   kube.Scope
 	retry   kube.RetryPolicy
+	started time.Time
 }
+
+// begin is the prologue of every command: configuration, the logger in the
+// context, the clients and, when mutating reports true, the run's lease.
+// check, when set, vets the configuration before anything is read or
+// written. The release func is never nil.
+func begin(cmd *cobra.Command, s Streams, name string, mutating func(*config.Config) bool, check func(*config.Config) error) (context.Context, *session, func(), error) {
+	noop := func() {}
+	started := time.Now()
+	cfg, err := load(cmd, name, s)
+	if err != nil {
+		return nil, nil, noop, err
+	}
+	if check != nil {
+		if err := check(cfg); err != nil {
+			return nil, nil, noop, err
+		}
+	}
+	log := newLogger(cfg, s.ErrOut)
+	ctx := log.WithContext(cmd.Context())
+	sess, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, nil, noop, err
+	}
+	sess.started = started
+	if !mutating(cfg) {
+		return ctx, sess, noop, nil
+	}
+	ctx, release, err := sess.lock(ctx)
+	if err != nil {
+		return nil, nil, noop, err
+	}
+	return ctx, sess, release, nil
+}
+
+// writes is the mutating predicate of commands that write unless --dry-run.
+func writes(cfg *config.Config) bool { return !cfg.DryRun }
 
 // connect builds the clients and the scope. A kubeconfig that cannot be
 // loaded is a configuration error (exit 2), like kubectl's.
@@ -92,8 +130,8 @@ func (s *session) scan(ctx context.Context, dryRun bool) (*janitor.ScanResult, e
 }
 
 // newReport starts the report of a command.
-func (s *session) newReport(command string, dryRun bool, started time.Time) *report.Report {
-	return report.New(command, dryRun, s.clients.Cluster, started)
+func (s *session) newReport(command string, dryRun bool) *report.Report {
+	return report.New(command, dryRun, s.clients.Cluster, s.started)
 }
 
 // addMarks records the marking outcome of each claim as its report action.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
 	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
@@ -25,28 +26,17 @@ mutating command).`,
 		Example: `  janitor guard -A -l app=ide --workspace-label workspace-id || echo "do not tear down"`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := load(cmd, "guard", s)
+			rescues := func(cfg *config.Config) bool { return cfg.Rescue && !cfg.DryRun }
+			ctx, sess, release, err := begin(cmd, s, "guard", rescues, nil)
+			defer release()
 			if err != nil {
 				return err
 			}
-			log := newLogger(cfg, s.ErrOut)
-			ctx := log.WithContext(cmd.Context())
-			started := time.Now()
-			sess, err := connect(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			if cfg.Rescue && !cfg.DryRun {
-				var release func()
-				if ctx, release, err = sess.lock(ctx); err != nil {
-					return err
-				}
-				defer release()
-			}
+			cfg := sess.cfg
 			if cfg.Rescue {
 				// Rescue first; failed rescues show up in the judgement
 				// below as SnapshotFailed claims, at risk.
-				scratch := sess.newReport("snapshot", cfg.DryRun, started)
+				scratch := sess.newReport("snapshot", cfg.DryRun)
 				if _, err := sess.snapshot(ctx, scratch, s.ErrOut); err != nil && exitcode.Code(err) != exitcode.Partial {
 					return err
 				}
@@ -56,7 +46,7 @@ mutating command).`,
 			if err != nil {
 				return err
 			}
-			r := sess.newReport("guard", true, started)
+			r := sess.newReport("guard", true)
 			r.AddDecisions(res.Decisions)
 			atRisk := map[*report.ClaimEntry]bool{}
 			for i := range res.Decisions {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
@@ -54,29 +55,19 @@ Lease and with one report. Without a terminal it needs --yes to delete
 
 // runPipeline is reap (withRescue false) and run (true).
 func runPipeline(cmd *cobra.Command, s Streams, name string, withRescue bool) error {
-	cfg, err := load(cmd, name, s)
+	var confirm func(int) (bool, error)
+	check := func(cfg *config.Config) error {
+		var err error
+		confirm, err = confirmer(s, cfg.Yes, cfg.DryRun, name)
+		return err
+	}
+	ctx, sess, release, err := begin(cmd, s, name, writes, check)
+	defer release()
 	if err != nil {
 		return err
 	}
-	confirm, err := confirmer(s, cfg.Yes, cfg.DryRun, name)
-	if err != nil {
-		return err
-	}
-	log := newLogger(cfg, s.ErrOut)
-	ctx := log.WithContext(cmd.Context())
-	started := time.Now()
-	sess, err := connect(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	if !cfg.DryRun {
-		var release func()
-		if ctx, release, err = sess.lock(ctx); err != nil {
-			return err
-		}
-		defer release()
-	}
-	r := sess.newReport(name, cfg.DryRun, started)
+	cfg := sess.cfg
+	r := sess.newReport(name, cfg.DryRun)
 	var res *janitor.ScanResult
 	var stepErr error
 	if withRescue {

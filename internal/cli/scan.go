@@ -19,29 +19,17 @@ report. --dry-run writes nothing.`,
   janitor scan -A -l app=ide -o json --dry-run`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := load(cmd, "scan", s)
+			ctx, sess, release, err := begin(cmd, s, "scan", writes, nil)
+			defer release()
 			if err != nil {
 				return err
 			}
-			log := newLogger(cfg, s.ErrOut)
-			ctx := log.WithContext(cmd.Context())
-			started := time.Now()
-			sess, err := connect(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			if !cfg.DryRun {
-				var release func()
-				if ctx, release, err = sess.lock(ctx); err != nil {
-					return err
-				}
-				defer release()
-			}
+			cfg := sess.cfg
 			res, err := sess.scan(ctx, cfg.DryRun)
 			if err != nil {
 				return err
 			}
-			r := sess.newReport("scan", cfg.DryRun, started)
+			r := sess.newReport("scan", cfg.DryRun)
 			r.AddDecisions(res.Decisions)
 			addMarks(r, res)
 			zerolog.Ctx(ctx).Debug().Int("marked", len(res.Marks.Outcomes)).Msg("scan done")

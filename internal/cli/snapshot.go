@@ -34,25 +34,13 @@ nothing.`,
   janitor snapshot -A -l app=ide --superseded archive --snapshot-class csi-retain`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := load(cmd, "snapshot", s)
+			ctx, sess, release, err := begin(cmd, s, "snapshot", writes, nil)
+			defer release()
 			if err != nil {
 				return err
 			}
-			log := newLogger(cfg, s.ErrOut)
-			ctx := log.WithContext(cmd.Context())
-			started := time.Now()
-			sess, err := connect(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			if !cfg.DryRun {
-				var release func()
-				if ctx, release, err = sess.lock(ctx); err != nil {
-					return err
-				}
-				defer release()
-			}
-			r := sess.newReport("snapshot", cfg.DryRun, started)
+			cfg := sess.cfg
+			r := sess.newReport("snapshot", cfg.DryRun)
 			res, err := sess.snapshot(ctx, r, s.ErrOut)
 			if err != nil && res == nil {
 				return err
