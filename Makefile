@@ -14,7 +14,7 @@ LDFLAGS := -s -w -X github.com/pvc-janitor/pvc-janitor/internal/version.Version=
 	-X github.com/pvc-janitor/pvc-janitor/internal/version.Date=$(DATE)
 TEST_TIMEOUT ?= 40m
 
-.PHONY: help build test unit lint control-plane cluster-up cluster-down demo demo-seed
+.PHONY: help build test unit lint control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -25,8 +25,19 @@ build: ## build bin/janitor
 control-plane: ## build the pinned control-plane binaries into the cache (cold: ~10-20 min)
 	bash scripts/cluster/build.sh all
 
-test: control-plane lint ## the whole suite: vet, gofmt, unit and integration tests against the local control plane
+test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration and chart tests against the local control plane, release check
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	bash scripts/release/check.sh
+
+tools: ## build the pinned helm and goreleaser into the cache (cold: ~3 min)
+	bash scripts/chart/build-helm.sh >/dev/null
+	bash scripts/release/build-goreleaser.sh >/dev/null
+
+chart-test: control-plane tools ## helm lint/template, server-side dry run, RBAC check and RBAC proof
+	bash scripts/chart/test.sh
+
+release-check: tools ## goreleaser check + snapshot build of this platform + kubectl janitor (no docker)
+	bash scripts/release/check.sh
 
 unit: ## tests that need no cluster
 	go test -count=1 ./internal/classify/... ./internal/csidriver/...

@@ -17,6 +17,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
 	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/metrics"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
 	"github.com/pvc-janitor/pvc-janitor/internal/version"
 )
@@ -60,6 +61,11 @@ func begin(cmd *cobra.Command, s Streams, name string, mutating func(*config.Con
 	cfg, err := load(cmd, name, s)
 	if err != nil {
 		return nil, nil, noop, err
+	}
+	if cfg.Pushgateway != "" {
+		if err := metrics.ValidatePushgatewayURL(cfg.Pushgateway); err != nil {
+			return nil, nil, noop, exitcode.New(exitcode.Usage, fmt.Errorf("--pushgateway: %w", err))
+		}
 	}
 	if check != nil {
 		if err := check(cfg); err != nil {
@@ -144,12 +150,22 @@ func addMarks(r *report.Report, res *janitor.ScanResult) {
 	}
 }
 
-// finish prints the report; a write error becomes the command's error
-// unless it already has one.
-func finish(w io.Writer, r *report.Report, format string, at time.Time, err error) error {
-	r.Finish(at)
-	if werr := report.Write(w, r, format); werr != nil && err == nil {
-		return fmt.Errorf("write report: %w", werr)
+// finish prints the report and publishes the run's metrics (--metrics-file,
+// --pushgateway); a write error becomes the command's error unless it
+// already has one. A failure to publish is logged: it never changes what
+// the run did.
+func finish(ctx context.Context, w io.Writer, r *report.Report, cfg *config.Config, err error) error {
+	r.Finish(time.Now())
+	if werr := report.Write(w, r, cfg.Output); werr != nil && err == nil {
+		err = fmt.Errorf("write report: %w", werr)
+	}
+	if cfg.MetricsFile != "" || cfg.Pushgateway != "" {
+		run := metrics.FromReport(r, exitcode.Code(err) == exitcode.OK)
+		// Published after SIGTERM too: the context may be done.
+		pctx := context.WithoutCancel(ctx)
+		if perr := metrics.Publish(pctx, metrics.Options{File: cfg.MetricsFile, Pushgateway: cfg.Pushgateway}, run); perr != nil {
+			zerolog.Ctx(ctx).Error().Err(perr).Msg("publish metrics")
+		}
 	}
 	return err
 }

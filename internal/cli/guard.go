@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -65,7 +64,7 @@ mutating command).`,
 			if n := len(atRisk); n > 0 {
 				gate = exitcode.New(exitcode.DataAtRisk, fmt.Errorf("%d of %d claims in scope hold data a teardown would lose", n, len(res.Decisions)))
 			}
-			return finish(s.Out, r, cfg.Output, time.Now(), gate)
+			return finish(ctx, s.Out, r, cfg, gate)
 		},
 	}
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -99,12 +98,12 @@ func runPipeline(cmd *cobra.Command, s Streams, name string, withRescue bool) er
 	}
 	reapErr := sess.reap(ctx, r, candidates, confirm)
 	if err := leaseErr(ctx); err != nil {
-		return finish(s.Out, r, cfg.Output, time.Now(), err)
+		return finish(ctx, s.Out, r, cfg, err)
 	}
 	if reapErr == nil {
 		reapErr = stepErr
 	}
-	return finish(s.Out, r, cfg.Output, time.Now(), reapErr)
+	return finish(ctx, s.Out, r, cfg, reapErr)
 }
 
 func (sess *session) reap(ctx context.Context, r *report.Report, candidates map[inventory.Key]bool, confirm func(int) (bool, error)) error {

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"time"
-
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 )
@@ -33,7 +31,7 @@ report. --dry-run writes nothing.`,
 			r.AddDecisions(res.Decisions)
 			addMarks(r, res)
 			zerolog.Ctx(ctx).Debug().Int("marked", len(res.Marks.Outcomes)).Msg("scan done")
-			return finish(s.Out, r, cfg.Output, time.Now(), failuresError("marks", res.Marks.Errors))
+			return finish(ctx, s.Out, r, cfg, failuresError("marks", res.Marks.Errors))
 		},
 	}
 }

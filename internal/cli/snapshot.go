@@ -45,7 +45,7 @@ nothing.`,
 			if err != nil && res == nil {
 				return err
 			}
-			return finish(s.Out, r, cfg.Output, time.Now(), err)
+			return finish(ctx, s.Out, r, cfg, err)
 		},
 	}
 }

@@ -12,6 +12,7 @@ package config
 
 import (
 	"errors"
+	"net/url"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -144,6 +145,12 @@ type Config struct {
 	AllowDeletePolicy bool
 	// Rescue makes guard run snapshot first.
 	Rescue bool
+
+	// MetricsFile receives the run's metrics in the Prometheus text format.
+	MetricsFile string
+	// Pushgateway is a Pushgateway URL the metrics are pushed to; it may
+	// carry credentials, so it is never logged as given.
+	Pushgateway string
 }
 
 // ErrUsage is matched (errors.Is) by every error of this package: a usage or
@@ -226,5 +233,20 @@ func (c *Config) Redacted() map[string]any {
 		"lock-duration":            c.LockDuration.String(),
 		"allow-delete-policy":      c.AllowDeletePolicy,
 		"rescue":                   c.Rescue,
+		"metrics-file":             c.MetricsFile,
+		"pushgateway":              redactURL(c.Pushgateway),
 	}
+}
+
+// redactURL drops the userinfo (credentials) of a URL for logging.
+func redactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	u.User = nil
+	return u.String()
 }

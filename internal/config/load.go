@@ -447,6 +447,8 @@ func (r *resolver) complete(command string) (*Config, error) {
 	}
 	setStr(&c.LockNamespace, "lock-namespace")
 	setDur(&c.LockDuration, "lock-duration")
+	setStr(&c.MetricsFile, "metrics-file")
+	setStr(&c.Pushgateway, "pushgateway")
 	setBool(&c.AllowDeletePolicy, "allow-delete-policy")
 	setBool(&c.Rescue, "rescue")
 	if err != nil {

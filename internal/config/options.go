@@ -84,6 +84,8 @@ func options() []option {
 		{name: "lock-duration", kind: kindDuration, def: "60s", usage: "how long the run's Lease lasts without renewal"},
 		{name: "allow-delete-policy", kind: kindBool, usage: "guard: accept rescues whose VolumeSnapshotContent has deletionPolicy Delete"},
 		{name: "rescue", kind: kindBool, usage: "guard: run snapshot first"},
+		{name: "metrics-file", kind: kindString, usage: "write the run's Prometheus metrics to this file, atomically (node-exporter textfile collector)"},
+		{name: "pushgateway", kind: kindString, usage: "push the run's Prometheus metrics to this Pushgateway URL (credentials become basic auth and are never logged)"},
 	}
 }
 

@@ -1,0 +1,158 @@
+{{/* Chart name, truncated to the 63 characters of a label value. */}}
+{{- define "pvc-janitor.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name of the release's objects; the CronJob's name must leave room
+for the Job suffix (11 characters), hence 52. */}}
+{{- define "pvc-janitor.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "pvc-janitor.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "pvc-janitor.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pvc-janitor.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "pvc-janitor.labels" -}}
+helm.sh/chart: {{ include "pvc-janitor.chart" . }}
+{{ include "pvc-janitor.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: janitor
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "pvc-janitor.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "pvc-janitor.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "pvc-janitor.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The namespace of the run's Lease. */}}
+{{- define "pvc-janitor.lockNamespace" -}}
+{{- default .Release.Namespace (get .Values.config "lock-namespace") }}
+{{- end }}
+
+{{/* The namespaces the janitor looks at, as a list (empty: all). */}}
+{{- define "pvc-janitor.namespaces" -}}
+{{- $ns := get .Values.config "namespace" | default list }}
+{{- if kindIs "string" $ns }}{{ $ns = splitList "," $ns }}{{ end }}
+{{- $out := list }}
+{{- range $ns }}{{ $n := trim . }}{{ if $n }}{{ $out = append $out $n }}{{ end }}{{ end }}
+{{- toJson (uniq $out) }}
+{{- end }}
+
+{{/* Refuses configurations the janitor would refuse at every run, so that a
+broken release fails at install time instead of on every schedule. */}}
+{{- define "pvc-janitor.validate" -}}
+{{- $c := .Values.config }}
+{{- $ns := include "pvc-janitor.namespaces" . | fromJsonArray }}
+{{- if and (not (get $c "selector")) (not (get $c "all-claims")) }}
+{{- fail "config.selector is required (a label selector of the workspace claims, e.g. app=ide); set config.all-claims=true to act on every claim in scope" }}
+{{- end }}
+{{- if and (get $c "all-namespaces") $ns }}
+{{- fail "set either config.all-namespaces=true or a list in config.namespace, not both" }}
+{{- end }}
+{{- if and (not (get $c "all-namespaces")) (not $ns) }}
+{{- fail "set config.all-namespaces=true or list the namespaces to look at in config.namespace" }}
+{{- end }}
+{{- if and .Values.rbac.namespaced (get $c "all-namespaces") }}
+{{- fail "rbac.namespaced=true needs the namespaces listed in config.namespace (all-namespaces needs the ClusterRole)" }}
+{{- end }}
+{{- end }}
+
+{{/* The configuration file: the values' config with the chart's own keys,
+empty values left out (the janitor's defaults apply). */}}
+{{- define "pvc-janitor.config" -}}
+{{- $out := dict }}
+{{- range $k, $v := .Values.config }}
+{{- if not (or (kindIs "invalid" $v) (and (kindIs "string" $v) (eq $v "")) (and (kindIs "slice" $v) (eq (len $v) 0))) }}
+{{- $_ := set $out $k $v }}
+{{- end }}
+{{- end }}
+{{- $_ := set $out "lock-namespace" (include "pvc-janitor.lockNamespace" .) }}
+{{- $_ := set $out "dry-run" (.Values.dryRun | default false) }}
+{{- toYaml $out }}
+{{- end }}
+
+{{/*
+RBAC: exactly the API calls the janitor makes (see the README, "RBAC").
+Reads are list (and watch); the janitor watches only VolumeSnapshots.
+*/}}
+
+{{/* Namespaced resources: in the ClusterRole, or in each namespace's Role. */}}
+{{- define "pvc-janitor.namespacedRules" -}}
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+- apiGroups: ["snapshot.storage.k8s.io"]
+  resources: ["volumesnapshots"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+- apiGroups: ["apps"]
+  resources: ["deployments", "replicasets", "daemonsets", "statefulsets"]
+  verbs: ["list", "watch"]
+- apiGroups: ["batch"]
+  resources: ["jobs", "cronjobs"]
+  verbs: ["list", "watch"]
+{{- end }}
+
+{{/* Cluster-scoped resources: always in a ClusterRole. get on
+VolumeSnapshotClasses checks --snapshot-class before anything is written. */}}
+{{- define "pvc-janitor.clusterScopedRules" -}}
+- apiGroups: [""]
+  resources: ["persistentvolumes"]
+  verbs: ["list", "watch"]
+- apiGroups: ["storage.k8s.io"]
+  resources: ["volumeattachments"]
+  verbs: ["list", "watch"]
+- apiGroups: ["snapshot.storage.k8s.io"]
+  resources: ["volumesnapshotcontents"]
+  verbs: ["list", "watch"]
+- apiGroups: ["snapshot.storage.k8s.io"]
+  resources: ["volumesnapshotclasses"]
+  verbs: ["get", "list", "watch"]
+{{- end }}
+
+{{/* The run's Lease, in the lock namespace only. create cannot be limited
+to a name; everything else is limited to the one Lease. */}}
+{{- define "pvc-janitor.leaseRules" -}}
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["create"]
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  resourceNames: ["pvc-janitor"]
+  verbs: ["get", "update", "delete"]
+{{- end }}

@@ -1,0 +1,270 @@
+package charttest_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/config"
+)
+
+func TestLint(t *testing.T) {
+	for _, f := range ciValues(t) {
+		t.Run(ciName(f), func(t *testing.T) {
+			out, stderr, err := helm(t, "lint", chartDir(t), "--strict", "--values", f)
+			if err != nil || strings.Contains(out, "[ERROR]") || strings.Contains(out, "[WARNING]") {
+				t.Fatalf("helm lint --strict: %v\n%s%s", err, out, stderr)
+			}
+		})
+	}
+}
+
+// The defaults lack the one setting nobody can guess: the selector of the
+// workspace claims. Rendering them fails with a message that says what to
+// set, instead of a CronJob that exits 2 on every schedule.
+func TestDefaultsRefuseWithoutSelector(t *testing.T) {
+	_, stderr, err := renderErr(t, "r", "janitor", nil)
+	if err == nil || !strings.Contains(stderr, "config.selector is required") {
+		t.Fatalf("want the selector error, got %v: %s", err, stderr)
+	}
+	_, stderr, err = renderErr(t, "r", "janitor", nil, "config.all-claims=true")
+	if err != nil {
+		t.Fatalf("all-claims without a selector: %v: %s", err, stderr)
+	}
+}
+
+func TestValuesRefusedAtInstallTime(t *testing.T) {
+	base := []string{"config.selector=app=ide"}
+	for _, tc := range []struct {
+		name, set, want string
+	}{
+		{"misspelt config key", "config.exclude-namespaces={a}", "exclude-namespaces"},
+		{"bad duration", "config.min-age=10x", "min-age"},
+		{"bad superseded", "config.superseded=maybe", "superseded"},
+		{"kubeconfig is not settable", "config.kubeconfig=/x", "kubeconfig"},
+		{"dry-run only through dryRun", "config.dry-run=false", "dry-run"},
+		{"unknown top-level value", "dryrun=false", "dryrun"},
+		{"namespaced RBAC needs namespaces", "rbac.namespaced=true", "rbac.namespaced=true needs the namespaces"},
+		{"both scopes", "config.namespace={a}", "not both"},
+		{"no scope", "config.all-namespaces=false", "config.all-namespaces=true or list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, err := renderErr(t, "r", "janitor", nil, append(base, tc.set)...)
+			if err == nil || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("--set %s: want an error naming %q, got %v: %s", tc.set, tc.want, err, stderr)
+			}
+		})
+	}
+}
+
+// TestTemplate renders every ci/*-values.yaml and checks the CronJob and
+// its configuration as the janitor itself will read it.
+func TestTemplate(t *testing.T) {
+	for _, f := range ciValues(t) {
+		t.Run(ciName(f), func(t *testing.T) {
+			r := render(t, "ci", "janitor", []string{f})
+			cj := r.CronJob(t)
+			if cj.Spec.ConcurrencyPolicy != "Forbid" {
+				t.Errorf("concurrencyPolicy %q", cj.Spec.ConcurrencyPolicy)
+			}
+			if cj.Spec.StartingDeadlineSeconds == nil || cj.Spec.SuccessfulJobsHistoryLimit == nil ||
+				cj.Spec.FailedJobsHistoryLimit == nil || cj.Spec.JobTemplate.Spec.BackoffLimit == nil {
+				t.Error("startingDeadlineSeconds, history limits and backoffLimit must be set")
+			}
+			pod := cj.Spec.JobTemplate.Spec.Template.Spec
+			if len(pod.Containers) != 1 {
+				t.Fatalf("want one container, got %d", len(pod.Containers))
+			}
+			c := pod.Containers[0]
+			checkSecurity(t, pod, c)
+			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+				t.Errorf("resources: %+v", c.Resources)
+			}
+			sas := r.Kind("ServiceAccount")
+			if len(sas) != 1 || sas[0].GetName() != pod.ServiceAccountName {
+				t.Errorf("the pod runs as %q, the chart creates %d ServiceAccounts", pod.ServiceAccountName, len(sas))
+			}
+
+			cfgText := r.ConfigFile(t)
+			var cfgMap map[string]any
+			if err := yaml.Unmarshal([]byte(cfgText), &cfgMap); err != nil {
+				t.Fatal(err)
+			}
+			dryRun, _ := cfgMap["dry-run"].(bool)
+			wantArgs := []string{"run", "--config", "/etc/pvc-janitor/config.yaml"}
+			if !dryRun {
+				wantArgs = append(wantArgs, "--yes")
+			}
+			if !slices.Equal(c.Args, wantArgs) {
+				t.Errorf("args %q, want %q (dry-run %t)", c.Args, wantArgs, dryRun)
+			}
+			if cfgMap["lock-namespace"] == nil {
+				t.Error("lock-namespace is not set")
+			}
+			mounted := false
+			for _, m := range c.VolumeMounts {
+				if m.MountPath == "/etc/pvc-janitor" && m.ReadOnly {
+					mounted = true
+				}
+			}
+			if !mounted {
+				t.Error("the configuration is not mounted read-only at /etc/pvc-janitor")
+			}
+
+			cfg := loadConfig(t, cfgText, c.Args[1:])
+			if cfg.DryRun != dryRun || cfg.Yes == dryRun {
+				t.Errorf("loaded dry-run %t yes %t", cfg.DryRun, cfg.Yes)
+			}
+		})
+	}
+}
+
+// checkSecurity asserts the issue's security context: non-root, read-only
+// root filesystem, every capability dropped, seccomp RuntimeDefault.
+func checkSecurity(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
+	t.Helper()
+	psc, sc := pod.SecurityContext, c.SecurityContext
+	if psc == nil || sc == nil {
+		t.Fatal("pod and container security contexts must be set")
+	}
+	if psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
+		t.Error("the pod must run as a non-root user")
+	}
+	if psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Error("the pod's seccomp profile must be RuntimeDefault")
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Error("the root filesystem must be read-only")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Error("privilege escalation must be off")
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		t.Error("privileged")
+	}
+	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+		t.Errorf("capabilities: %+v", sc.Capabilities)
+	}
+}
+
+// loadConfig loads a rendered configuration file with the janitor's own
+// loader, for `run`, with the CronJob's extra arguments: an unknown key or
+// a bad value fails here exactly as it would fail the CronJob.
+func loadConfig(t *testing.T, cfgText string, args []string) *config.Config {
+	t.Helper()
+	fs := pflag.NewFlagSet("janitor", pflag.ContinueOnError)
+	config.Register(fs)
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(cfgText), &m); err != nil {
+		t.Fatal(err)
+	}
+	for k := range m {
+		if fs.Lookup(k) == nil {
+			t.Errorf("the chart renders key %q, which the janitor does not know", k)
+		}
+	}
+	data, err := yaml.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The CronJob's arguments, with the file where this test wrote it.
+	var flags []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--config" {
+			flags = append(flags, "--config", path)
+			i++
+			continue
+		}
+		flags = append(flags, args[i])
+	}
+	if err := fs.Parse(flags); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(fs, config.CommandRun, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("the janitor refuses the rendered configuration: %v\n%s", err, cfgText)
+	}
+	return cfg
+}
+
+// TestServerSideDryRun applies every rendering to the local control plane
+// with a server-side dry run: real schema validation and admission.
+func TestServerSideDryRun(t *testing.T) {
+	cs := env.Clientset(t)
+	for _, f := range ciValues(t) {
+		t.Run(ciName(f), func(t *testing.T) {
+			ns := env.Namespace(t)
+			r := render(t, "ci-"+ciName(f), ns, []string{f})
+			// Namespaces the values name must exist (they are the
+			// operator's); create them once for the package.
+			for _, o := range r.Objects {
+				if n := o.GetNamespace(); n != "" && n != ns {
+					_, err := cs.CoreV1().Namespaces().Create(context.Background(),
+						&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+					if err != nil && !apierrors.IsAlreadyExists(err) {
+						t.Fatal(err)
+					}
+				}
+			}
+			// The ServiceAccount for real first: admission checks that a
+			// pod's (the helm test pod's) account exists.
+			if out, err := kubectl(t, env.Kubeconfig, r.YAMLOf(t, "ServiceAccount"), "apply", "-f", "-"); err != nil {
+				t.Fatalf("apply the ServiceAccount: %v: %s", err, out)
+			}
+			out, err := kubectl(t, env.Kubeconfig, r.YAML, "apply", "--server-side", "--dry-run=server", "--field-manager=charttest", "-f", "-")
+			if err != nil {
+				t.Fatalf("server-side dry run: %v\n%s", err, out)
+			}
+			lines := strings.Count(strings.TrimSpace(out), "\n") + 1
+			if lines != len(r.Objects) || strings.Count(out, "(server dry run)") != len(r.Objects) {
+				t.Errorf("want %d objects applied in a dry run, got:\n%s", len(r.Objects), out)
+			}
+		})
+	}
+}
+
+// TestNotes renders NOTES.txt (helm template does not) with a client-side
+// dry-run install against the local cluster.
+func TestNotes(t *testing.T) {
+	for _, f := range ciValues(t) {
+		t.Run(ciName(f), func(t *testing.T) {
+			ns := env.Namespace(t)
+			out, stderr, err := helm(t, "install", "notes", chartDir(t), "--namespace", ns, "--values", f,
+				"--dry-run=client", "--kubeconfig", env.Kubeconfig)
+			if err != nil {
+				t.Fatalf("helm install --dry-run=client: %v: %s", err, stderr)
+			}
+			_, notes, ok := strings.Cut(out, "NOTES:\n")
+			if !ok {
+				t.Fatalf("no NOTES in:\n%s", out)
+			}
+			t.Log(notes)
+			r := render(t, "notes", ns, []string{f})
+			dry := strings.Contains(r.ConfigFile(t), "dry-run: true")
+			for _, want := range []string{"create job --from=cronjob/notes-pvc-janitor", "Lease: "} {
+				if !strings.Contains(notes, want) {
+					t.Errorf("NOTES lack %q:\n%s", want, notes)
+				}
+			}
+			if dry != strings.Contains(notes, "DRY RUN") {
+				t.Errorf("dry run %t, NOTES:\n%s", dry, notes)
+			}
+			if strings.Contains(notes, "<no value>") || strings.Contains(notes, "%!") {
+				t.Errorf("NOTES render a missing value:\n%s", notes)
+			}
+		})
+	}
+}

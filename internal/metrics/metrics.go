@@ -1,0 +1,379 @@
+// Package metrics publishes the outcome of one janitor run in the Prometheus
+// text format, for a CronJob whose process ends with the run: written
+// atomically to a file for node-exporter's textfile collector
+// (--metrics-file) and pushed to a Pushgateway (--pushgateway).
+//
+// Every metric is a gauge describing the last run (a counter makes no sense
+// across processes that each run once). The file carries the command as a
+// label, so that several commands writing files on one node never produce
+// duplicate series; the Pushgateway gets the same metrics with the command
+// in the grouping key instead (job="pvc-janitor", command="run"), which the
+// Pushgateway turns into the same labels.
+//
+// pvc_janitor_last_success_timestamp_seconds survives failed runs: a failed
+// run carries the previous file's value forward, and pushes with POST, which
+// replaces only the metric families it sends, so the Pushgateway keeps the
+// last success it was given.
+//
+// A Pushgateway URL may carry credentials (https://user:pass@host). They are
+// taken out of the URL and sent as basic auth, and never appear in an error
+// or a log line: use RedactURL to show the URL.
+package metrics
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/push"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/report"
+	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
+)
+
+// Job is the Pushgateway job name of every push.
+const Job = "pvc-janitor"
+
+// Metric names, part of the public interface (dashboards, alerts).
+const (
+	NameClaims           = "pvc_janitor_claims"
+	NameSnapshotsCreated = "pvc_janitor_snapshots_created"
+	NameSnapshotsFailed  = "pvc_janitor_snapshots_failed"
+	NameClaimsDeleted    = "pvc_janitor_claims_deleted"
+	NameRunDuration      = "pvc_janitor_run_duration_seconds"
+	NameRunSuccess       = "pvc_janitor_run_success"
+	NameDryRun           = "pvc_janitor_dry_run"
+	NameLastRun          = "pvc_janitor_last_run_timestamp_seconds"
+	NameLastSuccess      = "pvc_janitor_last_success_timestamp_seconds"
+)
+
+// DefaultTimeout bounds one push when Options.Timeout is zero.
+const DefaultTimeout = 30 * time.Second
+
+// Run is what one janitor run reports.
+type Run struct {
+	// Command is the janitor command, e.g. "run".
+	Command string
+	// DryRun is true when the run changed nothing by request.
+	DryRun bool
+	// ClaimsByState counts the claims in scope per state. Every known state
+	// is published, with 0 when absent, so that an alert on a state does
+	// not depend on the series existing.
+	ClaimsByState map[string]int
+	// SnapshotsCreated, SnapshotsFailed and ClaimsDeleted count this run's
+	// actions.
+	SnapshotsCreated int
+	SnapshotsFailed  int
+	ClaimsDeleted    int
+	// Duration is how long the run took.
+	Duration time.Duration
+	// Success is true when the run exited 0.
+	Success bool
+	// Finished is when the run ended; zero means now.
+	Finished time.Time
+}
+
+// FromReport builds the metrics of a finished report (report.Finish has
+// been called). success is whether the command is about to exit 0.
+func FromReport(r *report.Report, success bool) Run {
+	run := Run{
+		Command:          r.Command,
+		DryRun:           r.DryRun,
+		ClaimsByState:    make(map[string]int, len(r.Summary.States)),
+		SnapshotsCreated: r.Summary.SnapshotsCreated,
+		ClaimsDeleted:    r.Summary.ClaimsDeleted,
+		Success:          success,
+		Finished:         r.FinishedAt,
+	}
+	for k, v := range r.Summary.States {
+		run.ClaimsByState[k] = v
+	}
+	if !r.FinishedAt.IsZero() && !r.StartedAt.IsZero() {
+		run.Duration = r.FinishedAt.Sub(r.StartedAt)
+	}
+	for _, e := range r.Claims {
+		switch e.Action {
+		case rescue.ActionFailed, rescue.ActionConflict:
+			run.SnapshotsFailed++
+		}
+	}
+	return run
+}
+
+// Options say where the metrics of a run go. Empty fields are skipped.
+type Options struct {
+	// File is the --metrics-file path.
+	File string
+	// Pushgateway is the --pushgateway URL, possibly with credentials.
+	Pushgateway string
+	// Client pushes; nil means a plain http.Client.
+	Client *http.Client
+	// Timeout bounds the push; zero means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Publish writes the file and pushes, as configured, and returns both
+// failures joined. Neither failure stops the other.
+func Publish(ctx context.Context, o Options, r Run) error {
+	var errs []error
+	if o.File != "" {
+		if err := WriteFile(o.File, r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.Pushgateway != "" {
+		timeout := o.Timeout
+		if timeout <= 0 {
+			timeout = DefaultTimeout
+		}
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		err := Push(pctx, o.Pushgateway, r, o.Client)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Text returns the metrics of r in the Prometheus text format, with the
+// command as a label when withCommand is true (the file) and without it
+// otherwise (the push, whose grouping key carries it). lastSuccess, when
+// not zero, is published for a failed run.
+func Text(r Run, withCommand bool, lastSuccess time.Time) ([]byte, error) {
+	reg, err := registry(r, withCommand, lastSuccess)
+	if err != nil {
+		return nil, err
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("gather metrics: %w", err)
+	}
+	var buf bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
+			return nil, fmt.Errorf("encode metrics: %w", err)
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteFile writes the metrics of r to path atomically: to a hidden
+// temporary file in the same folder (the textfile collector reads only
+// *.prom files), synced, then renamed over path. A failed run keeps the last
+// success time found in the previous file.
+func WriteFile(path string, r Run) error {
+	var last time.Time
+	if !r.Success {
+		last = lastSuccessIn(path, r.Command)
+	}
+	data, err := Text(r, true, last)
+	if err != nil {
+		return err
+	}
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write metrics file: %w", err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("write metrics file %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("write metrics file %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write metrics file %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("write metrics file %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write metrics file %s: %w", path, err)
+	}
+	return nil
+}
+
+// Push sends the metrics of r to the Pushgateway at rawURL, grouped by job
+// and command, with POST: a failed run (which sends no last-success metric)
+// leaves the last success already there. Credentials in the URL become
+// basic auth; errors show the URL without them.
+func Push(ctx context.Context, rawURL string, r Run, client *http.Client) error {
+	u, user, pass, err := parsePushgateway(rawURL)
+	if err != nil {
+		return err
+	}
+	reg, err := registry(r, false, time.Time{})
+	if err != nil {
+		return err
+	}
+	p := push.New(u, Job).Gatherer(reg).Grouping("command", r.Command).
+		Format(expfmt.NewFormat(expfmt.TypeTextPlain))
+	if client != nil {
+		p = p.Client(client)
+	}
+	if user != "" || pass != "" {
+		p = p.BasicAuth(user, pass)
+	}
+	if err := p.AddContext(ctx); err != nil {
+		// The pusher's own messages carry the URL without credentials;
+		// scrub anyway, in case a transport error quoted the original.
+		msg := strings.ReplaceAll(err.Error(), rawURL, u)
+		if pass != "" {
+			msg = strings.ReplaceAll(msg, pass, "REDACTED")
+		}
+		return fmt.Errorf("push metrics to %s: %s", u, msg)
+	}
+	return nil
+}
+
+// ValidatePushgatewayURL checks a --pushgateway value: an absolute http or
+// https URL with a host and no query or fragment. The error never contains
+// the credentials.
+func ValidatePushgatewayURL(raw string) error {
+	_, _, _, err := parsePushgateway(raw)
+	return err
+}
+
+// RedactURL returns the URL without its credentials, query and fragment,
+// for logs and messages; an unparsable URL becomes "<invalid URL>".
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "<invalid URL>"
+	}
+	u.User = nil
+	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
+	return u.String()
+}
+
+// parsePushgateway splits a Pushgateway URL into the URL without
+// credentials (and without a trailing slash) and the credentials.
+func parsePushgateway(raw string) (string, string, string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return "", "", "", fmt.Errorf("--pushgateway: invalid URL %s", RedactURL(raw))
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", "", "", fmt.Errorf("--pushgateway: want an http:// or https:// URL with a host, got %s", RedactURL(raw))
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return "", "", "", fmt.Errorf("--pushgateway: the URL must not have a query or fragment: %s", RedactURL(raw))
+	}
+	var user, pass string
+	if u.User != nil {
+		user = u.User.Username()
+		pass, _ = u.User.Password()
+		u.User = nil
+	}
+	return strings.TrimSuffix(u.String(), "/"), user, pass, nil
+}
+
+// registry builds the gauges of one run.
+func registry(r Run, withCommand bool, lastSuccess time.Time) (*prometheus.Registry, error) {
+	if r.Command == "" {
+		return nil, errors.New("metrics: the run has no command")
+	}
+	finished := r.Finished
+	if finished.IsZero() {
+		finished = time.Now()
+	}
+	var constLabels prometheus.Labels
+	if withCommand {
+		constLabels = prometheus.Labels{"command": r.Command}
+	}
+	reg := prometheus.NewRegistry()
+	gauge := func(name, help string, v float64) {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: constLabels})
+		g.Set(v)
+		reg.MustRegister(g)
+	}
+	claims := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameClaims,
+		Help: "Claims in scope per state at the last run.", ConstLabels: constLabels}, []string{"state"})
+	for _, s := range stateNames(r.ClaimsByState) {
+		claims.WithLabelValues(s).Set(float64(r.ClaimsByState[s]))
+	}
+	reg.MustRegister(claims)
+	gauge(NameSnapshotsCreated, "VolumeSnapshots the last run created and saw ready.", float64(r.SnapshotsCreated))
+	gauge(NameSnapshotsFailed, "Rescues of the last run that failed (snapshot error, attempts or time ran out, name conflict).", float64(r.SnapshotsFailed))
+	gauge(NameClaimsDeleted, "Claims the last run deleted.", float64(r.ClaimsDeleted))
+	gauge(NameRunDuration, "Duration of the last run.", r.Duration.Seconds())
+	gauge(NameRunSuccess, "1 when the last run exited 0, else 0.", boolFloat(r.Success))
+	gauge(NameDryRun, "1 when the last run was a dry run.", boolFloat(r.DryRun))
+	gauge(NameLastRun, "When the last run ended, in seconds since the epoch.", unix(finished))
+	switch {
+	case r.Success:
+		gauge(NameLastSuccess, "When the last successful run ended, in seconds since the epoch.", unix(finished))
+	case !lastSuccess.IsZero():
+		gauge(NameLastSuccess, "When the last successful run ended, in seconds since the epoch.", unix(lastSuccess))
+	}
+	return reg, nil
+}
+
+// stateNames returns every known state and any other key of m, sorted.
+func stateNames(m map[string]int) []string {
+	seen := make(map[string]bool, len(classify.States)+len(m))
+	var out []string
+	for _, s := range classify.States {
+		seen[string(s)] = true
+		out = append(out, string(s))
+	}
+	for s := range m {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// lastSuccessIn reads the last success time of command from a metrics file
+// written earlier; zero when there is none.
+func lastSuccessIn(path, command string) time.Time {
+	f, err := os.Open(path)
+	if err != nil {
+		return time.Time{}
+	}
+	defer func() { _ = f.Close() }()
+	prefix := NameLastSuccess + `{command="` + command + `"} `
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, prefix)), 64)
+		if err != nil || v <= 0 {
+			return time.Time{}
+		}
+		return time.Unix(int64(v), 0).UTC()
+	}
+	return time.Time{}
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// unix is t in whole seconds: the report's resolution.
+func unix(t time.Time) float64 { return float64(t.Unix()) }

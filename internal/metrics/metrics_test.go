@@ -1,0 +1,331 @@
+package metrics_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/metrics"
+	"github.com/pvc-janitor/pvc-janitor/internal/report"
+	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
+)
+
+var finished = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func sampleRun() metrics.Run {
+	return metrics.Run{
+		Command:          "run",
+		ClaimsByState:    map[string]int{"InUse": 7, "Orphaned": 2, "Rescued": 1},
+		SnapshotsCreated: 2,
+		SnapshotsFailed:  1,
+		ClaimsDeleted:    1,
+		Duration:         1500 * time.Millisecond,
+		Success:          true,
+		Finished:         finished,
+	}
+}
+
+// The exact text of sampleRun without the command label: what the
+// Pushgateway receives.
+const wantPushed = `# HELP pvc_janitor_claims Claims in scope per state at the last run.
+# TYPE pvc_janitor_claims gauge
+pvc_janitor_claims{state="Attached"} 0
+pvc_janitor_claims{state="Grace"} 0
+pvc_janitor_claims{state="Held"} 0
+pvc_janitor_claims{state="InUse"} 7
+pvc_janitor_claims{state="Orphaned"} 2
+pvc_janitor_claims{state="Rescued"} 1
+pvc_janitor_claims{state="SnapshotFailed"} 0
+pvc_janitor_claims{state="Snapshotting"} 0
+pvc_janitor_claims{state="Superseded"} 0
+pvc_janitor_claims{state="Terminating"} 0
+pvc_janitor_claims{state="Unbound"} 0
+pvc_janitor_claims{state="Young"} 0
+# HELP pvc_janitor_claims_deleted Claims the last run deleted.
+# TYPE pvc_janitor_claims_deleted gauge
+pvc_janitor_claims_deleted 1
+# HELP pvc_janitor_dry_run 1 when the last run was a dry run.
+# TYPE pvc_janitor_dry_run gauge
+pvc_janitor_dry_run 0
+# HELP pvc_janitor_last_run_timestamp_seconds When the last run ended, in seconds since the epoch.
+# TYPE pvc_janitor_last_run_timestamp_seconds gauge
+pvc_janitor_last_run_timestamp_seconds 1.767323045e+09
+# HELP pvc_janitor_last_success_timestamp_seconds When the last successful run ended, in seconds since the epoch.
+# TYPE pvc_janitor_last_success_timestamp_seconds gauge
+pvc_janitor_last_success_timestamp_seconds 1.767323045e+09
+# HELP pvc_janitor_run_duration_seconds Duration of the last run.
+# TYPE pvc_janitor_run_duration_seconds gauge
+pvc_janitor_run_duration_seconds 1.5
+# HELP pvc_janitor_run_success 1 when the last run exited 0, else 0.
+# TYPE pvc_janitor_run_success gauge
+pvc_janitor_run_success 1
+# HELP pvc_janitor_snapshots_created VolumeSnapshots the last run created and saw ready.
+# TYPE pvc_janitor_snapshots_created gauge
+pvc_janitor_snapshots_created 2
+# HELP pvc_janitor_snapshots_failed Rescues of the last run that failed (snapshot error, attempts or time ran out, name conflict).
+# TYPE pvc_janitor_snapshots_failed gauge
+pvc_janitor_snapshots_failed 1
+`
+
+// withCommand adds command="run" to every sample line of text.
+func withCommand(text string) string {
+	var out []string
+	for _, l := range strings.SplitAfter(text, "\n") {
+		if l == "" || strings.HasPrefix(l, "#") {
+			out = append(out, l)
+			continue
+		}
+		name, rest, _ := strings.Cut(l, " ")
+		if i := strings.Index(name, "{"); i >= 0 {
+			name = name[:i] + `{command="run",` + name[i+1:]
+		} else {
+			name += `{command="run"}`
+		}
+		out = append(out, name+" "+rest)
+	}
+	return strings.Join(out, "")
+}
+
+type pushed struct {
+	method, path, contentType, auth, body string
+}
+
+// fakeGateway is a local Pushgateway: it records every request and answers
+// with status.
+func fakeGateway(t *testing.T, status int) (*httptest.Server, func() []pushed) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []pushed
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, pushed{r.Method, r.URL.Path, r.Header.Get("Content-Type"), r.Header.Get("Authorization"), string(body)})
+		mu.Unlock()
+		w.WriteHeader(status)
+		if status >= 300 {
+			_, _ = io.WriteString(w, "pushgateway says no")
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() []pushed {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]pushed(nil), got...)
+	}
+}
+
+func TestPushBody(t *testing.T) {
+	srv, got := fakeGateway(t, http.StatusOK)
+	if err := metrics.Push(context.Background(), srv.URL+"/", sampleRun(), nil); err != nil {
+		t.Fatal(err)
+	}
+	reqs := got()
+	if len(reqs) != 1 {
+		t.Fatalf("want one push, got %d", len(reqs))
+	}
+	r := reqs[0]
+	// POST: a failed run's push must not wipe the last success time.
+	if r.method != http.MethodPost || r.path != "/metrics/job/pvc-janitor/command/run" {
+		t.Errorf("pushed %s %s", r.method, r.path)
+	}
+	if !strings.HasPrefix(r.contentType, "text/plain") {
+		t.Errorf("content type %q", r.contentType)
+	}
+	if r.auth != "" {
+		t.Errorf("unexpected Authorization %q", r.auth)
+	}
+	if r.body != wantPushed {
+		t.Errorf("pushed body:\n%s\nwant:\n%s", r.body, wantPushed)
+	}
+}
+
+func TestFailedRunPushesNoLastSuccess(t *testing.T) {
+	srv, got := fakeGateway(t, http.StatusAccepted)
+	run := sampleRun()
+	run.Success = false
+	if err := metrics.Push(context.Background(), srv.URL, run, nil); err != nil {
+		t.Fatal(err)
+	}
+	body := got()[0].body
+	if strings.Contains(body, "pvc_janitor_last_success_timestamp_seconds") {
+		t.Error("a failed run pushed a last success time")
+	}
+	if !strings.Contains(body, "\npvc_janitor_run_success 0\n") {
+		t.Errorf("want run_success 0 in:\n%s", body)
+	}
+}
+
+func TestPushCredentialsAreBasicAuthAndNeverInErrors(t *testing.T) {
+	srv, got := fakeGateway(t, http.StatusInternalServerError)
+	withCreds := strings.Replace(srv.URL, "http://", "http://pushuser:s3cr3t-pass@", 1) + "/prefix"
+	err := metrics.Push(context.Background(), withCreds, sampleRun(), nil)
+	if err == nil {
+		t.Fatal("want an error from a 500")
+	}
+	if strings.Contains(err.Error(), "s3cr3t-pass") || strings.Contains(err.Error(), "pushuser") {
+		t.Errorf("credentials leaked into the error: %v", err)
+	}
+	if !strings.Contains(err.Error(), "500") || !strings.Contains(err.Error(), srv.URL+"/prefix") {
+		t.Errorf("the error should name the status and the redacted URL: %v", err)
+	}
+	r := got()[0]
+	if r.path != "/prefix/metrics/job/pvc-janitor/command/run" {
+		t.Errorf("path %q", r.path)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Set("Authorization", r.auth)
+	if u, p, ok := req.BasicAuth(); !ok || u != "pushuser" || p != "s3cr3t-pass" {
+		t.Errorf("want basic auth pushuser, got %q", r.auth)
+	}
+
+	// Unreachable: the transport's error must not carry them either.
+	srv.Close()
+	err = metrics.Push(context.Background(), withCreds, sampleRun(), nil)
+	if err == nil || strings.Contains(err.Error(), "s3cr3t-pass") || strings.Contains(err.Error(), "pushuser") {
+		t.Errorf("unreachable gateway: %v", err)
+	}
+}
+
+func TestValidateAndRedact(t *testing.T) {
+	for _, ok := range []string{"http://pg:9091", "https://u:p@pg.example/base/", "http://127.0.0.1:9091"} {
+		if err := metrics.ValidatePushgatewayURL(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"pg:9091", "ftp://pg", "http://", "https://u:secret@pg/?token=secret", "http://pg/#secret", "::"} {
+		err := metrics.ValidatePushgatewayURL(bad)
+		if err == nil {
+			t.Errorf("%s: want an error", bad)
+			continue
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: the error shows a secret: %v", bad, err)
+		}
+	}
+	if got := metrics.RedactURL("https://user:secret@pg.example:9091/x?token=secret#frag"); got != "https://pg.example:9091/x" {
+		t.Errorf("RedactURL = %q", got)
+	}
+}
+
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pvc-janitor.prom")
+	if err := metrics.WriteFile(path, sampleRun()); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := withCommand(wantPushed); string(data) != want {
+		t.Errorf("file:\n%s\nwant:\n%s", data, want)
+	}
+	st, _ := os.Stat(path)
+	if st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want 0644 (the collector runs as another user)", st.Mode().Perm())
+	}
+
+	// A failed run later keeps the last success of the file it replaces.
+	failed := sampleRun()
+	failed.Success = false
+	failed.Finished = finished.Add(time.Hour)
+	if err := metrics.WriteFile(path, failed); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = os.ReadFile(path)
+	text := string(data)
+	for _, want := range []string{
+		`pvc_janitor_last_success_timestamp_seconds{command="run"} 1.767323045e+09`,
+		`pvc_janitor_last_run_timestamp_seconds{command="run"} 1.767326645e+09`,
+		`pvc_janitor_run_success{command="run"} 0`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("want %q in:\n%s", want, text)
+		}
+	}
+	// Nothing but the file is left in the folder (no temporary files).
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("folder holds %d entries, want 1", len(entries))
+	}
+
+	// A first run that fails has no last success to publish.
+	fresh := filepath.Join(dir, "fresh.prom")
+	if err := metrics.WriteFile(fresh, failed); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = os.ReadFile(fresh)
+	if strings.Contains(string(data), metrics.NameLastSuccess) {
+		t.Errorf("a failing first run published a last success:\n%s", data)
+	}
+}
+
+func TestWriteFileIntoMissingFolderFails(t *testing.T) {
+	err := metrics.WriteFile(filepath.Join(t.TempDir(), "nope", "x.prom"), sampleRun())
+	if err == nil {
+		t.Fatal("want an error")
+	}
+}
+
+func TestPublishBothAndJoinErrors(t *testing.T) {
+	srv, got := fakeGateway(t, http.StatusOK)
+	path := filepath.Join(t.TempDir(), "m.prom")
+	if err := metrics.Publish(context.Background(), metrics.Options{File: path, Pushgateway: srv.URL}, sampleRun()); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	if len(got()) != 1 || got()[0].body != wantPushed || string(data) != withCommand(wantPushed) {
+		t.Error("the file and the push do not hold the same metrics")
+	}
+
+	// A broken file does not stop the push, and both errors are returned.
+	bad, _ := fakeGateway(t, http.StatusBadRequest)
+	err := metrics.Publish(context.Background(), metrics.Options{File: filepath.Join(t.TempDir(), "no", "m.prom"), Pushgateway: bad.URL}, sampleRun())
+	if err == nil || !strings.Contains(err.Error(), "metrics file") || !strings.Contains(err.Error(), "400") {
+		t.Errorf("want both errors, got %v", err)
+	}
+	if err := metrics.Publish(context.Background(), metrics.Options{}, sampleRun()); err != nil {
+		t.Errorf("nothing configured: %v", err)
+	}
+}
+
+func TestPushTimeout(t *testing.T) {
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-block }))
+	t.Cleanup(func() { close(block); srv.Close() })
+	start := time.Now()
+	err := metrics.Publish(context.Background(), metrics.Options{Pushgateway: srv.URL, Timeout: 200 * time.Millisecond}, sampleRun())
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("want a timeout error within the bound, got %v after %s", err, time.Since(start))
+	}
+}
+
+func TestFromReport(t *testing.T) {
+	started := finished.Add(-90 * time.Second)
+	r := report.New("run", true, "c", started)
+	r.Claims = []*report.ClaimEntry{
+		{Namespace: "a", Name: "1", State: "Orphaned", Action: report.ActionSnapshotCreated},
+		{Namespace: "a", Name: "2", State: "SnapshotFailed", Action: rescue.ActionFailed},
+		{Namespace: "a", Name: "3", State: "Orphaned", Action: rescue.ActionConflict},
+		{Namespace: "a", Name: "4", State: "Rescued", Action: report.ActionDeleted},
+		{Namespace: "a", Name: "5", State: "InUse"},
+	}
+	r.Finish(finished)
+	m := metrics.FromReport(r, false)
+	if m.Command != "run" || !m.DryRun || m.Success || m.Duration != 90*time.Second || !m.Finished.Equal(finished) {
+		t.Errorf("run fields: %+v", m)
+	}
+	if m.SnapshotsCreated != 1 || m.SnapshotsFailed != 2 || m.ClaimsDeleted != 1 {
+		t.Errorf("counts: %+v", m)
+	}
+	if m.ClaimsByState["Orphaned"] != 2 || m.ClaimsByState["InUse"] != 1 || len(m.ClaimsByState) != 4 {
+		t.Errorf("states: %v", m.ClaimsByState)
+	}
+}
