@@ -344,3 +344,12 @@ func TestExampleConfigLoads(t *testing.T) {
 		t.Fatalf("report %+v", r)
 	}
 }
+
+func TestCompletion(t *testing.T) {
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		code, out, stderr := run(t, "completion", sh)
+		if code != 0 || !strings.Contains(out, "janitor") {
+			t.Errorf("completion %s: exit %d, %d bytes, %s", sh, code, len(out), stderr)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/metrics"
+	"github.com/pvc-janitor/pvc-janitor/internal/notify"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
 	"github.com/pvc-janitor/pvc-janitor/internal/version"
 )
@@ -65,6 +66,11 @@ func begin(cmd *cobra.Command, s Streams, name string, mutating func(*config.Con
 	if cfg.Pushgateway != "" {
 		if err := metrics.ValidatePushgatewayURL(cfg.Pushgateway); err != nil {
 			return nil, nil, noop, exitcode.New(exitcode.Usage, fmt.Errorf("--pushgateway: %w", err))
+		}
+	}
+	if cfg.NotifyWebhook != "" {
+		if err := notify.Validate(cfg.NotifyWebhook); err != nil {
+			return nil, nil, noop, exitcode.New(exitcode.Usage, fmt.Errorf("--notify-webhook: %w", err))
 		}
 	}
 	if check != nil {
@@ -165,6 +171,35 @@ func finish(ctx context.Context, w io.Writer, r *report.Report, cfg *config.Conf
 		pctx := context.WithoutCancel(ctx)
 		if perr := metrics.Publish(pctx, metrics.Options{File: cfg.MetricsFile, Pushgateway: cfg.Pushgateway}, run); perr != nil {
 			zerolog.Ctx(ctx).Error().Err(perr).Msg("publish metrics")
+		}
+	}
+	if cfg.NotifyWebhook != "" && notify.Due(r, err) {
+		if nerr := notify.Post(context.WithoutCancel(ctx), nil, cfg.NotifyWebhook, r, err); nerr != nil {
+			zerolog.Ctx(ctx).Error().Err(nerr).Msg("notify")
+		}
+	}
+	return err
+}
+
+// failed publishes metrics and a notification for a run that failed before
+// it had a report (a read failed, say), so that alerting sees it, and
+// returns err unchanged. Nothing is printed on stdout: there is no report.
+func (s *session) failed(ctx context.Context, command string, err error) error {
+	cfg := s.cfg
+	if err == nil || (cfg.MetricsFile == "" && cfg.Pushgateway == "" && cfg.NotifyWebhook == "") {
+		return err
+	}
+	r := s.newReport(command, cfg.DryRun)
+	r.Finish(time.Now())
+	r.Error = err.Error()
+	if cfg.MetricsFile != "" || cfg.Pushgateway != "" {
+		if perr := metrics.Publish(context.WithoutCancel(ctx), metrics.Options{File: cfg.MetricsFile, Pushgateway: cfg.Pushgateway}, metrics.FromReport(r, false)); perr != nil {
+			zerolog.Ctx(ctx).Error().Err(perr).Msg("publish metrics")
+		}
+	}
+	if cfg.NotifyWebhook != "" {
+		if nerr := notify.Post(context.WithoutCancel(ctx), nil, cfg.NotifyWebhook, r, err); nerr != nil {
+			zerolog.Ctx(ctx).Error().Err(nerr).Msg("notify")
 		}
 	}
 	return err

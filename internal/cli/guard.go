@@ -43,7 +43,7 @@ mutating command).`,
 			// guard only reads: a CI gate needs no write permission.
 			res, err := sess.scan(ctx, true)
 			if err != nil {
-				return err
+				return sess.failed(ctx, "guard", err)
 			}
 			r := sess.newReport("guard", true)
 			r.AddDecisions(res.Decisions)

@@ -57,3 +57,37 @@ func TestMetricsFileAndPushgateway(t *testing.T) {
 		t.Errorf("a bad --pushgateway: exit %d, want 2", code)
 	}
 }
+
+// TestNotifyWebhook: a run that acted posts one Slack-compatible message; a
+// run that did nothing posts none; the URL never shows in the output.
+func TestNotifyWebhook(t *testing.T) {
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	orphan(t, f, ns, "ws-a", "a", "")
+	var mu sync.Mutex
+	var posts []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		posts = append(posts, string(b))
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	hook := srv.URL + "/services/T000/B000/SECRETTOKEN"
+	code, out, stderr := run(t, snapArgs(ns, "--notify-webhook", hook, "--log-level", "debug")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(out+stderr, "SECRETTOKEN") {
+		t.Error("the webhook URL appears in the output")
+	}
+	// Nothing to do the second time: no message.
+	if code, _, stderr := run(t, snapArgs(ns, "--notify-webhook", hook)...); code != 0 {
+		t.Fatalf("second run exit %d: %s", code, stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(posts) != 1 || !strings.Contains(posts[0], `"text":"*pvc-janitor snapshot*`) || !strings.Contains(posts[0], "1 snapshots created") {
+		t.Fatalf("posts: %q", posts)
+	}
+}

@@ -72,11 +72,11 @@ func runPipeline(cmd *cobra.Command, s Streams, name string, withRescue bool) er
 	if withRescue {
 		res, stepErr = sess.snapshot(ctx, r, s.ErrOut)
 		if res == nil {
-			return stepErr
+			return sess.failed(ctx, name, stepErr)
 		}
 	} else {
 		if res, err = sess.scan(ctx, cfg.DryRun); err != nil {
-			return err
+			return sess.failed(ctx, name, err)
 		}
 		r.AddDecisions(res.Decisions)
 		addMarks(r, res)

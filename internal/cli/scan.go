@@ -25,7 +25,7 @@ report. --dry-run writes nothing.`,
 			cfg := sess.cfg
 			res, err := sess.scan(ctx, cfg.DryRun)
 			if err != nil {
-				return err
+				return sess.failed(ctx, "scan", err)
 			}
 			r := sess.newReport("scan", cfg.DryRun)
 			r.AddDecisions(res.Decisions)

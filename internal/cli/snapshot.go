@@ -43,7 +43,7 @@ nothing.`,
 			r := sess.newReport("snapshot", cfg.DryRun)
 			res, err := sess.snapshot(ctx, r, s.ErrOut)
 			if err != nil && res == nil {
-				return err
+				return sess.failed(ctx, "snapshot", err)
 			}
 			return finish(ctx, s.Out, r, cfg, err)
 		},

@@ -151,6 +151,9 @@ type Config struct {
 	// Pushgateway is a Pushgateway URL the metrics are pushed to; it may
 	// carry credentials, so it is never logged as given.
 	Pushgateway string
+	// NotifyWebhook receives a Slack-compatible summary when a run acted or
+	// failed. It is a secret: never logged.
+	NotifyWebhook string
 }
 
 // ErrUsage is matched (errors.Is) by every error of this package: a usage or
@@ -235,6 +238,7 @@ func (c *Config) Redacted() map[string]any {
 		"rescue":                   c.Rescue,
 		"metrics-file":             c.MetricsFile,
 		"pushgateway":              redactURL(c.Pushgateway),
+		"notify-webhook":           redactSecret(c.NotifyWebhook),
 	}
 }
 
@@ -249,4 +253,12 @@ func redactURL(raw string) string {
 	}
 	u.User = nil
 	return u.String()
+}
+
+// redactSecret shows only whether a secret is set.
+func redactSecret(v string) string {
+	if v == "" {
+		return ""
+	}
+	return "<redacted>"
 }

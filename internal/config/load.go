@@ -449,6 +449,7 @@ func (r *resolver) complete(command string) (*Config, error) {
 	setDur(&c.LockDuration, "lock-duration")
 	setStr(&c.MetricsFile, "metrics-file")
 	setStr(&c.Pushgateway, "pushgateway")
+	setStr(&c.NotifyWebhook, "notify-webhook")
 	setBool(&c.AllowDeletePolicy, "allow-delete-policy")
 	setBool(&c.Rescue, "rescue")
 	if err != nil {

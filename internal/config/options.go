@@ -86,6 +86,7 @@ func options() []option {
 		{name: "rescue", kind: kindBool, usage: "guard: run snapshot first"},
 		{name: "metrics-file", kind: kindString, usage: "write the run's Prometheus metrics to this file, atomically (node-exporter textfile collector)"},
 		{name: "pushgateway", kind: kindString, usage: "push the run's Prometheus metrics to this Pushgateway URL (credentials become basic auth and are never logged)"},
+		{name: "notify-webhook", kind: kindString, usage: "post a Slack-compatible summary to this webhook URL when a run acted or failed (the URL is never logged)"},
 	}
 }
 

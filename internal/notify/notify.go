@@ -1,0 +1,102 @@
+// Package notify posts a Slack-compatible summary of a run to a webhook
+// (--notify-webhook) when the run acted or failed. Webhook URLs are secrets
+// (whoever has one can post to the channel): they never appear in errors or
+// logs.
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/report"
+)
+
+// Validate checks a webhook URL without ever echoing it.
+func Validate(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return errors.New("must be an http(s) URL with a host")
+	}
+	return nil
+}
+
+// Due reports whether a run is worth a message: it created snapshots,
+// deleted claims, had failures or ended in error.
+func Due(r *report.Report, runErr error) bool {
+	s := r.Summary
+	return runErr != nil || s.SnapshotsCreated > 0 || s.ClaimsDeleted > 0 || s.Failures > 0
+}
+
+// Text is the message: one headline and the numbers, Slack mrkdwn.
+func Text(r *report.Report, runErr error) string {
+	var b strings.Builder
+	status := "acted"
+	if runErr != nil || r.Summary.Failures > 0 {
+		status = "needs attention"
+	}
+	fmt.Fprintf(&b, "*pvc-janitor %s* on `%s` %s", r.Command, r.Cluster, status)
+	if r.DryRun {
+		b.WriteString(" (dry run)")
+	}
+	fmt.Fprintf(&b, "\n%d snapshots created, %d claims deleted, %d failures, %d claims in scope",
+		r.Summary.SnapshotsCreated, r.Summary.ClaimsDeleted, r.Summary.Failures, r.Summary.Claims)
+	if len(r.Summary.States) > 0 {
+		keys := make([]string, 0, len(r.Summary.States))
+		for k := range r.Summary.States {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %d", k, r.Summary.States[k]))
+		}
+		b.WriteString("\nstates: " + strings.Join(parts, ", "))
+	}
+	for _, n := range r.Notes {
+		b.WriteString("\nnote: " + n)
+	}
+	if runErr != nil {
+		b.WriteString("\nerror: " + runErr.Error())
+	}
+	return b.String()
+}
+
+// Post sends the message. Errors name the webhook only as "the notify
+// webhook", never by URL.
+func Post(ctx context.Context, client *http.Client, webhook string, r *report.Report, runErr error) error {
+	if client == nil {
+		client = &http.Client{Timeout: 15 * time.Second}
+	}
+	body, err := json.Marshal(map[string]string{"text": Text(r, runErr)})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, webhook, bytes.NewReader(body))
+	if err != nil {
+		return errors.New("notify webhook: invalid URL")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // *url.Error repeats the URL
+		}
+		return fmt.Errorf("post to the notify webhook: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("post to the notify webhook: HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
