@@ -30,15 +30,18 @@ func newLogger(cfg *config.Config, w io.Writer) zerolog.Logger {
 	if err != nil {
 		level = zerolog.InfoLevel
 	}
+	f, isFile := w.(*os.File)
+	tty := isFile && isatty.IsTerminal(f.Fd())
 	format := cfg.LogFormat
 	if format == "auto" {
 		format = "json"
-		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		if tty {
 			format = "console"
 		}
 	}
 	if format == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		// Colours only on a terminal: escape codes in a log file are noise.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !tty}
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }

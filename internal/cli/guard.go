@@ -32,10 +32,11 @@ mutating command).`,
 				return err
 			}
 			cfg := sess.cfg
+			var scratch *report.Report
 			if cfg.Rescue {
 				// Rescue first; failed rescues show up in the judgement
 				// below as SnapshotFailed claims, at risk.
-				scratch := sess.newReport("snapshot", cfg.DryRun)
+				scratch = sess.newReport("snapshot", cfg.DryRun)
 				if _, err := sess.snapshot(ctx, scratch, s.ErrOut); err != nil && exitcode.Code(err) != exitcode.Partial {
 					return err
 				}
@@ -45,7 +46,9 @@ mutating command).`,
 			if err != nil {
 				return sess.failed(ctx, "guard", err)
 			}
-			r := sess.newReport("guard", true)
+			// guard itself only reads; with --rescue the report says what the
+			// rescue did (actions, snapshotsCreated) and is not a dry run.
+			r := sess.newReport("guard", !cfg.Rescue || cfg.DryRun)
 			r.AddDecisions(res.Decisions)
 			atRisk := map[*report.ClaimEntry]bool{}
 			for i := range res.Decisions {
@@ -58,6 +61,13 @@ mutating command).`,
 				e.Action = "at-risk"
 				e.Reason = why + "; " + e.Reason
 				atRisk[e] = true
+			}
+			if scratch != nil {
+				for _, se := range scratch.Claims {
+					if e := r.Entry(se.Namespace, se.Name); e != nil && !atRisk[e] && se.Action != "" {
+						e.Action = se.Action
+					}
+				}
 			}
 			r.SortAtRiskFirst(func(e *report.ClaimEntry) bool { return atRisk[e] })
 			var gate error

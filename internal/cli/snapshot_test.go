@@ -413,7 +413,11 @@ func TestGuardRescueSnapshotsFirst(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("guard --rescue: exit %d, want 0: %s\n%s", code, out, stderr)
 	}
-	if st, _, _ := entry(t, parse(t, out), "ws-a"); st != "Rescued" {
-		t.Fatalf("state %s", st)
+	g := parse(t, out)
+	if st, act, _ := entry(t, g, "ws-a"); st != "Rescued" || act != "snapshot-created" {
+		t.Fatalf("state %s action %s", st, act)
+	}
+	if g.DryRun {
+		t.Error("guard --rescue acted but its report says dry run")
 	}
 }

@@ -1,0 +1,253 @@
+package examplestest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/config"
+	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+)
+
+// TestGateScriptLint checks the teardown gate script: executable, bash with
+// `set -euo pipefail`, `bash -n` clean and shellcheck clean (shellcheck runs
+// when it is installed; the test log says when it was not).
+func TestGateScriptLint(t *testing.T) {
+	script := example(t, "teardown-gate.sh")
+	st, err := os.Stat(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm()&0o111 == 0 {
+		t.Errorf("%s is not executable", script)
+	}
+	text, _ := readFileString(script)
+	if !strings.HasPrefix(text, "#!/usr/bin/env bash\n") {
+		t.Error("the script must start with #!/usr/bin/env bash")
+	}
+	if !regexp.MustCompile(`(?m)^set -euo pipefail$`).MatchString(text) {
+		t.Error("the script must `set -euo pipefail`")
+	}
+	if !strings.Contains(text, "guard --rescue") {
+		t.Error("the script must run janitor guard --rescue")
+	}
+	if out, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
+		t.Errorf("bash -n: %v\n%s", err, out)
+	}
+	sc, err := exec.LookPath("shellcheck")
+	if err != nil {
+		t.Log("shellcheck is not installed: shellcheck skipped (bash -n passed)")
+		return
+	}
+	if out, err := exec.Command(sc, "--shell=bash", "--severity=style", script).CombinedOutput(); err != nil {
+		t.Errorf("shellcheck: %v\n%s", err, out)
+	}
+}
+
+// platform returns the labels a claim needs to be selected by
+// workspace-platform.yaml, and its workspace label key.
+func platform(t *testing.T) (map[string]string, string) {
+	t.Helper()
+	cfg, err := loadConfig(t, example(t, "workspace-platform.yaml"), config.CommandGuard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := labels.ConvertSelectorToLabelsMap(cfg.SelectorString)
+	if err != nil {
+		t.Fatalf("workspace-platform.yaml's selector %q is not a list of key=value: %v", cfg.SelectorString, err)
+	}
+	return sel, cfg.WorkspaceLabel
+}
+
+// gateEnv is the environment of one run of the script: the janitor on
+// PATH, the local cluster's kubeconfig, the namespace as the scope and the
+// lock namespace, and the extra settings.
+func gateEnv(t *testing.T, ns string, extra ...string) []string {
+	t.Helper()
+	return append([]string{
+		"PATH=" + filepath.Dir(janitorBin(t)) + ":/usr/bin:/bin",
+		"HOME=" + t.TempDir(),
+		"KUBECONFIG=" + env.Kubeconfig,
+		"GATE_NAMESPACES=" + ns,
+		"GATE_LOCK_NAMESPACE=" + ns,
+	}, extra...)
+}
+
+// gateArgs make a claim orphaned at once and keep waits short.
+var gateArgs = []string{"--min-age", "0s", "--grace-period", "0s", "--snapshot-timeout", "1m", "--api-timeout", "30s", "--log-format", "console"}
+
+func runGate(t *testing.T, environ []string, args ...string) result {
+	t.Helper()
+	start := time.Now()
+	r := run(t, environ, "bash", append([]string{example(t, "teardown-gate.sh")}, args...)...)
+	t.Logf("teardown-gate.sh: exit %d in %s", r.code, time.Since(start).Round(time.Millisecond))
+	return r
+}
+
+// workspaceClaim creates a bound claim labelled as the workspace platform
+// labels them (the script's default selector) and waits until it is unused.
+func workspaceClaim(t *testing.T, f *testenv.Fixtures, ns, name, workspace string, extra map[string]string) {
+	t.Helper()
+	sel, wsLabel := platform(t)
+	l := map[string]string{wsLabel: workspace}
+	for k, v := range sel {
+		l[k] = v
+	}
+	for k, v := range extra {
+		l[k] = v
+	}
+	ctx := context.Background()
+	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: name, Labels: l}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WaitUnused(ctx, ns, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readySnapshotOf fails unless exactly one VolumeSnapshot of claim exists in
+// ns and it is ready.
+func readySnapshotOf(t *testing.T, f *testenv.Fixtures, ns, claim string) {
+	t.Helper()
+	l, err := f.Snap.SnapshotV1().VolumeSnapshots(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range l.Items {
+		if src := s.Spec.Source.PersistentVolumeClaimName; src != nil && *src == claim {
+			n++
+			if !testenv.Ready(&s) {
+				t.Errorf("snapshot %s of %s is not ready", s.Name, claim)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d snapshots of %s, want exactly 1", n, claim)
+	}
+}
+
+// TestTeardownGate runs examples/teardown-gate.sh, with its default
+// selector and workspace label (those of workspace-platform.yaml), against
+// seeded claims on the local cluster.
+func TestTeardownGate(t *testing.T) {
+	f, err := env.NewFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// An orphaned claim: the gate rescues it, waits for the snapshot, and
+	// opens. The claim stays (the gate never deletes). A second run finds
+	// the same snapshot and opens again.
+	t.Run("rescues the orphan and opens", func(t *testing.T) {
+		t.Parallel()
+		ns := env.Namespace(t)
+		workspaceClaim(t, f, ns, "ws-alice-1", "alice", nil)
+		report := filepath.Join(t.TempDir(), "report.txt")
+		r := runGate(t, gateEnv(t, ns, "GATE_REPORT="+report), gateArgs...)
+		if r.code != 0 || !strings.Contains(r.stderr, "GATE OPEN") {
+			t.Fatalf("exit %d, want 0 (GATE OPEN)\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		readySnapshotOf(t, f, ns, "ws-alice-1")
+		if _, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), "ws-alice-1", metav1.GetOptions{}); err != nil {
+			t.Errorf("the gate must not delete claims: %v", err)
+		}
+		saved, _ := readFileString(report)
+		if !strings.Contains(saved, "ws-alice-1") || !strings.Contains(saved, "Rescued") || saved != r.stdout {
+			t.Errorf("GATE_REPORT %q does not hold the report %q", saved, r.stdout)
+		}
+		r = runGate(t, gateEnv(t, ns), gateArgs...)
+		if r.code != 0 {
+			t.Fatalf("second run: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		readySnapshotOf(t, f, ns, "ws-alice-1")
+	})
+
+	// A claim on hold: a teardown would lose it, so the gate stays shut
+	// with exit 3 and lists it first; the orphan beside it is rescued all
+	// the same.
+	t.Run("a held claim keeps it shut", func(t *testing.T) {
+		t.Parallel()
+		ns := env.Namespace(t)
+		workspaceClaim(t, f, ns, "ws-bob-1", "bob", nil)
+		workspaceClaim(t, f, ns, "ws-carol-1", "carol", map[string]string{"pvc-janitor.io/hold": "true"})
+		r := runGate(t, gateEnv(t, ns, "GATE_OUTPUT=json"), gateArgs...)
+		if r.code != 3 || !strings.Contains(r.stderr, "GATE SHUT (exit 3)") {
+			t.Fatalf("exit %d, want 3 (GATE SHUT)\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		carol, bob := strings.Index(r.stdout, `"ws-carol-1"`), strings.Index(r.stdout, `"ws-bob-1"`)
+		if carol < 0 || bob < 0 || carol > bob || !strings.Contains(r.stdout, `"Held"`) {
+			t.Errorf("the report must list the Held claim first:\n%s", r.stdout)
+		}
+		readySnapshotOf(t, f, ns, "ws-bob-1")
+	})
+
+	// Another run holds the Lease (the CronJob, say): the gate retries, then
+	// stays shut with the janitor's exit 5.
+	t.Run("a lease held by another run keeps it shut", func(t *testing.T) {
+		t.Parallel()
+		ns := env.Namespace(t)
+		holder, secs := "cronjob-pod/1/abcdef", int32(300)
+		now := metav1.NewMicroTime(time.Now())
+		_, err := f.Kube.CoordinationV1().Leases(ns).Create(context.Background(), &coordv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: "pvc-janitor", Namespace: ns},
+			Spec: coordv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs,
+				AcquireTime: &now, RenewTime: &now},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runGate(t, gateEnv(t, ns, "GATE_LOCK_RETRIES=1", "GATE_LOCK_WAIT=0"), gateArgs...)
+		if r.code != 5 || !strings.Contains(r.stderr, "retry 1/1") || !strings.Contains(r.stderr, "GATE SHUT (exit 5)") {
+			t.Fatalf("exit %d, want 5 after one retry\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stderr, holder) {
+			t.Errorf("the janitor does not name the holder:\n%s", r.stderr)
+		}
+	})
+
+	// A check that cannot run is a shut gate, never a pass.
+	t.Run("a configuration error keeps it shut", func(t *testing.T) {
+		t.Parallel()
+		r := runGate(t, gateEnv(t, "default", "GATE_SELECTOR=app in ("), gateArgs...)
+		if r.code != 2 || !strings.Contains(r.stderr, "GATE SHUT (exit 2)") {
+			t.Fatalf("exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("an empty selector keeps it shut", func(t *testing.T) {
+		t.Parallel()
+		r := runGate(t, gateEnv(t, "default", "GATE_SELECTOR="), gateArgs...)
+		if r.code != 2 || !strings.Contains(r.stderr, "GATE SHUT") {
+			t.Fatalf("exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("a missing janitor keeps it shut", func(t *testing.T) {
+		t.Parallel()
+		r := runGate(t, gateEnv(t, "default", "GATE_JANITOR=janitor-not-installed"), gateArgs...)
+		if r.code != 127 || !strings.Contains(r.stderr, "GATE SHUT") {
+			t.Fatalf("exit %d, want 127\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("an unreachable cluster keeps it shut", func(t *testing.T) {
+		t.Parallel()
+		kc := filepath.Join(t.TempDir(), "kubeconfig")
+		data := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+			"users: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+		if err := os.WriteFile(kc, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := runGate(t, gateEnv(t, "default", "KUBECONFIG="+kc), append(gateArgs, "--api-timeout", "2s")...)
+		if r.code == 0 || r.code == 3 || !strings.Contains(r.stderr, "GATE SHUT") {
+			t.Fatalf("exit %d, want a runtime error\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+}

@@ -1,0 +1,125 @@
+package examplestest
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/config"
+)
+
+type workflow struct {
+	Jobs map[string]struct {
+		Env   map[string]string `yaml:"env"`
+		Steps []step            `yaml:"steps"`
+	} `yaml:"jobs"`
+}
+
+type step struct {
+	Name            string            `yaml:"name"`
+	If              string            `yaml:"if"`
+	Run             string            `yaml:"run"`
+	Uses            string            `yaml:"uses"`
+	Env             map[string]string `yaml:"env"`
+	ContinueOnError any               `yaml:"continue-on-error"`
+}
+
+// TestGitHubWorkflow checks the teardown workflow: the gate step runs
+// teardown-gate.sh before the destroy step, nothing lets the destroy run
+// after a failed gate (continue-on-error on the gate, an `if:` with
+// always()/failure() on the destroy), the gate's settings are those of
+// workspace-platform.yaml, and the janitor version is the chart's. When
+// actionlint is on PATH it lints the workflow (and its shell steps).
+func TestGitHubWorkflow(t *testing.T) {
+	files := exampleYAML(t)[kindWorkflow]
+	if len(files) == 0 {
+		t.Fatal("no workflow in examples/")
+	}
+	platformCfg, err := loadConfig(t, example(t, "workspace-platform.yaml"), config.CommandGuard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			text, err := readFileString(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w workflow
+			if err := yaml.Unmarshal([]byte(text), &w); err != nil {
+				t.Fatal(err)
+			}
+			gates := 0
+			for name, job := range w.Jobs {
+				gate, destroy := -1, -1
+				for i, s := range job.Steps {
+					if strings.Contains(s.Run, "teardown-gate.sh") {
+						gate = i
+					}
+					if strings.Contains(s.Run, "terraform destroy") {
+						destroy = i
+					}
+				}
+				if gate < 0 {
+					if destroy >= 0 {
+						t.Errorf("job %s destroys without the gate", name)
+					}
+					continue
+				}
+				gates++
+				if destroy < 0 || destroy < gate {
+					t.Errorf("job %s: the destroy step (%d) must come after the gate (%d)", name, destroy, gate)
+					continue
+				}
+				g, d := job.Steps[gate], job.Steps[destroy]
+				if g.ContinueOnError != nil && fmt.Sprint(g.ContinueOnError) != "false" {
+					t.Errorf("job %s: the gate step has continue-on-error: %v", name, g.ContinueOnError)
+				}
+				if g.If != "" {
+					t.Errorf("job %s: the gate step has if: %s", name, g.If)
+				}
+				for _, s := range job.Steps[gate+1 : destroy+1] {
+					for _, bad := range []string{"always()", "failure()", "cancelled()"} {
+						if strings.Contains(s.If, bad) && strings.Contains(s.Run, "destroy") {
+							t.Errorf("job %s: step %q runs after a failed gate (if: %s)", name, s.Name, s.If)
+						}
+					}
+				}
+				if d.If != "" {
+					t.Errorf("job %s: the destroy step has if: %s; it must run only when every step before succeeded", name, d.If)
+				}
+				// The gate's settings are the workspace platform's.
+				if got := g.Env["GATE_SELECTOR"]; got != platformCfg.SelectorString {
+					t.Errorf("job %s: GATE_SELECTOR %q, workspace-platform.yaml selects %q", name, got, platformCfg.SelectorString)
+				}
+				if got := g.Env["GATE_WORKSPACE_LABEL"]; got != platformCfg.WorkspaceLabel {
+					t.Errorf("job %s: GATE_WORKSPACE_LABEL %q, workspace-platform.yaml has %q", name, got, platformCfg.WorkspaceLabel)
+				}
+				if got := g.Env["GATE_LOCK_NAMESPACE"]; got != platformCfg.LockNamespace {
+					t.Errorf("job %s: GATE_LOCK_NAMESPACE %q, workspace-platform.yaml has %q", name, got, platformCfg.LockNamespace)
+				}
+				if v, app := job.Env["JANITOR_VERSION"], chartAppVersion(t); v != app {
+					t.Errorf("job %s: JANITOR_VERSION %q, the chart's appVersion is %q", name, v, app)
+				}
+			}
+			if gates == 0 {
+				t.Error("no job runs teardown-gate.sh")
+			}
+			if !strings.Contains(text, "PLACEHOLDER") {
+				t.Error("the workflow must mark its credential placeholders")
+			}
+			al, err := exec.LookPath("actionlint")
+			if err != nil {
+				t.Log("actionlint is not installed: workflow lint skipped (structure checked above)")
+				return
+			}
+			if out, err := exec.Command(al, f).CombinedOutput(); err != nil {
+				t.Errorf("actionlint: %v\n%s", err, out)
+			}
+		})
+	}
+}
