@@ -98,6 +98,21 @@ func (c *classifier) decide(d *Decision, cl *inventory.Claim, since *time.Time) 
 		d.Marks.Phase = removeIf(hasPhase)
 		return
 	}
+	// The controller manager still counts a pod using the claim (Unused:
+	// False) though none was listed: the pod went before it noticed, or it
+	// lags or is down. Where the two notions of use differ the stricter
+	// wins: the claim is in use until the condition turns True, and its
+	// orphaned-since will be that moment, after whatever the pod wrote.
+	if u := cl.Unused; u != nil && u.Status == "False" {
+		d.State = InUse
+		c.buf = append(c.buf[:0], "the claim's Unused condition is False since "...)
+		c.buf = appendTime(c.buf, u.LastTransitionTime)
+		c.buf = append(c.buf, " (a pod used it; no pod references it now: waiting for the controller manager to see it go)"...)
+		d.Reason = string(c.buf)
+		d.Marks.OrphanedSince = removeIf(hasMark)
+		d.Marks.Phase = removeIf(hasPhase)
+		return
+	}
 
 	// 5.
 	if age := c.now.Sub(cl.CreationTimestamp); age < c.p.MinAge {

@@ -564,14 +564,14 @@ var cases = []classifyCase{
 			marks: setBoth(ago(2*time.Hour), Orphaned)},
 	},
 	{
-		name: "unused condition False is no evidence",
+		name: "unused condition False is use, even with no pod listed",
 		inv:  []invOpt{claims(pvc("a", unused("False", ago(3*time.Hour))))},
-		want: want{state: Grace, reason: "orphaned-since not known yet", marks: setBoth(now, Grace)},
+		want: want{state: InUse, reason: "Unused condition is False since 2026-01-02T00:00:00Z", marks: keep},
 	},
 	{
-		name: "unused condition False leaves the mark in charge",
+		name: "unused condition False after the mark: used again, marks cleared",
 		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour)), unused("False", ago(time.Minute)), phaseLabel(Orphaned)))},
-		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T01:00:00Z", since: tp(ago(2 * time.Hour)), marks: keep},
+		want: want{state: InUse, reason: "Unused condition is False since 2026-01-02T02:59:00Z", marks: Marks{OrphanedSince: Remove, Phase: Remove}},
 	},
 	{
 		name: "unparsable mark is re-set",

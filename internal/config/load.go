@@ -1,7 +1,10 @@
 package config
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"sort"
@@ -124,9 +127,25 @@ func readFile(path string) (map[string]any, error) {
 	}
 	// YAML 1.2 (yaml.v3), not 1.1: the key "yes" and a namespace called
 	// "no" must stay strings. Duplicate keys are an error.
+	// One document: the settings of any further one (after ---) would be
+	// ignored without a word.
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var m map[string]any
-	if err := yaml.Unmarshal(data, &m); err != nil {
+	if err := dec.Decode(&m); err != nil && !errors.Is(err, io.EOF) {
 		return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: invalid YAML (want a mapping of flag names to values): %s", path, oneLine(err.Error()))}
+	}
+	for {
+		var more any
+		err := dec.Decode(&more)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: invalid YAML (want a mapping of flag names to values): %s", path, oneLine(err.Error()))}
+		}
+		if more != nil {
+			return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: more than one YAML document (---); put every setting in one mapping", path)}
+		}
 	}
 	kinds := map[string]kind{}
 	var names []string

@@ -29,16 +29,27 @@ var DefaultRetry = RetryPolicy{Initial: 200 * time.Millisecond, Max: 10 * time.S
 // policy's time is up. A 429's Retry-After is honoured (as the next wait,
 // when longer than the backoff's). what names the call in the error.
 func (p RetryPolicy) Do(ctx context.Context, what string, op func(context.Context) error) error {
+	if p.MaxElapsed <= 0 {
+		p = DefaultRetry
+	}
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = p.Initial
 	b.MaxInterval = p.Max
 	b.MaxElapsedTime = p.MaxElapsed
 	b.RandomizationFactor = 0.5
 	b.Reset()
+	// Each attempt ends by the policy's deadline: a server that accepts a
+	// request and never answers must not hold the run forever (an attempt
+	// gets at most a quarter of the budget, at least 15s, so a retry is
+	// left for the case the server answers the next one).
+	deadline := time.Now().Add(p.MaxElapsed)
 	attempts := 0
 	for {
 		attempts++
-		err := op(ctx)
+		per := min(max(p.MaxElapsed/4, 15*time.Second), time.Until(deadline))
+		actx, cancel := context.WithTimeout(ctx, max(per, time.Second))
+		err := op(actx)
+		cancel()
 		if err == nil {
 			return nil
 		}

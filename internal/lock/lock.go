@@ -97,6 +97,11 @@ func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Dura
 			l.lease = got
 		case err != nil:
 			return nil, err
+		case str(cur.Spec.HolderIdentity) == l.identity:
+			// Our own create or take-over, applied by the server but its
+			// response lost (the retry then met AlreadyExists or a
+			// Conflict): the lease is ours.
+			l.lease = cur
 		default:
 			if held := l.heldByOther(cur, now); held != nil {
 				return nil, held
@@ -179,6 +184,18 @@ func (l *Lease) renew(log *zerolog.Logger) {
 		l.mu.Lock()
 		next := l.spec(l.lease.DeepCopy(), l.now(), false)
 		got, err := l.c.Kube.CoordinationV1().Leases(l.ns).Update(ctx, next, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			// A renewal applied by the server whose response was lost moves
+			// the resourceVersion under us: the lease is still ours if we
+			// hold it. Lost only when a fresh read shows another holder.
+			cur, gerr := l.c.Kube.CoordinationV1().Leases(l.ns).Get(ctx, Name, metav1.GetOptions{})
+			switch {
+			case gerr == nil && str(cur.Spec.HolderIdentity) == l.identity:
+				got, err = cur, nil
+			case gerr != nil && !apierrors.IsNotFound(gerr):
+				err = gerr // cannot tell: retried at the next tick
+			}
+		}
 		if err == nil {
 			l.lease = got
 		}

@@ -325,6 +325,14 @@ func (r *rescuer) one(ctx context.Context, i int, used map[string]string) Outcom
 	created := false
 	for attempt := 1; ; attempt++ {
 		vs, isNew, err := r.ensure(ctx, d, name, class, archive, attempt)
+		if errors.Is(err, errStale) {
+			// One janitor snapshot per claim: the stale one goes (the claim
+			// still holds all its data), a fresh one is taken.
+			log.Info().Time("snapshot_created", vs.CreationTimestamp.Time).Msg("own snapshot predates the claim's orphaned-since; replacing it")
+			if err = r.remove(ctx, vs); err == nil {
+				vs, isNew, err = r.ensure(ctx, d, name, class, archive, attempt)
+			}
+		}
 		if err != nil {
 			r.count(func(c *Counts) { c.Failed++ })
 			if errors.Is(err, errConflict) {
@@ -380,6 +388,9 @@ func (r *rescuer) one(ctx context.Context, i int, used map[string]string) Outcom
 
 var errConflict = errors.New("name conflict")
 
+// errStale: the claim's own snapshot predates its orphaned-since.
+var errStale = errors.New("own snapshot predates the claim's orphaned-since")
+
 // ensure creates the snapshot, or finds the one an earlier run (or attempt)
 // made. isNew reports whether this call created it.
 func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class string, archive bool, attempt int) (*snapv1.VolumeSnapshot, bool, error) {
@@ -432,6 +443,12 @@ func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class 
 	if types.UID(got.Annotations[inventory.AnnotationSourceUID]) != cl.UID {
 		return nil, false, fmt.Errorf("%w: VolumeSnapshot %s exists but is not this claim's (its %s is %q): nothing was overwritten",
 			errConflict, name, inventory.AnnotationSourceUID, got.Annotations[inventory.AnnotationSourceUID])
+	}
+	// Ours, but taken before the claim's current orphaned-since: the claim
+	// was used again since, so this snapshot lacks its last data and can
+	// never be its rescue (the classifier agrees). It must be replaced.
+	if d.OrphanedSince != nil && got.CreationTimestamp.Time.Before(*d.OrphanedSince) {
+		return got, false, errStale
 	}
 	return got, false, nil
 }

@@ -28,6 +28,11 @@ func (r *rescuer) wait(ctx context.Context, vs *snapv1.VolumeSnapshot) (waitResu
 	log := zerolog.Ctx(ctx)
 	deadline := time.NewTimer(r.o.Timeout)
 	defer deadline.Stop()
+	// Opening a watch has no timeout of its own: a server that accepts the
+	// request and never answers would hold the wait (and the run, and its
+	// Lease) past --snapshot-timeout. The watches live within the wait.
+	wctx, wcancel := context.WithTimeout(ctx, r.o.Timeout)
+	defer wcancel()
 	var grace *time.Timer
 	defer func() {
 		if grace != nil {
@@ -76,7 +81,7 @@ func (r *rescuer) wait(ctx context.Context, vs *snapv1.VolumeSnapshot) (waitResu
 		if done, res := evaluate(); done {
 			return res, errMsg
 		}
-		w, err := r.c.Snap.SnapshotV1().VolumeSnapshots(cur.Namespace).Watch(ctx, metav1.ListOptions{
+		w, err := r.c.Snap.SnapshotV1().VolumeSnapshots(cur.Namespace).Watch(wctx, metav1.ListOptions{
 			FieldSelector:   fields.OneTermEqualSelector("metadata.name", cur.Name).String(),
 			ResourceVersion: cur.ResourceVersion,
 		})
