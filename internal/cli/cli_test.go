@@ -226,6 +226,9 @@ func TestScanClassifiesAndMarksTheDemoFleet(t *testing.T) {
 	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "olivia-back", Claims: []string{"ws-olivia"}}); err != nil {
 		t.Fatal(err)
 	}
+	// Let the controller manager's Unused=False update land first: a patch
+	// racing it is skipped for the next run (resourceVersion precondition).
+	waitUsed(t, f, ns, "ws-olivia")
 	if code, _, stderr = run(t, append(demoArgs("scan", ns), "-o", "json")...); code != 0 {
 		t.Fatalf("third scan exit %d: %s", code, stderr)
 	}
