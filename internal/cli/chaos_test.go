@@ -1,0 +1,1263 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
+	"github.com/pvc-janitor/pvc-janitor/internal/lock"
+	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+)
+
+// proxyRun runs a command line in-process through a fault proxy.
+func proxyRun(p *testenv.FaultProxy, args ...string) (int, string, string) {
+	var out, errOut strings.Builder
+	code := runWith(append(args, "--kubeconfig", p.Kubeconfig, "--log-format", "json", "--log-level", "error"), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestGoneMidPaginationRestartsTheList: with --page-size 2 every list is
+// paginated; the proxy answers the first continuations of the claims, pods
+// and snapshots lists with 410 Gone. Each list restarts from its first page:
+// no claim is lost or counted twice, and the pod that references a claim
+// from the last page of the pods list still makes it InUse.
+func TestGoneMidPaginationRestartsTheList(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	for i := 0; i < 5; i++ {
+		orphan(t, f, ns, fmt.Sprintf("ws-%d", i), fmt.Sprintf("w%d", i), "")
+	}
+	// Pods sort by name: the one using ws-4 comes last, after four pages.
+	for i := 0; i < 7; i++ {
+		if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: fmt.Sprintf("a-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "z-ide", Claims: []string{"ws-4"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Snapshot(ctx, ns, "manual-0", "ws-0", "", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Snapshot(ctx, ns, "manual-1", "ws-1", "", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Snapshot(ctx, ns, "manual-2", "ws-2", "", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	p := env.StartFaultProxy(t, 410)
+	p.Set(testenv.Faults{Rules: []testenv.Rule{
+		{Verbs: []string{"list"}, Resources: []string{"pods"}, Times: 3, Faults: testenv.Faults{RateGone: 1}},
+		{Verbs: []string{"list"}, Resources: []string{"persistentvolumeclaims"}, Times: 2, Faults: testenv.Faults{RateGone: 1}},
+		{Verbs: []string{"list"}, Resources: []string{"volumesnapshots"}, Times: 1, Faults: testenv.Faults{RateGone: 1}},
+	}})
+	code, out, stderr := proxyRun(p, "scan", "-n", ns, "-l", wsSel, "--workspace-label", "workspace",
+		"--min-age", "0s", "--grace-period", "0s", "-o", "json", "--page-size", "2", "--dry-run")
+	if code != 0 {
+		t.Fatalf("scan through 410s: exit %d: %s", code, stderr)
+	}
+	detail := p.InjectedDetail()
+	for key, want := range map[string]int{"410-gone list pods": 3, "410-gone list persistentvolumeclaims": 2, "410-gone list volumesnapshots": 1} {
+		if detail[key] != want {
+			t.Fatalf("the proxy injected %v, want %s=%d: the test proves nothing", detail, key, want)
+		}
+	}
+	r := parse(t, out)
+	names := map[string]int{}
+	for _, c := range r.Claims {
+		names[c.Name]++
+	}
+	if r.Summary.Claims != 5 || len(names) != 5 {
+		t.Fatalf("report has %d claims (%v), want each of the 5 exactly once", r.Summary.Claims, names)
+	}
+	if st, _, reason := entry(t, r, "ws-4"); st != "InUse" || !strings.Contains(reason, "z-ide") {
+		t.Errorf("ws-4 (used by the pod on the last page): %s %q, want InUse by z-ide", st, reason)
+	}
+	t.Logf("injected %s", testenv.FormatCounts(detail))
+}
+
+// TestGoneForeverFailsClosed: a list that keeps answering 410 Gone is never
+// used half-read: after its restarts the run fails (exit 1), names the read,
+// and writes nothing but its own Lease, which it releases.
+func TestGoneForeverFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	for i := 0; i < 3; i++ {
+		orphan(t, f, ns, fmt.Sprintf("ws-%d", i), fmt.Sprintf("w%d", i), "")
+		if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: fmt.Sprintf("p-%d", i), Claims: []string{fmt.Sprintf("ws-%d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := env.StartFaultProxy(t, 411)
+	p.Set(testenv.Faults{Rules: []testenv.Rule{{Verbs: []string{"list"}, Resources: []string{"pods"}, Faults: testenv.Faults{RateGone: 1}}}})
+	code, out, stderr := proxyRun(p, "run", "--yes", "-n", ns, "-l", wsSel, "--min-age", "0s", "--grace-period", "0s", "-o", "json",
+		"--page-size", "1", "--lock-namespace", ns)
+	if code != 1 || !strings.HasPrefix(stderr, "error: read pods") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("exit %d, stderr %q: want 1 and one line naming the pods read", code, stderr)
+	}
+	if out != "" {
+		t.Errorf("a failed read printed a report: %q", out)
+	}
+	if w := claimWrites(p.Writes()); len(w) > 0 {
+		t.Errorf("a run that could not read its pods wrote %v", w)
+	}
+	leaseReleased(t, ns)
+	if n := p.InjectedByKind()[testenv.KindGone]; n < 2 {
+		t.Errorf("only %d 410s injected", n)
+	}
+}
+
+// claimWrites drops the writes of the run's own Lease (taken before the
+// first read, released at the end): what is left changed the cluster.
+func claimWrites(writes []string) []string {
+	var out []string
+	for _, w := range writes {
+		if !strings.Contains(w, "/apis/coordination.k8s.io/v1/namespaces/") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// leaseReleased fails the test when the janitor's Lease in ns still exists.
+func leaseReleased(t *testing.T, ns string) {
+	t.Helper()
+	_, err := env.Clientset(t).CoordinationV1().Leases(ns).Get(context.Background(), lock.Name, metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the lease in %s was not released: %v", ns, err)
+	}
+}
+
+// chaosClaim is one claim of the chaos world.
+type chaosClaim struct {
+	name, uid, workspace string
+	// outsider claims lack the selector: the janitor must never touch them.
+	outsider bool
+	// permanent: the driver fails every snapshot of it (never rescuable).
+	permanent bool
+	created   time.Time
+	iteration int // when it was created
+}
+
+// chaosWorld is the cluster state of TestChaos and what the test knows of
+// it: claims, pod lifetimes (for "in use at deletion time") and when each
+// claim was first seen deleted.
+type chaosWorld struct {
+	t   *testing.T
+	f   *testenv.Fixtures
+	ns  string
+	rng *rand.Rand // the world's own choices; under mu
+
+	iteration int
+
+	mu         sync.Mutex
+	claims     map[string]*chaosClaim
+	next       int
+	pods       map[string]*podLife
+	nextPod    int
+	deleted    map[string]time.Time // claim -> first seen deleted
+	late       map[string]bool      // deletion found by a re-list, not the watch: its time is an upper bound
+	archived   map[string]bool      // reaped, checked, and its snapshot removed by the test
+	retired    map[string]bool      // deleted by the test itself (stuck for good: superseded or broken)
+	archivedAt map[string]time.Time
+	churnOps   int
+}
+
+// chaosStats are the figures of a chaos run (docs/reliability.md).
+type chaosStats struct {
+	Seed            int64          `json:"seed"`
+	Runs            int            `json:"runs"`
+	Processes       int            `json:"processes"`
+	ConcurrentPairs int            `json:"concurrentPairs"`
+	Kills           int            `json:"kills"`
+	Exits           map[string]int `json:"exits"`
+	RuntimeErrors   map[string]int `json:"runtimeErrors"`
+	Faults          map[string]int `json:"faults"`
+	ProxyRequests   int            `json:"proxyRequests"`
+	SelfHeld        int            `json:"selfHeldLease"`
+	ClaimsCreated   int            `json:"claimsCreated"`
+	Outsiders       int            `json:"outsiders"`
+	ClaimsReaped    int            `json:"claimsReaped"`
+	ClaimsRetired   int            `json:"claimsRetiredByTest"`
+	PodChurn        int            `json:"podChurn"`
+	FinalStates     map[string]int `json:"finalStates"`
+	FinalRuns       int            `json:"finalRuns"`
+	Violations      int            `json:"violations"`
+	MaxRate         float64        `json:"maxRate"`
+	Duration        string         `json:"duration"`
+}
+
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil && v >= 0 {
+		return v
+	}
+	return def
+}
+
+// TestChaos runs `janitor run` as a process, many times, through the fault
+// proxy at fault rates of up to 20% per request (429, 500, 503, connection
+// resets before and after the server applied the request, added latency,
+// 410 Gone on list continuations, watch streams cut), while pods come and
+// go, new claims appear, two runs sometimes start together and runs are
+// SIGKILLed at random moments. After every iteration it asserts the safety
+// invariants:
+//   - every deleted claim had a ready janitor snapshot created at or after
+//     the last moment a pod released it (its true orphaned-since);
+//   - no claim was deleted while a pod referenced it;
+//   - at most one janitor snapshot per claim;
+//   - no claim outside the selector is ever marked, snapshotted, given an
+//     Event or deleted.
+//
+// Then the faults stop, the pods go, and the final runs must converge (one
+// usually does; a claim whose delete precondition failed is reaped by the
+// next; three at most): every rescuable orphan rescued and reaped; what is
+// left is Superseded (kept by policy) or SnapshotFailed on a volume whose
+// driver always fails.
+//
+// PVC_JANITOR_CHAOS_RUNS (default 12) sets the iterations,
+// PVC_JANITOR_CHAOS_SEED reproduces a run (the seed is printed on failure),
+// PVC_JANITOR_CHAOS_MAX_RATE (default 0.2) caps the fault rates, and
+// PVC_JANITOR_CHAOS_REPORT names a file for the figures (JSON).
+func TestChaos(t *testing.T) {
+	seed := time.Now().UnixNano()
+	if v, err := strconv.ParseInt(os.Getenv("PVC_JANITOR_CHAOS_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	runs := envInt("PVC_JANITOR_CHAOS_RUNS", 12)
+	maxRate := envFloat("PVC_JANITOR_CHAOS_MAX_RATE", 0.2)
+	bin := binary(t)
+	started := time.Now()
+	stats := chaosStats{Seed: seed, Exits: map[string]int{}, RuntimeErrors: map[string]int{}, MaxRate: maxRate,
+		FinalStates: map[string]int{}}
+	fail := func(format string, a ...any) {
+		t.Helper()
+		stats.Violations++
+		t.Fatalf("seed %d (PVC_JANITOR_CHAOS_SEED=%d reproduces): %s", seed, seed, fmt.Sprintf(format, a...))
+	}
+	rng := rand.New(rand.NewSource(seed)) // the test's choices: faults, kills, concurrency
+	w := &chaosWorld{t: t, rng: rand.New(rand.NewSource(seed + 1)), claims: map[string]*chaosClaim{},
+		pods: map[string]*podLife{}, deleted: map[string]time.Time{}, late: map[string]bool{}, archived: map[string]bool{},
+		retired: map[string]bool{}, archivedAt: map[string]time.Time{}}
+	w.f, _ = env.NewFixtures()
+	w.ns = env.Namespace(t)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go w.watchDeletions(ctx)
+	for i := 0; i < 8; i++ {
+		w.addClaim(fail, false)
+	}
+	for i := 0; i < 3; i++ {
+		w.addClaim(fail, true)
+	}
+	w.churn(4)
+	p := env.StartFaultProxy(t, seed)
+	args := append(reapArgs("run", w.ns, "--yes", "--max-deletion-percent", "100", "--max-deletions", "1000",
+		"--lock-duration", "3s", "--snapshot-timeout", "8s", "--snapshot-error-grace", "1s", "--snapshot-attempts", "2",
+		"--concurrency", "4", "--page-size", "10", "--api-timeout", "30s"), "--kubeconfig", p.Kubeconfig, "--log-format", "json", "--log-level", "warn")
+
+	for i := 0; i < runs; i++ {
+		w.mu.Lock()
+		alive := 0
+		for _, c := range w.claims {
+			if _, gone := w.deleted[c.name]; !gone && !c.outsider && !w.retired[c.name] {
+				alive++
+			}
+		}
+		w.iteration = i
+		w.mu.Unlock()
+		// Claims stuck for good (superseded, kept by policy; or on a broken
+		// volume) are deleted by the "user" after a while, and new
+		// workspaces keep arriving, so there is always work.
+		w.retire(i)
+		for n := rng.Intn(3); n > 0 && alive < 14; n-- {
+			w.addClaim(fail, rng.Intn(6) == 0 && w.outsiders() < 6)
+			alive++
+		}
+		w.churn(2 + rng.Intn(4))
+		p.Set(chaosFaults(rng, maxRate))
+		procs := 1
+		if rng.Intn(10) == 0 {
+			procs = 2
+			stats.ConcurrentPairs++
+		}
+		killAfter := time.Duration(0)
+		if rng.Intn(4) == 0 {
+			killAfter = time.Duration(50+rng.Intn(4000)) * time.Millisecond
+		}
+		done, stopped := make(chan struct{}), make(chan struct{})
+		go func() { // churn during the run
+			defer close(stopped)
+			for {
+				select {
+				case <-done:
+					return
+				case <-time.After(time.Duration(100+rand.Intn(400)) * time.Millisecond):
+					w.churn(1)
+				}
+			}
+		}()
+		lockHeld := false
+		results := make([]chaosProc, procs)
+		var wg sync.WaitGroup
+		for j := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[j] = startChaosProc(bin, args, killAfter)
+			}()
+		}
+		wg.Wait()
+		close(done)
+		<-stopped
+		for _, r := range results {
+			stats.Processes++
+			if r.killed {
+				stats.Kills++
+			}
+			stats.Exits[strconv.Itoa(r.code)]++
+			switch {
+			case r.hung:
+				fail("iteration %d: the run did not end within %s; stderr:\n%s", i, chaosRunTimeout, r.stderr)
+			case strings.Contains(r.stderr, "panic:") || strings.Contains(r.stderr, "goroutine "):
+				fail("iteration %d: the run panicked:\n%s", i, r.stderr)
+			case r.killed && r.code == 128+int(syscall.SIGKILL):
+			case r.code == 0 || r.code == 4:
+				if rep := parse(t, r.stdout); rep.Kind != "Report" || rep.Command != "run" {
+					fail("iteration %d: exit %d with a bad report: %q", i, r.code, r.stdout)
+				}
+			case r.code == 5:
+				// The lease of a killed (or concurrent) run: retry later.
+				if strings.Contains(r.stderr, fmt.Sprintf("/%d/", r.pid)) {
+					stats.SelfHeld++ // refused by its own lease
+				}
+				lockHeld = true
+			case r.code == 1:
+				kind := errorKind(r.stderr)
+				if stats.RuntimeErrors[kind] == 0 {
+					t.Logf("iteration %d: runtime error: %s", i, lastLine(r.stderr))
+				}
+				stats.RuntimeErrors[kind]++
+			default:
+				fail("iteration %d: exit %d\nstdout:\n%s\nstderr:\n%s", i, r.code, r.stdout, r.stderr)
+			}
+		}
+		stats.Runs++
+		time.Sleep(300 * time.Millisecond) // let the deletion watch catch up
+		if lockHeld {
+			time.Sleep(time.Second) // a dead holder's lease lasts --lock-duration
+		}
+		w.check(fail, fmt.Sprintf("iteration %d", i))
+		if (i+1)%25 == 0 {
+			w.mu.Lock()
+			reaped := len(w.deleted)
+			w.mu.Unlock()
+			t.Logf("iteration %d/%d after %s: %d processes, %d kills, %d claims reaped, faults %s", i+1, runs,
+				time.Since(started).Round(time.Second), stats.Processes, stats.Kills, reaped, testenv.FormatCounts(p.InjectedByKind()))
+		}
+	}
+
+	// Faults off, every pod gone: the final runs converge.
+	w.mu.Lock()
+	var podNames []string
+	for name, pl := range w.pods {
+		if pl.deleted.IsZero() {
+			podNames = append(podNames, name)
+		}
+	}
+	w.mu.Unlock()
+	for _, name := range podNames {
+		if err := w.f.ForceDeletePod(context.Background(), w.ns, name); err == nil {
+			w.mu.Lock()
+			w.pods[name].deleted = time.Now()
+			w.mu.Unlock()
+		}
+	}
+	// Let the controller manager see the last pods go (a stale Unused: True
+	// would pass WaitUnused at once and move forward during the final run,
+	// which then rightly refuses to reap on an older snapshot).
+	time.Sleep(2 * time.Second)
+	for _, c := range w.aliveClaims() {
+		if _, err := w.f.WaitUnused(context.Background(), w.ns, c.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Set(testenv.Faults{})
+	// A claim rescued by a run is usually reaped by the same run, but the
+	// snapshot-controller removes its pvc-as-source-protection finalizer
+	// from the claim just after the snapshot is ready; when that lands
+	// between the reap's re-read and its delete, the delete's precondition
+	// fails and the claim is left for the next run (SPEC §6). So the final
+	// runs go on until nothing is left to do, three at most.
+	for final := 1; ; final++ {
+		var last chaosProc
+		for attempt := 0; ; attempt++ {
+			last = startChaosProc(bin, args, 0)
+			stats.Processes++
+			stats.Exits[strconv.Itoa(last.code)]++
+			if last.code != 5 || attempt == 10 {
+				break
+			}
+			time.Sleep(time.Second) // a killed run's lease expires
+		}
+		stats.Runs++
+		stats.FinalRuns = final
+		if last.code != 0 && last.code != 4 {
+			fail("final run %d without faults: exit %d\n%s", final, last.code, last.stderr)
+		}
+		time.Sleep(300 * time.Millisecond)
+		w.check(fail, fmt.Sprintf("final run %d", final))
+		if w.converged(t, fail, last, final == 3, stats.FinalStates) {
+			break
+		}
+	}
+
+	w.mu.Lock()
+	for _, c := range w.claims {
+		if c.outsider {
+			stats.Outsiders++
+		} else {
+			stats.ClaimsCreated++
+		}
+	}
+	stats.ClaimsRetired = len(w.retired)
+	stats.ClaimsReaped = len(w.deleted)
+	stats.PodChurn = w.churnOps
+	w.mu.Unlock()
+	stats.Faults = p.InjectedByKind()
+	stats.ProxyRequests = p.Requests()
+	stats.Duration = time.Since(started).Round(time.Second).String()
+	if stats.ClaimsReaped == 0 {
+		t.Fatalf("seed %d: nothing was reaped: the test proves nothing", seed)
+	}
+	b, _ := json.MarshalIndent(stats, "", "  ")
+	t.Logf("chaos figures:\n%s", b)
+	if path := os.Getenv("PVC_JANITOR_CHAOS_REPORT"); path != "" {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// chaosRunTimeout bounds one janitor process: longer is a hang.
+const chaosRunTimeout = 3 * time.Minute
+
+// chaosFaults draws one iteration's fault rates: a total of up to maxRate
+// split at random between the exclusive kinds, and up to maxRate each of
+// 410 Gone on continuations and added latency; watches are cut more often.
+func chaosFaults(rng *rand.Rand, maxRate float64) testenv.Faults {
+	total := rng.Float64() * maxRate
+	var w [6]float64
+	sum := 0.0
+	for i := range w {
+		w[i] = rng.Float64()
+		sum += w[i]
+	}
+	r := func(i int) float64 { return total * w[i] / sum }
+	return testenv.Faults{Rate429: r(0), Rate500: r(1), Rate503: r(2), RateReset: r(3), RateLostResponse: r(4),
+		RateHang: r(5) / 4, HangFor: 3 * time.Second,
+		RateGone: rng.Float64() * maxRate, RateLatency: rng.Float64() * maxRate, Latency: 300 * time.Millisecond,
+		RateWatchCut: rng.Float64() * 0.5, WatchCutAfter: 3 * time.Second, WatchOpen: true}
+}
+
+// lastLine is the last line of s, for messages.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndex(s, "\n"); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// errorKind reduces an error line to its kind, for the figures.
+func errorKind(stderr string) string {
+	line := strings.TrimSpace(stderr)
+	if i := strings.LastIndex(line, "\n"); i >= 0 {
+		line = line[i+1:]
+	}
+	var e struct{ Message string }
+	if json.Unmarshal([]byte(line), &e) == nil && e.Message != "" {
+		line = e.Message
+	}
+	line = strings.TrimPrefix(line, "error: ")
+	if i := strings.Index(line, ": "); i > 0 {
+		if j := strings.Index(line[i+2:], ": "); j > 0 {
+			return line[:i+2+j]
+		}
+	}
+	return line
+}
+
+// chaosProc is one janitor process of the chaos test.
+type chaosProc struct {
+	code, pid      int
+	killed, hung   bool
+	stdout, stderr string
+}
+
+// startChaosProc runs the janitor binary to its end, SIGKILLing it after
+// killAfter when that is set and it still runs.
+func startChaosProc(bin string, args []string, killAfter time.Duration) chaosProc {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = []string{"HOME=" + os.TempDir()}
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		return chaosProc{code: -1, stderr: err.Error()}
+	}
+	res := chaosProc{pid: cmd.Process.Pid}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var kill <-chan time.Time
+	if killAfter > 0 {
+		kill = time.After(killAfter)
+	}
+	var err error
+	select {
+	case err = <-waited:
+	case <-kill:
+		if cmd.Process.Signal(syscall.SIGKILL) == nil {
+			res.killed = true
+		}
+		err = <-waited
+	case <-time.After(chaosRunTimeout):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		err = <-waited
+		res.hung = true
+	}
+	res.code = exitCode(err)
+	if res.killed && res.code != 128+int(syscall.SIGKILL) {
+		res.killed = false // it had ended just before
+	}
+	res.stdout, res.stderr = out.String(), errOut.String()
+	return res
+}
+
+// addClaim creates a bound claim: a workspace claim (sometimes of a
+// workspace that already has one, so the older one is Superseded) or an
+// outsider without the selector label, with a random driver behaviour.
+func (w *chaosWorld) addClaim(fail func(string, ...any), outsider bool) {
+	w.mu.Lock()
+	i := w.next
+	w.next++
+	name := fmt.Sprintf("ws-%03d", i)
+	if outsider {
+		name = fmt.Sprintf("other-%03d", i)
+	}
+	c := &chaosClaim{name: name, workspace: fmt.Sprintf("w%03d", i), outsider: outsider, iteration: w.iteration}
+	if alive := w.aliveLocked(); len(alive) > 0 && w.rng.Intn(6) == 0 {
+		c.workspace = alive[w.rng.Intn(len(alive))].workspace // same workspace, newer claim
+	}
+	labels := map[string]string{"workspace": c.workspace}
+	switch {
+	case !outsider:
+		labels["app.kubernetes.io/part-of"] = "demo-workspaces"
+	case w.rng.Intn(2) == 0:
+		labels["app.kubernetes.io/part-of"] = "other-app" // the selector's key, another value
+	}
+	handle := w.ns + "-" + name
+	var fault *csidriver.Fault
+	switch w.rng.Intn(10) {
+	case 0, 1:
+		fault = &csidriver.Fault{ReadyAfter: time.Duration(500+w.rng.Intn(2500)) * time.Millisecond}
+	case 2, 3:
+		fault = &csidriver.Fault{TransientFailures: 1 + w.rng.Intn(2)}
+	case 4:
+		fault = &csidriver.Fault{PermanentError: "chaos: broken volume " + name}
+		c.permanent = true
+	}
+	w.mu.Unlock()
+	if fault != nil {
+		if err := csidriver.SetFault(env.DriverStateDir, handle, *fault); err != nil {
+			fail("set driver fault: %v", err)
+		}
+	}
+	c.created = time.Now()
+	pvc, err := w.f.BoundClaim(context.Background(), testenv.ClaimSpec{Namespace: w.ns, Name: name, Labels: labels, VolumeHandle: handle})
+	if err != nil {
+		fail("create claim %s: %v", name, err)
+	}
+	c.uid = string(pvc.UID)
+	w.mu.Lock()
+	w.claims[name] = c
+	w.mu.Unlock()
+}
+
+// aliveLocked lists the claims not seen deleted (workspace and outsiders).
+func (w *chaosWorld) aliveLocked() []*chaosClaim {
+	var out []*chaosClaim
+	for _, c := range w.claims {
+		if _, gone := w.deleted[c.name]; !gone && !w.retired[c.name] {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+func (w *chaosWorld) aliveClaims() []*chaosClaim {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.aliveLocked()
+}
+
+// churn creates or force-deletes k pods on live claims (outsiders too).
+func (w *chaosWorld) churn(k int) {
+	ctx := context.Background()
+	for i := 0; i < k; i++ {
+		w.mu.Lock()
+		var running []string
+		for name, p := range w.pods {
+			if p.deleted.IsZero() {
+				running = append(running, name)
+			}
+		}
+		sort.Strings(running)
+		alive := w.aliveLocked()
+		create := len(alive) > 0 && (len(running) == 0 || (len(running) < 6 && w.rng.Intn(2) == 0))
+		var claim, podName, victim string
+		if create {
+			claim = alive[w.rng.Intn(len(alive))].name
+			podName = fmt.Sprintf("p-%d", w.nextPod)
+			w.nextPod++
+		} else if len(running) > 0 {
+			victim = running[w.rng.Intn(len(running))]
+		}
+		scheduled := w.rng.Intn(2) == 0
+		w.churnOps++
+		w.mu.Unlock()
+		switch {
+		case create:
+			start := time.Now() // the pod counts from before the call
+			if _, err := w.f.Pod(ctx, testenv.PodSpec{Namespace: w.ns, Name: podName, Claims: []string{claim}, Scheduled: scheduled}); err == nil {
+				w.mu.Lock()
+				w.pods[podName] = &podLife{claim: claim, created: start}
+				w.mu.Unlock()
+			}
+		case victim != "":
+			if err := w.f.ForceDeletePod(ctx, w.ns, victim); err == nil {
+				w.mu.Lock()
+				w.pods[victim].deleted = time.Now() // after the call: it may count until then
+				w.mu.Unlock()
+			}
+		}
+	}
+}
+
+// watchDeletions records when each claim is first seen deleted (or
+// terminating). It resumes the watch from the last resourceVersion; after a
+// 410 it re-lists, and a claim found gone by a re-list is recorded as late.
+func (w *chaosWorld) watchDeletions(ctx context.Context) {
+	claims := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns)
+	rv := ""
+	for ctx.Err() == nil {
+		if rv == "" {
+			listed := time.Now()
+			l, err := claims.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			present := map[string]bool{}
+			for _, c := range l.Items {
+				present[c.Name] = c.DeletionTimestamp == nil
+			}
+			w.mu.Lock()
+			for name, c := range w.claims {
+				if _, seen := w.deleted[name]; !seen && !present[name] && c.created.Before(listed) {
+					w.deleted[name], w.late[name] = time.Now(), true
+				}
+			}
+			w.mu.Unlock()
+			rv = l.ResourceVersion
+		}
+		wi, err := claims.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		if err != nil {
+			rv = ""
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		for ev := range wi.ResultChan() {
+			if ev.Type == watch.Error {
+				rv = ""
+				break
+			}
+			c, ok := ev.Object.(*corev1.PersistentVolumeClaim)
+			if !ok {
+				continue
+			}
+			rv = c.ResourceVersion
+			if ev.Type == watch.Deleted || c.DeletionTimestamp != nil {
+				w.mu.Lock()
+				if _, seen := w.deleted[c.Name]; !seen {
+					w.deleted[c.Name] = time.Now()
+				}
+				w.mu.Unlock()
+			}
+		}
+		wi.Stop()
+	}
+}
+
+// check asserts the safety invariants on the cluster as it is now.
+func (w *chaosWorld) check(fail func(string, ...any), when string) {
+	ctx := context.Background()
+	snaps := snapshots(w.t, w.f, w.ns)
+	own := map[string][]string{}
+	ready := map[string]time.Time{}
+	w.mu.Lock()
+	byUID := map[string]*chaosClaim{}
+	for _, c := range w.claims {
+		byUID[c.uid] = c
+	}
+	w.mu.Unlock()
+	for i := range snaps {
+		s := &snaps[i]
+		if s.Labels["app.kubernetes.io/managed-by"] != "pvc-janitor" {
+			continue
+		}
+		uid := s.Annotations["pvc-janitor.io/source-uid"]
+		c := byUID[uid]
+		if c == nil || c.outsider {
+			fail("%s: janitor snapshot %s is of %v, not of a workspace claim", when, s.Name, c)
+		}
+		w.mu.Lock()
+		archived, retired := w.archived[c.name], w.retired[c.name]
+		w.mu.Unlock()
+		if retired && !archived {
+			continue // the test's own deletion: its snapshots go once it is gone
+		}
+		if archived {
+			if s.DeletionTimestamp == nil {
+				fail("%s: janitor snapshot %s of %s (created %s, annotations %v), whose claim was gone and its snapshot deleted at %s, exists\n%s",
+					when, s.Name, c.name, s.CreationTimestamp.UTC().Format(time.RFC3339), s.Annotations, w.archivedAt[c.name].UTC().Format(time.RFC3339Nano), w.describe(c.name))
+			}
+			continue
+		}
+		own[uid] = append(own[uid], s.Name)
+		if testenv.Ready(s) {
+			ready[uid] = s.CreationTimestamp.Time
+		}
+	}
+	for uid, names := range own {
+		if len(names) > 1 {
+			fail("%s: claim %s has %d janitor snapshots: %s", when, byUID[uid].name, len(names), strings.Join(names, ", "))
+		}
+	}
+	// Violations are collected under the lock and reported after it.
+	var violations []string
+	bad := func(format string, a ...any) { violations = append(violations, fmt.Sprintf(format, a...)) }
+	w.mu.Lock()
+	var outsiders []string
+	for name, at := range w.deleted {
+		c := w.claims[name]
+		if w.archived[name] || w.retired[name] {
+			continue
+		}
+		switch {
+		case c == nil:
+			bad("%s: unknown claim %s deleted", when, name)
+			continue
+		case c.outsider:
+			bad("%s: %s, outside the selector, was deleted", when, name)
+			continue
+		}
+		created, ok := ready[c.uid]
+		if !ok {
+			bad("%s: %s was deleted without a ready janitor snapshot", when, name)
+			continue
+		}
+		var lastRelease time.Time
+		for pod, p := range w.pods {
+			if p.claim != name {
+				continue
+			}
+			if !w.late[name] && p.created.Before(at.Add(-time.Second)) && (p.deleted.IsZero() || p.deleted.After(at)) {
+				bad("%s: %s was deleted at %s while pod %s (created %s) referenced it", when, name,
+					at.Format(time.RFC3339Nano), pod, p.created.Format(time.RFC3339Nano))
+			}
+			// A pod that came and went within the last second before the
+			// deletion was seen may have lived entirely between the
+			// janitor's last read and its delete: only the controller
+			// manager could have told it (by moving the claim's
+			// resourceVersion in time for the delete's precondition). The
+			// same second of slack as above.
+			if !p.deleted.IsZero() && p.deleted.Before(at) && p.created.Before(at.Add(-time.Second)) && p.deleted.After(lastRelease) {
+				lastRelease = p.deleted
+			}
+		}
+		// Snapshot timestamps have one-second resolution.
+		if created.Before(lastRelease.Truncate(time.Second)) {
+			var pods []string
+			for pod, p := range w.pods {
+				if p.claim == name {
+					pods = append(pods, fmt.Sprintf("%s [%s, %s]", pod, p.created.UTC().Format("15:04:05.000"), p.deleted.UTC().Format("15:04:05.000")))
+				}
+			}
+			sort.Strings(pods)
+			bad("%s: %s deleted (seen at %s) with a snapshot taken at %s, before it was last released at %s; pods %v", when, name,
+				at.UTC().Format("15:04:05.000"), created.Format(time.RFC3339), lastRelease.Format(time.RFC3339Nano), pods)
+		}
+	}
+	for _, c := range w.claims {
+		if c.outsider {
+			outsiders = append(outsiders, c.name)
+		}
+	}
+	w.mu.Unlock()
+	if len(violations) > 0 {
+		sort.Strings(violations)
+		fail("%d violations:\n%s", len(violations), strings.Join(violations, "\n"))
+	}
+	// Outsiders: never marked, never given an Event.
+	for _, name := range outsiders {
+		c, err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			fail("%s: outsider %s: %v", when, name, err)
+		}
+		for k := range c.Annotations {
+			if strings.HasPrefix(k, "pvc-janitor.io/") {
+				fail("%s: outsider %s was marked: %s", when, name, k)
+			}
+		}
+		for k := range c.Labels {
+			if strings.HasPrefix(k, "pvc-janitor.io/") {
+				fail("%s: outsider %s was labelled: %s", when, name, k)
+			}
+		}
+	}
+	events, err := w.f.Kube.CoreV1().Events(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		fail("%s: list events: %v", when, err)
+	}
+	for _, e := range events.Items {
+		if e.Source.Component == "pvc-janitor" && strings.HasPrefix(e.InvolvedObject.Name, "other-") {
+			fail("%s: Event %s %q on outsider %s", when, e.Reason, e.Message, e.InvolvedObject.Name)
+		}
+	}
+	w.archive(snaps)
+}
+
+// archive removes what reaped (and checked) claims leave behind once they
+// are gone: their Retain PV, their snapshot and its content. Hundreds of
+// iterations then list about as much as the first ones.
+func (w *chaosWorld) archive(snaps []snapv1.VolumeSnapshot) {
+	ctx := context.Background()
+	w.mu.Lock()
+	var gone []*chaosClaim
+	for name := range w.deleted {
+		if c := w.claims[name]; c != nil && !c.outsider && !w.archived[name] {
+			gone = append(gone, c)
+		}
+	}
+	for name := range w.retired {
+		if c := w.claims[name]; !w.archived[name] {
+			gone = append(gone, c)
+		}
+	}
+	w.mu.Unlock()
+	for _, c := range gone {
+		if _, err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Get(ctx, c.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			continue // still terminating
+		}
+		if err := w.f.Kube.CoreV1().PersistentVolumes().Delete(ctx, "pv-"+w.ns+"-"+c.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			continue
+		}
+		ok := true
+		for i := range snaps {
+			s := &snaps[i]
+			if s.Annotations["pvc-janitor.io/source-uid"] != c.uid {
+				continue
+			}
+			uid := s.UID
+			err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				w.t.Logf("archive %s: delete snapshot %s: %v", c.name, s.Name, err)
+				ok = false
+				continue
+			}
+			if s.Status != nil && s.Status.BoundVolumeSnapshotContentName != nil {
+				_ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(ctx, *s.Status.BoundVolumeSnapshotContentName, metav1.DeleteOptions{})
+			}
+		}
+		if ok {
+			w.mu.Lock()
+			w.archived[c.name] = true
+			w.archivedAt[c.name] = time.Now()
+			w.mu.Unlock()
+		}
+	}
+}
+
+func parseReport(s string) (report, error) {
+	var r report
+	err := json.Unmarshal([]byte(s), &r)
+	return r, err
+}
+
+// describe tells what the test knows of a claim, for failure messages.
+func (w *chaosWorld) describe(name string) string {
+	var b strings.Builder
+	ctx := context.Background()
+	if c, err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		fmt.Fprintf(&b, "claim %s uid %s rv %s annotations %v labels %v finalizers %v\n", name, c.UID, c.ResourceVersion, c.Annotations, c.Labels, c.Finalizers)
+		for _, cond := range c.Status.Conditions {
+			fmt.Fprintf(&b, "  condition %s=%s since %s (%s)\n", cond.Type, cond.Status, cond.LastTransitionTime.UTC().Format(time.RFC3339), cond.Reason)
+		}
+	}
+	for _, s := range snapshots(w.t, w.f, w.ns) {
+		if s.Spec.Source.PersistentVolumeClaimName != nil && *s.Spec.Source.PersistentVolumeClaimName == name {
+			fmt.Fprintf(&b, "  snapshot %s created %s ready %v annotations %v\n", s.Name, s.CreationTimestamp.UTC().Format(time.RFC3339), testenv.Ready(&s), s.Annotations)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for pod, p := range w.pods {
+		if p.claim == name {
+			fmt.Fprintf(&b, "  pod %s created %s deleted %s\n", pod, p.created.UTC().Format(time.RFC3339Nano), p.deleted.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	return b.String()
+}
+
+// TestClaimUsedAgainAfterItsRescueIsRescuedAgain: a claim is rescued, then
+// a pod uses it again and goes; its orphaned-since moves past the
+// janitor's snapshot, which therefore no longer rescues it (it lacks the
+// newer data). The next run must take a fresh snapshot (still one janitor
+// snapshot per claim) and reap the claim on it; found by TestChaos, where
+// such claims were left Orphaned forever: every run found its old snapshot
+// by name, reported it ready, and the reap's re-read rightly refused it.
+func TestClaimUsedAgainAfterItsRescueIsRescuedAgain(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	uid := orphan(t, f, ns, "ws-a", "a", "")
+	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
+		t.Fatalf("snapshot exit %d: %s", code, stderr)
+	}
+	first := snapshots(t, f, ns)
+	if len(first) != 1 || !testenv.Ready(&first[0]) {
+		t.Fatalf("want one ready snapshot, got %d", len(first))
+	}
+	time.Sleep(1100 * time.Millisecond) // the new use starts a second later
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide", Claims: []string{"ws-a"}, Scheduled: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitUsed(t, f, ns, "ws-a")
+	time.Sleep(1100 * time.Millisecond)
+	if err := f.ForceDeletePod(ctx, ns, "ide"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.WaitUnused(ctx, ns, "ws-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var since time.Time
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == "Unused" {
+			since = cond.LastTransitionTime.Time
+		}
+	}
+	if !first[0].CreationTimestamp.Time.Before(since) {
+		t.Fatalf("setup: the snapshot (%s) is not older than the new orphaned-since (%s)", first[0].CreationTimestamp, since)
+	}
+	code, out, stderr := run(t, reapArgs("run", ns, "--yes", "--max-deletion-percent", "100")...)
+	if code != 0 {
+		t.Fatalf("run exit %d: %s\n%s", code, out, stderr)
+	}
+	st, act, reason := entry(t, parse(t, out), "ws-a")
+	own := 0
+	var rescue time.Time
+	for _, s := range snapshots(t, f, ns) {
+		if s.Annotations["pvc-janitor.io/source-uid"] == uid {
+			own++
+			rescue = s.CreationTimestamp.Time
+		}
+	}
+	if own != 1 {
+		t.Errorf("%d janitor snapshots of ws-a, want exactly 1", own)
+	}
+	if exists(t, f, ns, "ws-a") {
+		t.Fatalf("a claim used again after its rescue is never rescued again: %s, %s: %s", st, act, reason)
+	}
+	if rescue.Before(since) {
+		t.Fatalf("ws-a was reaped on a snapshot (%s) older than its orphaned-since (%s)", rescue, since)
+	}
+}
+
+// TestLeaseSurvivesLostResponses: the server applies a Lease write but the
+// response is lost (a connection reset after the fact). The run's retry
+// then meets its own write: AlreadyExists on create, a Conflict on the next
+// renewal. The lease is the run's own (same holder identity): the run must
+// carry on, not refuse itself (exit 5) or stop as if another run had taken
+// the lease over (exit 1). Found by TestChaos.
+func TestLeaseSurvivesLostResponses(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		verb string
+	}{
+		{"create", "create"},
+		{"renew", "update"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, _ := env.NewFixtures()
+			ns := env.Namespace(t)
+			// A slow volume keeps the run alive for several renewals.
+			if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: 3 * time.Second}); err != nil {
+				t.Fatal(err)
+			}
+			orphan(t, f, ns, "ws-a", "a", ns+"-slow")
+			p := env.StartFaultProxy(t, 5)
+			p.Set(testenv.Faults{Rules: []testenv.Rule{{Verbs: []string{c.verb}, Resources: []string{"leases"}, Times: 1,
+				Faults: testenv.Faults{RateLostResponse: 1}}}})
+			code, out, stderr := proxyRun(p, reapArgs("run", ns, "--yes", "--max-deletion-percent", "100", "--lock-duration", "3s")...)
+			if n := p.InjectedByKind()[testenv.KindLostResponse]; n != 1 {
+				t.Fatalf("the proxy lost %d lease responses, want 1: the test proves nothing", n)
+			}
+			if code != 0 {
+				t.Fatalf("a lost response to the run's own lease %s: exit %d: %s", c.verb, code, stderr)
+			}
+			if _, act, _ := entry(t, parse(t, out), "ws-a"); act != "deleted" || exists(t, f, ns, "ws-a") {
+				t.Errorf("ws-a: action %q", act)
+			}
+			leaseReleased(t, ns)
+		})
+	}
+}
+
+// TestHungRequestsAreBounded: an API server that accepts a request and
+// never answers must not hang the janitor (which would keep renewing its
+// Lease, blocking every later run). A watch that never opens is bounded by
+// --snapshot-timeout, any other call by --api-timeout. Found by TestChaos.
+func TestHungRequestsAreBounded(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		rule  testenv.Rule
+		bound time.Duration // how long the run may take at most
+	}{
+		{"watch", testenv.Rule{Verbs: []string{"watch"}, Resources: []string{"volumesnapshots"},
+			Faults: testenv.Faults{RateHang: 1, HangFor: 2 * time.Minute, WatchOpen: true}}, 4*time.Second + 15*time.Second},
+		{"list", testenv.Rule{Verbs: []string{"list"}, Resources: []string{"pods"}, Times: 1,
+			Faults: testenv.Faults{RateHang: 1, HangFor: 2 * time.Minute}}, 8*time.Second + 15*time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, _ := env.NewFixtures()
+			ns := env.Namespace(t)
+			if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: 2 * time.Second}); err != nil {
+				t.Fatal(err)
+			}
+			orphan(t, f, ns, "ws-a", "a", ns+"-slow")
+			p := env.StartFaultProxy(t, 6)
+			p.Set(testenv.Faults{Rules: []testenv.Rule{c.rule}})
+			start := time.Now()
+			done := make(chan struct{})
+			var code int
+			var stderr string
+			go func() {
+				defer close(done)
+				code, _, stderr = proxyRun(p, snapArgs(ns, "--snapshot-timeout", "4s", "--api-timeout", "8s", "--lock-duration", "3s")...)
+			}()
+			select {
+			case <-done:
+			case <-time.After(c.bound):
+				t.Fatalf("the run still hangs after %s (the proxy holds %s)", c.bound, testenv.FormatCounts(p.InjectedDetail()))
+			}
+			if p.InjectedByKind()[testenv.KindHang] == 0 {
+				t.Fatal("nothing hung: the test proves nothing")
+			}
+			if code != 0 && code != 1 && code != 4 {
+				t.Errorf("exit %d: %s", code, stderr)
+			}
+			t.Logf("ended after %s with exit %d", time.Since(start).Round(100*time.Millisecond), code)
+		})
+	}
+}
+
+func (w *chaosWorld) isRetired(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.retired[name]
+}
+
+func (w *chaosWorld) outsiders() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, c := range w.claims {
+		if c.outsider {
+			n++
+		}
+	}
+	return n
+}
+
+// retire deletes, as their user would, the workspace claims that are stuck
+// for good and have been for five iterations: a claim on a broken volume
+// (SnapshotFailed forever) and an older claim of a workspace that has a
+// newer one (Superseded: kept by the default policy). They are recorded
+// before the delete, so the deletion watch does not count them as reaped.
+func (w *chaosWorld) retire(iteration int) {
+	w.mu.Lock()
+	newest := map[string]*chaosClaim{}
+	for _, c := range w.claims {
+		if c.outsider {
+			continue
+		}
+		if n := newest[c.workspace]; n == nil || c.created.After(n.created) {
+			newest[c.workspace] = c
+		}
+	}
+	var victims []string
+	for _, c := range w.aliveLocked() {
+		if c.outsider || iteration-c.iteration < 5 {
+			continue
+		}
+		if c.permanent || newest[c.workspace] != c {
+			w.retired[c.name] = true
+			victims = append(victims, c.name)
+		}
+	}
+	w.mu.Unlock()
+	for _, name := range victims {
+		_ = w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	}
+}
+
+// converged judges convergence by the janitor's own dry-run scan: every
+// workspace claim left must be Superseded (kept by policy), SnapshotFailed on
+// a volume whose driver always fails, or Terminating after the janitor (or
+// the test) deleted it. Anything else fails the test when last is set, and
+// otherwise asks for another final run.
+func (w *chaosWorld) converged(t *testing.T, fail func(string, ...any), final chaosProc, last bool, states map[string]int) bool {
+	t.Helper()
+	code, out, stderr := run(t, reapArgs("scan", w.ns, "--dry-run")...)
+	if code != 0 {
+		t.Fatalf("scan after the final run: exit %d: %s", code, stderr)
+	}
+	clear(states)
+	var pending []string
+	for _, c := range parse(t, out).Claims {
+		states[c.State]++
+		w.mu.Lock()
+		cc := w.claims[c.Name]
+		_, reaped := w.deleted[c.Name]
+		retired := w.retired[c.Name]
+		w.mu.Unlock()
+		switch {
+		case cc == nil || cc.outsider:
+			fail("claim %s in the report is not a workspace claim", c.Name)
+		case c.State == "Terminating" && (reaped || retired):
+			// Deleted (and checked as such); the snapshot-controller's
+			// pvc-as-source-protection finalizer can linger until its
+			// resync when its PVC cache was stale.
+		case c.State == "Superseded":
+		case c.State == "SnapshotFailed" && cc.permanent:
+		default:
+			var in string
+			if rep, err := parseReport(final.stdout); err == nil {
+				for _, e := range rep.Claims {
+					if e.Name == c.Name {
+						in = fmt.Sprintf("%s, action %s: %s", e.State, e.Action, e.Reason)
+					}
+				}
+			}
+			hint := ""
+			if c.State == "Orphaned" && strings.Contains(in, "reap-skipped") {
+				hint = "\n(the claim's own snapshot predates its orphaned-since: the janitor found it by name and reused it " +
+					"instead of taking a fresh one; see TestClaimUsedAgainAfterItsRescueIsRescuedAgain)"
+			}
+			pending = append(pending, fmt.Sprintf("%s is %s (%s) after the final run, which saw it %s%s\n%s",
+				c.Name, c.State, c.Reason, in, hint, w.describe(c.Name)))
+		}
+	}
+	if len(pending) > 0 && last {
+		fail("not converged after 3 final runs without faults:\n%s\nlast final run stderr:\n%s", strings.Join(pending, "\n"), final.stderr)
+	}
+	return len(pending) == 0
+}
+
+// pauseControllerManager stops kube-controller-manager (SIGSTOP) until the
+// returned function (also run at cleanup) resumes it: the claims' Unused
+// condition then lags behind the pods, as it does when the controller
+// manager is slow, restarting or down.
+func pauseControllerManager(t *testing.T) func() {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.Dir, "pids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "kube-controller-manager" {
+			pid, _ = strconv.Atoi(f[1])
+		}
+	}
+	if pid == 0 {
+		t.Fatal("no kube-controller-manager in the cluster's pid file")
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	resume := func() { once.Do(func() { _ = syscall.Kill(pid, syscall.SIGCONT) }) }
+	t.Cleanup(resume)
+	return resume
+}
+
+// TestUnusedFalseIsEvidenceOfUse: a rescued claim is used again by a pod
+// that comes and goes between two runs while the controller manager lags (or
+// is down): the claim's Unused condition still says False (in use, since
+// after the rescue) and no pod is left to see. The condition is the stricter
+// notion of use there, and the stricter wins (SPEC §3, Marks): the claim's
+// orphaned-since cannot be before the use the condition reports, so the old
+// snapshot does not rescue it and it must not be reaped on it. Found by
+// TestChaos (a pod deleted between the re-read's claims list and its pods
+// list, the controller manager slower than the janitor's delete).
+func TestUnusedFalseIsEvidenceOfUse(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	orphan(t, f, ns, "ws-a", "a", "")
+	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
+		t.Fatalf("snapshot exit %d: %s", code, stderr)
+	}
+	time.Sleep(1100 * time.Millisecond) // the new use starts a second after the rescue
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide", Claims: []string{"ws-a"}, Scheduled: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitUsed(t, f, ns, "ws-a")
+	resume := pauseControllerManager(t)
+	if err := f.ForceDeletePod(ctx, ns, "ide"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := run(t, reapArgs("run", ns, "--yes", "--max-deletion-percent", "100")...)
+	deleted := !exists(t, f, ns, "ws-a")
+	resume()
+	if code != 0 && code != 4 {
+		t.Fatalf("run exit %d: %s", code, stderr)
+	}
+	if deleted {
+		st, act, reason := entry(t, parse(t, out), "ws-a")
+		t.Fatalf("a claim whose Unused condition says it was used after its rescue was reaped on that rescue: %s, %s: %s", st, act, reason)
+	}
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The long chaos profile (make chaos): TestChaos with many iterations of
+# `janitor run` as a process through the fault proxy, SIGKILLs, pod churn,
+# then faults off and convergence. See docs/reliability.md.
+#
+#   scripts/chaos/run.sh [RUNS]     RUNS defaults to 500
+#
+# Environment: PVC_JANITOR_CHAOS_SEED reproduces a run (every failure
+# prints its seed), PVC_JANITOR_CHAOS_MAX_RATE caps the fault rates (0.2),
+# CHAOS_OUT is where the log and the figures go (default
+# ${TMPDIR:-/tmp}/pvc-janitor-chaos), CHAOS_TIMEOUT bounds the test (180m).
+# The figures (JSON) are what docs/reliability.md records.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export GOTOOLCHAIN=local
+runs=${1:-${PVC_JANITOR_CHAOS_RUNS:-500}}
+out=${CHAOS_OUT:-${TMPDIR:-/tmp}/pvc-janitor-chaos}
+mkdir -p "$out"
+rm -f "$out/figures.json"
+export PVC_JANITOR_CHAOS_RUNS=$runs PVC_JANITOR_CHAOS_REPORT=$out/figures.json
+echo "chaos: $runs iterations; log in $out/log.txt"
+start=$(date +%s)
+status=0
+go test -count=1 -timeout "${CHAOS_TIMEOUT:-180m}" -v -run '^TestChaos$' ./internal/cli/ >"$out/log.txt" 2>&1 || status=$?
+echo "chaos: ended after $(( $(date +%s) - start ))s with status $status"
+if [[ $status -ne 0 ]]; then
+	grep -E 'PVC_JANITOR_CHAOS_SEED=|--- FAIL' "$out/log.txt" | head -20 || true
+	echo "chaos: FAILED; full log: $out/log.txt"
+	exit "$status"
+fi
+cat "$out/figures.json"
