@@ -14,7 +14,7 @@ LDFLAGS := -s -w -X github.com/pvc-janitor/pvc-janitor/internal/version.Version=
 	-X github.com/pvc-janitor/pvc-janitor/internal/version.Date=$(DATE)
 TEST_TIMEOUT ?= 40m
 
-.PHONY: help build test unit lint control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check
+.PHONY: help build test unit lint fuzz control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check bench chaos
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -25,9 +25,23 @@ build: ## build bin/janitor
 control-plane: ## build the pinned control-plane binaries into the cache (cold: ~10-20 min)
 	bash scripts/cluster/build.sh all
 
-test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration and chart tests against the local control plane, release check
+test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration, chart and chaos (short) tests, fuzzing, release check
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory fuzz
 	bash scripts/release/check.sh
+
+FUZZTIME ?= 3s
+fuzz: ## each fuzz target for $(FUZZTIME) (config loading, flags, env, selector, snapshot naming)
+	@for t in FuzzLoadFile FuzzLoadFlags FuzzLoadEnv FuzzSelector; do \
+		go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./internal/config/ >/dev/null || { echo "fuzz $$t failed"; exit 1; }; echo "fuzz $$t ok"; done
+	@for t in FuzzName FuzzNameDistinct; do \
+		go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./internal/rescue/ >/dev/null || { echo "fuzz $$t failed"; exit 1; }; echo "fuzz $$t ok"; done
+
+chaos: control-plane ## the long chaos profile (500 janitor runs under faults, kills and churn); figures in docs/reliability.md
+	bash scripts/chaos/run.sh 500
+
+bench: control-plane ## scan at 10k/50k pods vs the API server's serving floor, 1,000-snapshot throughput; writes docs/benchmarks.md
+	go run ./scripts/bench --sizes 10000,50000 --reps 3 --out docs/benchmarks.md
 
 tools: ## build the pinned helm and goreleaser into the cache (cold: ~3 min)
 	bash scripts/chart/build-helm.sh >/dev/null
