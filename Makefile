@@ -40,8 +40,9 @@ fuzz: ## each fuzz target for $(FUZZTIME) (config loading, flags, env, selector,
 chaos: control-plane ## the long chaos profile (500 janitor runs under faults, kills and churn); figures in docs/reliability.md
 	bash scripts/chaos/run.sh 500
 
-bench: control-plane ## scan at 10k/50k pods vs the API server's serving floor, 1,000-snapshot throughput; writes docs/benchmarks.md
-	go run ./scripts/bench --sizes 10000,50000 --reps 3 --out docs/benchmarks.md
+BENCH_FLAGS ?= --sizes 10000,50000 --reps 3 --snapshot-throughput 1000
+bench: control-plane ## scan at N=10k,50k vs the serving floor + 1,000 rescues; writes docs/benchmarks.md (~20 min; 100k: BENCH_FLAGS='--sizes 10000,50000,100000 --snapshot-throughput 1000')
+	go run ./scripts/bench $(BENCH_FLAGS)
 
 tools: ## build the pinned helm and goreleaser into the cache (cold: ~3 min)
 	bash scripts/chart/build-helm.sh >/dev/null

@@ -35,6 +35,7 @@ type options struct {
 	out            string
 	workers        int
 	snapshotN      int
+	snapshotQPS    int
 	scanArgs       []string
 	dir            string
 	hold           bool
@@ -70,6 +71,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.out, "out", "docs/benchmarks.md", "markdown file to write the results into (its other section is kept)")
 	fs.IntVar(&o.workers, "workers", 64, "concurrent creates while seeding")
 	fs.IntVar(&o.snapshotN, "snapshot-throughput", 0, "also rescue this many orphaned claims end to end on a full stack (0: skip)")
+	fs.IntVar(&o.snapshotQPS, "snapshot-qps", 100, "the janitor's --qps in the snapshot throughput run (burst is twice that)")
 	scanArgs := fs.String("scan-args", "", "extra arguments for `janitor scan` (experiments; recorded in the results)")
 	fs.StringVar(&o.dir, "dir", "", "cluster folder (default: a temporary folder, removed at the end)")
 	fs.BoolVar(&o.hold, "hold", false, "after measuring, keep the scale cluster up until SIGINT (to profile against it)")

@@ -63,6 +63,10 @@ type sizeResult struct {
 	States    map[string]int
 	Claims    int
 	KubectlOK bool
+	// KubectlSkipped says why kubectl get was not run at this N.
+	KubectlSkipped string
+	// ServerRSS is the kube-apiserver's resident memory after the run (KiB).
+	ServerRSS int64
 }
 
 // scaleResult is the whole scale benchmark.
@@ -89,7 +93,7 @@ func scale(ctx context.Context, o *options, work, janitorBin string) (res *scale
 			err = serr
 		}
 	}()
-	res = &scaleResult{Env: collectEnv(ctx, c), Reps: o.reps, KubeReps: o.kubectlGetReps, ScanArgs: o.scanArgs, Contents: o.withContents}
+	res = &scaleResult{Env: collectEnv(ctx, c, "minimal local control plane: etcd + kube-apiserver, no controllers"), Reps: o.reps, KubeReps: o.kubectlGetReps, ScanArgs: o.scanArgs, Contents: o.withContents}
 	apiserverPID := componentPID(c.Dir, "kube-apiserver")
 	s, err := newSeeder(c.Config, o.workers, o.withContents)
 	if err != nil {
@@ -112,9 +116,11 @@ func scale(ctx context.Context, o *options, work, janitorBin string) (res *scale
 				return nil, err
 			}
 		}
+		sr.KubectlSkipped = kubectlGetGuard(res.Sizes, n)
 		if err := measureSize(ctx, o, c, janitorBin, apiserverPID, &sr); err != nil {
 			return nil, err
 		}
+		sr.ServerRSS = procRSS(apiserverPID)
 		res.Sizes = append(res.Sizes, sr)
 		logf("N=%d: scan %s (cpu %s, rss %d MiB), floor %s, ratio %.2f; kubectl get %s (rss %d MiB)", n,
 			sr.Scan.Wall.Round(time.Millisecond), sr.Scan.CPU.Round(time.Millisecond), sr.Scan.MaxRSS/1024,
@@ -136,8 +142,11 @@ func scale(ctx context.Context, o *options, work, janitorBin string) (res *scale
 // the results.
 func measureSize(ctx context.Context, o *options, c *testenv.Cluster, janitorBin string, apiPID int, sr *sizeResult) error {
 	kubectl := c.Bin.Kubectl
+	// --min-age 0s: the fleet was seeded seconds ago, a real one is older
+	// than the 10m default; without it half the claims would stop at Young
+	// and skip the rest of classification.
 	scanArgs := append([]string{"scan", "--kubeconfig", c.Kubeconfig, "--dry-run", "-o", "json", "-A",
-		"-l", appLabel + "=" + appValue, "--workspace-label", workspaceLabel, "--log-level", "warn"}, o.scanArgs...)
+		"-l", appLabel + "=" + appValue, "--workspace-label", workspaceLabel, "--min-age", "0s", "--log-level", "warn"}, o.scanArgs...)
 
 	// Warm-up and checks.
 	logf("N=%d: warm-up scan", sr.N)
@@ -198,7 +207,7 @@ func measureSize(ctx context.Context, o *options, c *testenv.Cluster, janitorBin
 		}
 		inproc = append(inproc, ip)
 
-		if rep < o.kubectlGetReps {
+		if rep < o.kubectlGetReps && sr.KubectlSkipped == "" {
 			g, err := runProc(ctx, apiPID, nil, kubectl, "--kubeconfig", c.Kubeconfig, "get",
 				"pvc,pods,volumesnapshots", "-A", "-o", "json")
 			if err != nil {
@@ -282,6 +291,72 @@ func runProc(ctx context.Context, apiPID int, out io.Writer, name string, args .
 	}
 	return s, nil
 }
+
+// kubectlGetGuard refuses to run `kubectl get -o json` at size n when its
+// peak RSS, extrapolated linearly from the largest size measured so far,
+// would take more than half of the memory available now: it grows by about
+// 240 KiB per pod, and on a shared machine the OOM killer would pick
+// someone else's process as easily as kubectl.
+func kubectlGetGuard(done []sizeResult, n int) string {
+	var last *sizeResult
+	for i := range done {
+		if done[i].KubectlOK {
+			last = &done[i]
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	est := last.KubectlGet.MaxRSS * int64(n) / int64(last.N)
+	avail := memAvailable()
+	if avail > 0 && est > avail/2 {
+		return fmt.Sprintf("skipped: its peak RSS would be about %s (%s at N=%s, linear), over half of the %s available",
+			gib(est), mib(last.KubectlGet.MaxRSS), kn(last.N), gib(avail))
+	}
+	return ""
+}
+
+// memAvailable is MemAvailable from /proc/meminfo, in KiB.
+func memAvailable() int64 {
+	return meminfo("MemAvailable:")
+}
+
+func meminfo(key string) int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, key) {
+			f := strings.Fields(strings.TrimPrefix(line, key))
+			if len(f) > 0 {
+				v, _ := strconv.ParseInt(f[0], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+// procRSS is a process's VmRSS in KiB (0 if unknown).
+func procRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(strings.TrimPrefix(line, "VmRSS:"))
+			if len(f) > 0 {
+				v, _ := strconv.ParseInt(f[0], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+func gib(kib int64) string { return fmt.Sprintf("%.1f GiB", float64(kib)/(1<<20)) }
 
 // podSize is the size of one seeded pod as the API server serves it, with
 // and without managedFields.

@@ -26,10 +26,17 @@ type envInfo struct {
 	Date       time.Time
 	LoadBefore string
 	LoadAfter  string
+	// Source is the janitor's source: `git describe --always --dirty`.
+	Source string
+	// Stack says which local control plane ran.
+	Stack string
 }
 
-func collectEnv(ctx context.Context, c *testenv.Cluster) envInfo {
-	e := envInfo{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Date: time.Now().UTC(), LoadBefore: loadAvg()}
+func collectEnv(ctx context.Context, c *testenv.Cluster, stack string) envInfo {
+	e := envInfo{Stack: stack, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Date: time.Now().UTC(), LoadBefore: loadAvg(), Source: "an unknown commit"}
+	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		e.Source = "`" + strings.TrimSpace(string(out)) + "`"
+	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(strings.NewReader(string(b)))
 		for sc.Scan() {
@@ -83,12 +90,18 @@ func busy(load string, cpus int) bool {
 }
 
 func (e envInfo) markdown(b *strings.Builder) {
+	e.markdownNote(b, "the ratios, taken on the same server in interleaved repetitions, are the comparable part")
+}
+
+// markdownNote writes the run's environment; note says what stays
+// comparable when the machine was busy.
+func (e envInfo) markdownNote(b *strings.Builder, note string) {
 	fmt.Fprintf(b, "- Machine: %d CPUs (%s), %.1f GiB memory\n", e.CPUs, e.CPUModel, e.MemGiB)
-	fmt.Fprintf(b, "- Go %s, Kubernetes %s (local control plane: etcd + kube-apiserver)\n", strings.TrimPrefix(e.GoVersion, "go"), e.Kubernetes)
+	fmt.Fprintf(b, "- Go %s, Kubernetes %s (%s), janitor built from %s\n", strings.TrimPrefix(e.GoVersion, "go"), e.Kubernetes, e.Stack, e.Source)
 	fmt.Fprintf(b, "- Date: %s\n", e.Date.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(b, "- Load average (1, 5, 15 min): %s before, %s after", e.LoadBefore, e.LoadAfter)
 	if busy(e.LoadBefore, e.CPUs) || busy(e.LoadAfter, e.CPUs) {
-		b.WriteString(" — **a shared machine**: other work ran beside the benchmark, so the absolute figures are pessimistic; the ratios, taken on the same server in interleaved repetitions, are the comparable part")
+		b.WriteString(" — **a shared machine**: other work ran beside the benchmark, so the absolute figures are pessimistic; " + note)
 	}
 	b.WriteString("\n")
 }
@@ -137,11 +150,11 @@ func renderScale(r *scaleResult) string {
 	}
 	fmt.Fprintf(&b, ", %d Deployments, %d StatefulSets and %d Jobs. Seeded incrementally from one N to the next.\n", workloadsPerKind, workloadsPerKind, workloadsPerKind)
 	fmt.Fprintf(&b, "- Medians of %d interleaved repetitions (`kubectl get -o json`: %d), after one unrecorded warm-up.\n", r.Reps, min(r.KubeReps, r.Reps))
-	scan := "`janitor scan --dry-run -o json -A -l app=ide --workspace-label " + workspaceLabel + "`"
+	scan := "`janitor scan --dry-run -o json -A -l app=ide --workspace-label " + workspaceLabel + " --min-age 0s`"
 	if len(r.ScanArgs) > 0 {
 		scan += " + `" + strings.Join(r.ScanArgs, " ") + "`"
 	}
-	fmt.Fprintf(&b, "- **scan**: %s, a subprocess of a `go build -trimpath -ldflags '-s -w'` binary, stdout to /dev/null; CPU is user+sys, RSS the peak (getrusage).\n", scan)
+	fmt.Fprintf(&b, "- **scan**: %s, a subprocess of a `go build -trimpath -ldflags '-s -w'` binary, stdout to /dev/null; CPU is user+sys, RSS the peak (getrusage). `--min-age 0s` because the fleet is seconds old (a real one is older than the 10m default), so that no claim stops at `Young`; all other flags are the defaults (`--qps 50 --burst 100 --page-size 500`).\n", scan)
 	b.WriteString("- **floor**: the issue's serving floor: one `kubectl get --raw <list>` per resource the scan reads (claims, pods, PVs, VolumeAttachments, VolumeSnapshots, VolumeSnapshotContents and the six workload kinds; unpaginated JSON), one after another, to /dev/null. It includes kubectl's start-up, about 12 × 40-80 ms.\n")
 	b.WriteString("- **in-process floor**: the same twelve lists fetched one after another by the benchmark's own HTTP client (no process start-up): the API server's serving time plus transfer.\n")
 	b.WriteString("- **kubectl get**: `kubectl get pvc,pods,volumesnapshots -A -o json` to /dev/null, what an operator would otherwise run.\n")
@@ -151,6 +164,9 @@ func renderScale(r *scaleResult) string {
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.Sizes {
 		get, getRSS := "–", "–"
+		if s.KubectlSkipped != "" {
+			get, getRSS = "skipped¹", "–"
+		}
 		if s.KubectlOK {
 			get, getRSS = dur(s.KubectlGet.Wall), mib(s.KubectlGet.MaxRSS)
 		}
@@ -159,6 +175,21 @@ func renderScale(r *scaleResult) string {
 			dur(s.Floor.Wall), dur(s.Floor.ServerCPU), ratio(s.Scan.Wall, s.Floor.Wall),
 			dur(s.InProcess.Wall), ratio(s.Scan.Wall, s.InProcess.Wall), get, getRSS)
 	}
+	var skipped []string
+	for _, s := range r.Sizes {
+		if s.KubectlSkipped != "" {
+			skipped = append(skipped, fmt.Sprintf("N=%s: %s", kn(s.N), s.KubectlSkipped))
+		}
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(&b, "\n¹ `kubectl get -o json` was not run where it would not fit: %s.\n", strings.Join(skipped, "; "))
+	}
+	b.WriteString("\nkube-apiserver resident memory after each N: ")
+	var rss []string
+	for _, s := range r.Sizes {
+		rss = append(rss, fmt.Sprintf("%s at N=%s", mib(s.ServerRSS), kn(s.N)))
+	}
+	b.WriteString(strings.Join(rss, ", ") + ".\n")
 	b.WriteString("\nEvery repetition (scan wall / floor wall):\n\n")
 	for _, s := range r.Sizes {
 		var parts []string
