@@ -191,6 +191,18 @@ func proveRBAC(t *testing.T, namespaced bool) {
 		t.Fatalf("snapshot: %+v\n%s", r.Summary, stderr)
 	}
 
+	// The snapshot controller drops its pvc-as-source-protection finalizer
+	// from a claim shortly after the snapshot is ready; a delete racing that
+	// update fails its precondition and is left to the next run (SPEC §6).
+	// Wait for it, so the run below is deterministic.
+	for _, n := range []string{"ws-a", "ws-b"} {
+		if _, err := f.WaitClaim(ctx, ws, n, func(c *corev1.PersistentVolumeClaim) bool {
+			return !slices.Contains(c.Finalizers, "snapshot.storage.kubernetes.io/pvc-as-source-protection")
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// 5. The acting CronJob's command: the rescued claims are reaped.
 	{
 		cronArgs := acting.CronJob(t).Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args
