@@ -191,31 +191,31 @@ func proveRBAC(t *testing.T, namespaced bool) {
 		t.Fatalf("snapshot: %+v\n%s", r.Summary, stderr)
 	}
 
-	// The snapshot controller drops its pvc-as-source-protection finalizer
-	// from a claim shortly after the snapshot is ready; a delete racing that
-	// update fails its precondition and is left to the next run (SPEC §6).
-	// Wait for it, so the run below is deterministic.
-	for _, n := range []string{"ws-a", "ws-b"} {
-		if _, err := f.WaitClaim(ctx, ws, n, func(c *corev1.PersistentVolumeClaim) bool {
-			return !slices.Contains(c.Finalizers, "snapshot.storage.kubernetes.io/pvc-as-source-protection")
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-
 	// 5. The acting CronJob's command: the rescued claims are reaped.
 	{
 		cronArgs := acting.CronJob(t).Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args
 		if !slices.Contains(cronArgs, "--yes") {
 			t.Fatalf("the acting CronJob lacks --yes: %q", cronArgs)
 		}
-		code, out, stderr = runJanitor(t, withKubeconfig(cronArgs, actCfg, kc)...)
-		if code != 0 {
-			t.Fatalf("CronJob run: exit %d: %s\n%s", code, stderr, out)
+		// The snapshot controller drops its pvc-as-source-protection
+		// finalizer from a claim some time after its snapshot is ready; a
+		// delete racing that update fails its precondition and is left to
+		// the next run (SPEC §6). So: up to two scheduled runs, as the
+		// CronJob would do, and both claims deleted in all.
+		deleted := 0
+		for attempt := 0; attempt < 2 && deleted < 2; attempt++ {
+			code, out, stderr = runJanitor(t, withKubeconfig(cronArgs, actCfg, kc)...)
+			if code != 0 {
+				t.Fatalf("CronJob run: exit %d: %s\n%s", code, stderr, out)
+			}
+			r = parseReport(t, out)
+			if r.Summary.Failures != 0 {
+				t.Fatalf("run: %+v\n%s", r.Summary, stderr)
+			}
+			deleted += r.Summary.ClaimsDeleted
 		}
-		r = parseReport(t, out)
-		if r.Summary.ClaimsDeleted != 2 || r.Summary.Failures != 0 {
-			t.Fatalf("run: %+v\n%s", r.Summary, stderr)
+		if deleted != 2 {
+			t.Fatalf("two runs deleted %d claims, want 2: %+v", deleted, r.Summary)
 		}
 		for _, n := range []string{"ws-a", "ws-b"} {
 			c, err := f.Kube.CoreV1().PersistentVolumeClaims(ws).Get(ctx, n, metav1.GetOptions{})

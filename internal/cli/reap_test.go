@@ -244,8 +244,20 @@ func TestRunScansSnapshotsAndReaps(t *testing.T) {
 		t.Fatalf("run exit %d: %s\n%s", code, out, stderr)
 	}
 	r := parse(t, out)
-	if _, act, _ := entry(t, r, "ws-a"); act != reap.ActionDeleted {
-		t.Errorf("ws-a action %q, want deleted", act)
+	if _, act, reason := entry(t, r, "ws-a"); act != reap.ActionDeleted {
+		// The snapshot controller drops its pvc-as-source-protection
+		// finalizer from the claim right after the rescue; a delete racing
+		// that update fails its precondition and is left to the next run.
+		if act != reap.ActionSkipped || !strings.Contains(reason, "changed since it was read") {
+			t.Fatalf("ws-a action %q (%s), want deleted", act, reason)
+		}
+		if code, out, stderr = run(t, reapArgs("run", ns, "--yes", "--max-deletion-percent", "100")...); code != 0 {
+			t.Fatalf("second run exit %d: %s", code, stderr)
+		}
+		r = parse(t, out)
+		if _, act, _ := entry(t, r, "ws-a"); act != reap.ActionDeleted {
+			t.Fatalf("ws-a action %q on the next run, want deleted", act)
+		}
 	}
 	if r.Command != "run" || exists(t, f, ns, "ws-a") || !exists(t, f, ns, "ws-b") {
 		t.Fatalf("run: command %q, ws-a exists %v, ws-b exists %v", r.Command, exists(t, f, ns, "ws-a"), exists(t, f, ns, "ws-b"))
