@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,81 +150,17 @@ func leaseReleased(t *testing.T, ns string) {
 	}
 }
 
-// chaosClaim is one claim of the chaos world.
-type chaosClaim struct {
-	name, uid, workspace string
-	// outsider claims lack the selector: the janitor must never touch them.
-	outsider bool
-	// permanent: the driver fails every snapshot of it (never rescuable).
-	permanent bool
-	created   time.Time
-	iteration int // when it was created
-}
-
-// chaosWorld is the cluster state of TestChaos and what the test knows of
-// it: claims, pod lifetimes (for "in use at deletion time") and when each
-// claim was first seen deleted.
-type chaosWorld struct {
-	t   *testing.T
-	f   *testenv.Fixtures
-	ns  string
-	rng *rand.Rand // the world's own choices; under mu
-
-	iteration int
-
-	mu         sync.Mutex
-	claims     map[string]*chaosClaim
-	next       int
-	pods       map[string]*podLife
-	nextPod    int
-	deleted    map[string]time.Time // claim -> first seen deleted
-	late       map[string]bool      // deletion found by a re-list, not the watch: its time is an upper bound
-	archived   map[string]bool      // reaped, checked, and its snapshot removed by the test
-	retired    map[string]bool      // deleted by the test itself (stuck for good: superseded or broken)
-	archivedAt map[string]time.Time
-	churnOps   int
-}
-
-// chaosStats are the figures of a chaos run (docs/reliability.md).
-type chaosStats struct {
-	Seed            int64          `json:"seed"`
-	Runs            int            `json:"runs"`
-	Processes       int            `json:"processes"`
-	ConcurrentPairs int            `json:"concurrentPairs"`
-	Kills           int            `json:"kills"`
-	Exits           map[string]int `json:"exits"`
-	RuntimeErrors   map[string]int `json:"runtimeErrors"`
-	Faults          map[string]int `json:"faults"`
-	ProxyRequests   int            `json:"proxyRequests"`
-	SelfHeld        int            `json:"selfHeldLease"`
-	ClaimsCreated   int            `json:"claimsCreated"`
-	Outsiders       int            `json:"outsiders"`
-	ClaimsReaped    int            `json:"claimsReaped"`
-	ClaimsRetired   int            `json:"claimsRetiredByTest"`
-	PodChurn        int            `json:"podChurn"`
-	FinalStates     map[string]int `json:"finalStates"`
-	FinalRuns       int            `json:"finalRuns"`
-	Violations      int            `json:"violations"`
-	MaxRate         float64        `json:"maxRate"`
-	Duration        string         `json:"duration"`
-}
-
-func envFloat(name string, def float64) float64 {
-	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil && v >= 0 {
-		return v
-	}
-	return def
-}
-
 // TestChaos runs `janitor run` as a process, many times, through the fault
 // proxy at fault rates of up to 20% per request (429, 500, 503, connection
-// resets before and after the server applied the request, added latency,
-// 410 Gone on list continuations, watch streams cut), while pods come and
-// go, new claims appear, two runs sometimes start together and runs are
-// SIGKILLed at random moments. After every iteration it asserts the safety
-// invariants:
-//   - every deleted claim had a ready janitor snapshot created at or after
-//     the last moment a pod released it (its true orphaned-since);
+// resets before and after the server applied the request, hangs, added
+// latency, 410 Gone on list continuations, watch streams cut), while pods
+// come and go, new claims appear, two runs sometimes start together and runs
+// are SIGKILLed at random moments. After every iteration it asserts the
+// safety invariants (docs/reliability.md has the details):
+//   - every deleted claim had a ready janitor snapshot, not older than the
+//     deleted object's Unused condition (which must not say False) and
+//     orphaned-since mark, nor than the release of any pod a janitor pod
+//     list saw (uses nobody could see are counted, not failed);
 //   - no claim was deleted while a pod referenced it;
 //   - at most one janitor snapshot per claim;
 //   - no claim outside the selector is ever marked, snapshotted, given an
@@ -257,8 +194,9 @@ func TestChaos(t *testing.T) {
 	}
 	rng := rand.New(rand.NewSource(seed)) // the test's choices: faults, kills, concurrency
 	w := &chaosWorld{t: t, rng: rand.New(rand.NewSource(seed + 1)), claims: map[string]*chaosClaim{},
-		pods: map[string]*podLife{}, deleted: map[string]time.Time{}, late: map[string]bool{}, archived: map[string]bool{},
-		retired: map[string]bool{}, archivedAt: map[string]time.Time{}}
+		pods: map[string]*chaosPod{}, deleted: map[string]time.Time{}, late: map[string]bool{}, archived: map[string]bool{},
+		retired: map[string]bool{}, archivedAt: map[string]time.Time{}, deletedObj: map[string]*corev1.PersistentVolumeClaim{},
+		invisible: map[string]bool{}, leaked: map[bool]int{}}
 	w.f, _ = env.NewFixtures()
 	w.ns = env.Namespace(t)
 	ctx, stop := context.WithCancel(context.Background())
@@ -272,6 +210,14 @@ func TestChaos(t *testing.T) {
 	}
 	w.churn(4)
 	p := env.StartFaultProxy(t, seed)
+	p.OnForward = func(r *http.Request) {
+		// A paginated list is a consistent snapshot as of its first page.
+		if info := testenv.ParseRequest(r); info.Verb == "list" && info.Resource == "pods" && !info.Continue {
+			w.mu.Lock()
+			w.podLists = append(w.podLists, time.Now())
+			w.mu.Unlock()
+		}
+	}
 	args := append(reapArgs("run", w.ns, "--yes", "--max-deletion-percent", "100", "--max-deletions", "1000",
 		"--lock-duration", "3s", "--snapshot-timeout", "8s", "--snapshot-error-grace", "1s", "--snapshot-attempts", "2",
 		"--concurrency", "4", "--page-size", "10", "--api-timeout", "30s"), "--kubeconfig", p.Kubeconfig, "--log-format", "json", "--log-level", "warn")
@@ -370,7 +316,7 @@ func TestChaos(t *testing.T) {
 		w.check(fail, fmt.Sprintf("iteration %d", i))
 		if (i+1)%25 == 0 {
 			w.mu.Lock()
-			reaped := len(w.deleted)
+			reaped := len(w.deleted) - len(w.retired)
 			w.mu.Unlock()
 			t.Logf("iteration %d/%d after %s: %d processes, %d kills, %d claims reaped, faults %s", i+1, runs,
 				time.Since(started).Round(time.Second), stats.Processes, stats.Kills, reaped, testenv.FormatCounts(p.InjectedByKind()))
@@ -387,11 +333,7 @@ func TestChaos(t *testing.T) {
 	}
 	w.mu.Unlock()
 	for _, name := range podNames {
-		if err := w.f.ForceDeletePod(context.Background(), w.ns, name); err == nil {
-			w.mu.Lock()
-			w.pods[name].deleted = time.Now()
-			w.mu.Unlock()
-		}
+		w.deletePod(name)
 	}
 	// Let the controller manager see the last pods go (a stale Unused: True
 	// would pass WaitUnused at once and move forward during the final run,
@@ -441,7 +383,9 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	stats.ClaimsRetired = len(w.retired)
-	stats.ClaimsReaped = len(w.deleted)
+	stats.InvisibleUses = len(w.invisible)
+	stats.ClaimsReaped = len(w.deleted) - len(w.retired)
+	stats.LeakedContents = map[string]int{"ready": w.leaked[true], "notReady": w.leaked[false]}
 	stats.PodChurn = w.churnOps
 	w.mu.Unlock()
 	stats.Faults = p.InjectedByKind()
@@ -457,6 +401,39 @@ func TestChaos(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// chaosStats are the figures of a chaos run (docs/reliability.md).
+type chaosStats struct {
+	Seed            int64          `json:"seed"`
+	Runs            int            `json:"runs"`
+	Processes       int            `json:"processes"`
+	ConcurrentPairs int            `json:"concurrentPairs"`
+	Kills           int            `json:"kills"`
+	Exits           map[string]int `json:"exits"`
+	RuntimeErrors   map[string]int `json:"runtimeErrors"`
+	Faults          map[string]int `json:"faults"`
+	ProxyRequests   int            `json:"proxyRequests"`
+	SelfHeld        int            `json:"selfHeldLease"`
+	ClaimsCreated   int            `json:"claimsCreated"`
+	Outsiders       int            `json:"outsiders"`
+	ClaimsReaped    int            `json:"claimsReaped"`
+	ClaimsRetired   int            `json:"claimsRetiredByTest"`
+	LeakedContents  map[string]int `json:"contentsLeftByJanitorSnapshotDeletes"`
+	PodChurn        int            `json:"podChurn"`
+	FinalStates     map[string]int `json:"finalStates"`
+	FinalRuns       int            `json:"finalRuns"`
+	InvisibleUses   int            `json:"usesUnseenByJanitorAndController"`
+	Violations      int            `json:"violations"`
+	MaxRate         float64        `json:"maxRate"`
+	Duration        string         `json:"duration"`
+}
+
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil && v >= 0 {
+		return v
+	}
+	return def
 }
 
 // chaosRunTimeout bounds one janitor process: longer is a hang.
@@ -478,34 +455,6 @@ func chaosFaults(rng *rand.Rand, maxRate float64) testenv.Faults {
 		RateHang: r(5) / 4, HangFor: 3 * time.Second,
 		RateGone: rng.Float64() * maxRate, RateLatency: rng.Float64() * maxRate, Latency: 300 * time.Millisecond,
 		RateWatchCut: rng.Float64() * 0.5, WatchCutAfter: 3 * time.Second, WatchOpen: true}
-}
-
-// lastLine is the last line of s, for messages.
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndex(s, "\n"); i >= 0 {
-		return s[i+1:]
-	}
-	return s
-}
-
-// errorKind reduces an error line to its kind, for the figures.
-func errorKind(stderr string) string {
-	line := strings.TrimSpace(stderr)
-	if i := strings.LastIndex(line, "\n"); i >= 0 {
-		line = line[i+1:]
-	}
-	var e struct{ Message string }
-	if json.Unmarshal([]byte(line), &e) == nil && e.Message != "" {
-		line = e.Message
-	}
-	line = strings.TrimPrefix(line, "error: ")
-	if i := strings.Index(line, ": "); i > 0 {
-		if j := strings.Index(line[i+2:], ": "); j > 0 {
-			return line[:i+2+j]
-		}
-	}
-	return line
 }
 
 // chaosProc is one janitor process of the chaos test.
@@ -551,6 +500,81 @@ func startChaosProc(bin string, args []string, killAfter time.Duration) chaosPro
 	}
 	res.stdout, res.stderr = out.String(), errOut.String()
 	return res
+}
+
+// lastLine is the last line of s, for messages.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndex(s, "\n"); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// errorKind reduces an error line to its kind, for the figures.
+func errorKind(stderr string) string {
+	line := strings.TrimSpace(stderr)
+	if i := strings.LastIndex(line, "\n"); i >= 0 {
+		line = line[i+1:]
+	}
+	var e struct{ Message string }
+	if json.Unmarshal([]byte(line), &e) == nil && e.Message != "" {
+		line = e.Message
+	}
+	line = strings.TrimPrefix(line, "error: ")
+	if i := strings.Index(line, ": "); i > 0 {
+		if j := strings.Index(line[i+2:], ": "); j > 0 {
+			return line[:i+2+j]
+		}
+	}
+	return line
+}
+
+// chaosClaim is one claim of the chaos world.
+type chaosClaim struct {
+	name, uid, workspace string
+	// outsider claims lack the selector: the janitor must never touch them.
+	outsider bool
+	// permanent: the driver fails every snapshot of it (never rescuable).
+	permanent bool
+	created   time.Time
+	iteration int // when it was created
+}
+
+// chaosPod is one pod of the churn and when (local clock; the API server
+// runs on this host) its create and delete calls started and ended.
+type chaosPod struct {
+	claim                string
+	created, createdDone time.Time
+	deleteStart, deleted time.Time
+}
+
+// chaosWorld is the cluster state of TestChaos and what the test knows of
+// it: claims, pod lifetimes (for "in use at deletion time") and when each
+// claim was first seen deleted.
+type chaosWorld struct {
+	t   *testing.T
+	f   *testenv.Fixtures
+	ns  string
+	rng *rand.Rand // the world's own choices; under mu
+
+	iteration int
+
+	mu         sync.Mutex
+	claims     map[string]*chaosClaim
+	next       int
+	pods       map[string]*chaosPod
+	nextPod    int
+	deleted    map[string]time.Time // claim -> first seen deleted
+	late       map[string]bool      // deletion found by a re-list, not the watch: its time is an upper bound
+	archived   map[string]bool      // reaped, checked, and its snapshot removed by the test
+	retired    map[string]bool      // deleted by the test itself (stuck for good: superseded or broken)
+	archivedAt map[string]time.Time
+	deletedObj map[string]*corev1.PersistentVolumeClaim // the claim as it was deleted
+	podLists   []time.Time                              // when the janitor's pod lists (first pages) reached the server
+	invisible  map[string]bool                          // pod uses seen by neither the janitor nor the controller manager
+	leaked     map[bool]int                             // contents left by the janitor's snapshot deletions: ready or not
+	churnOps   int
 }
 
 // addClaim creates a bound claim: a workspace claim (sometimes of a
@@ -621,6 +645,56 @@ func (w *chaosWorld) aliveClaims() []*chaosClaim {
 	return w.aliveLocked()
 }
 
+func (w *chaosWorld) isRetired(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.retired[name]
+}
+
+func (w *chaosWorld) outsiders() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, c := range w.claims {
+		if c.outsider {
+			n++
+		}
+	}
+	return n
+}
+
+// retire deletes, as their user would, the workspace claims that are stuck
+// for good and have been for five iterations: a claim on a broken volume
+// (SnapshotFailed forever) and an older claim of a workspace that has a
+// newer one (Superseded: kept by the default policy). They are recorded
+// before the delete, so the deletion watch does not count them as reaped.
+func (w *chaosWorld) retire(iteration int) {
+	w.mu.Lock()
+	newest := map[string]*chaosClaim{}
+	for _, c := range w.claims {
+		if c.outsider {
+			continue
+		}
+		if n := newest[c.workspace]; n == nil || c.created.After(n.created) {
+			newest[c.workspace] = c
+		}
+	}
+	var victims []string
+	for _, c := range w.aliveLocked() {
+		if c.outsider || iteration-c.iteration < 5 {
+			continue
+		}
+		if c.permanent || newest[c.workspace] != c {
+			w.retired[c.name] = true
+			victims = append(victims, c.name)
+		}
+	}
+	w.mu.Unlock()
+	for _, name := range victims {
+		_ = w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	}
+}
+
 // churn creates or force-deletes k pods on live claims (outsiders too).
 func (w *chaosWorld) churn(k int) {
 	ctx := context.Background()
@@ -651,17 +725,29 @@ func (w *chaosWorld) churn(k int) {
 			start := time.Now() // the pod counts from before the call
 			if _, err := w.f.Pod(ctx, testenv.PodSpec{Namespace: w.ns, Name: podName, Claims: []string{claim}, Scheduled: scheduled}); err == nil {
 				w.mu.Lock()
-				w.pods[podName] = &podLife{claim: claim, created: start}
+				w.pods[podName] = &chaosPod{claim: claim, created: start, createdDone: time.Now()}
 				w.mu.Unlock()
 			}
 		case victim != "":
-			if err := w.f.ForceDeletePod(ctx, w.ns, victim); err == nil {
-				w.mu.Lock()
-				w.pods[victim].deleted = time.Now() // after the call: it may count until then
-				w.mu.Unlock()
-			}
+			w.deletePod(victim)
 		}
 	}
+}
+
+// deletePod force-deletes a pod of the churn and records when.
+func (w *chaosWorld) deletePod(name string) {
+	w.mu.Lock()
+	p := w.pods[name]
+	p.deleteStart = time.Now()
+	w.mu.Unlock()
+	err := w.f.ForceDeletePod(context.Background(), w.ns, name)
+	w.mu.Lock()
+	if err == nil {
+		p.deleted = time.Now() // after the call: it may count until then
+	} else {
+		p.deleteStart = time.Time{}
+	}
+	w.mu.Unlock()
 }
 
 // watchDeletions records when each claim is first seen deleted (or
@@ -707,16 +793,29 @@ func (w *chaosWorld) watchDeletions(ctx context.Context) {
 				continue
 			}
 			rv = c.ResourceVersion
+			w.mu.Lock()
 			if ev.Type == watch.Deleted || c.DeletionTimestamp != nil {
-				w.mu.Lock()
 				if _, seen := w.deleted[c.Name]; !seen {
 					w.deleted[c.Name] = time.Now()
+					w.deletedObj[c.Name] = c // the claim as the janitor deleted it
 				}
-				w.mu.Unlock()
 			}
+			w.mu.Unlock()
 		}
 		wi.Stop()
 	}
+}
+
+// janitorSaw returns when a janitor pod list surely saw the pod: its
+// creation had completed and its deletion had not started within a second
+// after the list reached the server. Called with mu held.
+func (w *chaosWorld) janitorSaw(p *chaosPod) (time.Time, bool) {
+	for _, t := range w.podLists {
+		if !p.createdDone.IsZero() && p.createdDone.Before(t) && (p.deleteStart.IsZero() || p.deleteStart.After(t.Add(time.Second))) {
+			return t, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // check asserts the safety invariants on the cluster as it is now.
@@ -787,36 +886,55 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 			bad("%s: %s was deleted without a ready janitor snapshot", when, name)
 			continue
 		}
-		var lastRelease time.Time
+		// 1a. The claim as it was deleted: the janitor's own promise, to the
+		// second, on the object it deleted (its delete carried that
+		// object's resourceVersion).
+		if obj := w.deletedObj[name]; obj != nil {
+			for _, cond := range obj.Status.Conditions {
+				switch {
+				case cond.Type != "Unused":
+				case cond.Status == corev1.ConditionFalse:
+					bad("%s: %s was deleted while its Unused condition said in use (since %s)", when, name, cond.LastTransitionTime.UTC().Format(time.RFC3339))
+				case cond.Status == corev1.ConditionTrue && created.Before(cond.LastTransitionTime.Time):
+					bad("%s: %s was deleted on a snapshot taken at %s, before its Unused condition's %s", when, name,
+						created.UTC().Format(time.RFC3339), cond.LastTransitionTime.UTC().Format(time.RFC3339))
+				}
+			}
+			if m, err := time.Parse(time.RFC3339, obj.Annotations["pvc-janitor.io/orphaned-since"]); err == nil && created.Before(m) {
+				bad("%s: %s was deleted on a snapshot taken at %s, before its own orphaned-since mark %s", when, name,
+					created.UTC().Format(time.RFC3339), m.UTC().Format(time.RFC3339))
+			}
+		}
 		for pod, p := range w.pods {
-			if p.claim != name {
+			if p.claim != name || w.late[name] {
 				continue
 			}
-			if !w.late[name] && p.created.Before(at.Add(-time.Second)) && (p.deleted.IsZero() || p.deleted.After(at)) {
+			// 2. Not in use when deleted. A pod created less than a second
+			// before the deletion was seen may have come after the
+			// janitor's last read; only the controller manager could have
+			// caught it (by moving the claim's resourceVersion in time for
+			// the delete's precondition).
+			if p.created.Before(at.Add(-time.Second)) && (p.deleted.IsZero() || p.deleted.After(at)) {
 				bad("%s: %s was deleted at %s while pod %s (created %s) referenced it", when, name,
 					at.Format(time.RFC3339Nano), pod, p.created.Format(time.RFC3339Nano))
 			}
-			// A pod that came and went within the last second before the
-			// deletion was seen may have lived entirely between the
-			// janitor's last read and its delete: only the controller
-			// manager could have told it (by moving the claim's
-			// resourceVersion in time for the delete's precondition). The
-			// same second of slack as above.
-			if !p.deleted.IsZero() && p.deleted.Before(at) && p.created.Before(at.Add(-time.Second)) && p.deleted.After(lastRelease) {
-				lastRelease = p.deleted
+			// 1b. Ground truth: no use released after the snapshot was
+			// taken. A use the janitor listed is a violation; one that
+			// neither the janitor nor the controller manager (1a) ever
+			// saw cannot be known to anyone (README: the grace period is
+			// the guard) and is counted instead.
+			if p.deleteStart.IsZero() || !p.deleteStart.Before(at) || !created.Before(p.deleteStart.Truncate(time.Second)) {
+				continue
 			}
-		}
-		// Snapshot timestamps have one-second resolution.
-		if created.Before(lastRelease.Truncate(time.Second)) {
-			var pods []string
-			for pod, p := range w.pods {
-				if p.claim == name {
-					pods = append(pods, fmt.Sprintf("%s [%s, %s]", pod, p.created.UTC().Format("15:04:05.000"), p.deleted.UTC().Format("15:04:05.000")))
-				}
+			if t, seen := w.janitorSaw(p); seen {
+				bad("%s: %s deleted (seen at %s) on a snapshot taken at %s, before pod %s [%s, %s], which a janitor pod list saw at %s, released it",
+					when, name, at.UTC().Format("15:04:05.000"), created.UTC().Format(time.RFC3339), pod,
+					p.createdDone.UTC().Format("15:04:05.000"), p.deleteStart.UTC().Format("15:04:05.000"), t.UTC().Format("15:04:05.000"))
+			} else if !w.invisible[name+"/"+pod] {
+				w.invisible[name+"/"+pod] = true
+				w.t.Logf("%s: %s was used by pod %s [%s, %s] after its rescue (%s), unseen by the janitor and the controller manager",
+					when, name, pod, p.created.UTC().Format("15:04:05.000"), p.deleteStart.UTC().Format("15:04:05.000"), created.UTC().Format(time.RFC3339))
 			}
-			sort.Strings(pods)
-			bad("%s: %s deleted (seen at %s) with a snapshot taken at %s, before it was last released at %s; pods %v", when, name,
-				at.UTC().Format("15:04:05.000"), created.Format(time.RFC3339), lastRelease.Format(time.RFC3339Nano), pods)
 		}
 	}
 	for _, c := range w.claims {
@@ -856,6 +974,7 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 		}
 	}
 	w.archive(snaps)
+	w.collectContents()
 }
 
 // archive removes what reaped (and checked) claims leave behind once they
@@ -909,6 +1028,91 @@ func (w *chaosWorld) archive(snaps []snapv1.VolumeSnapshot) {
 	}
 }
 
+// collectContents deletes the VolumeSnapshotContents that the janitor's
+// own snapshot deletions leave behind: a failed attempt it recreates, or a
+// stale rescue it replaces, is deleted as a VolumeSnapshot, and with a
+// Retain class its content stays (the snapshot controller marks it
+// volumesnapshot-being-deleted). They are counted, then removed so that
+// hundreds of iterations list about as much as the first ones.
+func (w *chaosWorld) collectContents() {
+	ctx := context.Background()
+	l, err := w.f.Snap.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for i := range l.Items {
+		c := &l.Items[i]
+		if c.Spec.VolumeSnapshotRef.Namespace != w.ns || c.Annotations["snapshot.storage.kubernetes.io/volumesnapshot-being-deleted"] != "yes" || c.DeletionTimestamp != nil {
+			continue
+		}
+		s, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Get(ctx, c.Spec.VolumeSnapshotRef.Name, metav1.GetOptions{})
+		if err == nil && s.UID == c.Spec.VolumeSnapshotRef.UID {
+			continue // its snapshot is still being deleted
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			continue
+		}
+		if w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(ctx, c.Name, metav1.DeleteOptions{}) == nil {
+			w.mu.Lock()
+			w.leaked[c.Status != nil && c.Status.ReadyToUse != nil && *c.Status.ReadyToUse]++
+			w.mu.Unlock()
+		}
+	}
+}
+
+// converged judges convergence by the janitor's own dry-run scan: every
+// workspace claim left must be Superseded (kept by policy), SnapshotFailed on
+// a volume whose driver always fails, or Terminating after the janitor (or
+// the test) deleted it. Anything else fails the test when last is set, and
+// otherwise asks for another final run.
+func (w *chaosWorld) converged(t *testing.T, fail func(string, ...any), final chaosProc, last bool, states map[string]int) bool {
+	t.Helper()
+	code, out, stderr := run(t, reapArgs("scan", w.ns, "--dry-run")...)
+	if code != 0 {
+		t.Fatalf("scan after the final run: exit %d: %s", code, stderr)
+	}
+	clear(states)
+	var pending []string
+	for _, c := range parse(t, out).Claims {
+		states[c.State]++
+		w.mu.Lock()
+		cc := w.claims[c.Name]
+		_, reaped := w.deleted[c.Name]
+		retired := w.retired[c.Name]
+		w.mu.Unlock()
+		switch {
+		case cc == nil || cc.outsider:
+			fail("claim %s in the report is not a workspace claim", c.Name)
+		case c.State == "Terminating" && (reaped || retired):
+			// Deleted (and checked as such); the snapshot-controller's
+			// pvc-as-source-protection finalizer can linger until its
+			// resync when its PVC cache was stale.
+		case c.State == "Superseded":
+		case c.State == "SnapshotFailed" && cc.permanent:
+		default:
+			var in string
+			if rep, err := parseReport(final.stdout); err == nil {
+				for _, e := range rep.Claims {
+					if e.Name == c.Name {
+						in = fmt.Sprintf("%s, action %s: %s", e.State, e.Action, e.Reason)
+					}
+				}
+			}
+			hint := ""
+			if c.State == "Orphaned" && strings.Contains(in, "reap-skipped") {
+				hint = "\n(the claim's own snapshot predates its orphaned-since: the janitor found it by name and reused it " +
+					"instead of taking a fresh one; see TestClaimUsedAgainAfterItsRescueIsRescuedAgain)"
+			}
+			pending = append(pending, fmt.Sprintf("%s is %s (%s) after the final run, which saw it %s%s\n%s",
+				c.Name, c.State, c.Reason, in, hint, w.describe(c.Name)))
+		}
+	}
+	if len(pending) > 0 && last {
+		fail("not converged after 3 final runs without faults:\n%s\nlast final run stderr:\n%s", strings.Join(pending, "\n"), final.stderr)
+	}
+	return len(pending) == 0
+}
+
 func parseReport(s string) (report, error) {
 	var r report
 	err := json.Unmarshal([]byte(s), &r)
@@ -938,6 +1142,72 @@ func (w *chaosWorld) describe(name string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestUnusedFalseIsEvidenceOfUse: a rescued claim is used again by a pod
+// that comes and goes between two runs while the controller manager lags (or
+// is down): the claim's Unused condition still says False (in use, since
+// after the rescue) and no pod is left to see. The condition is the stricter
+// notion of use there, and the stricter wins (SPEC §3, Marks): the claim's
+// orphaned-since cannot be before the use the condition reports, so the old
+// snapshot does not rescue it and it must not be reaped on it. Found by
+// TestChaos (a pod deleted between the re-read's claims list and its pods
+// list, the controller manager slower than the janitor's delete).
+func TestUnusedFalseIsEvidenceOfUse(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	orphan(t, f, ns, "ws-a", "a", "")
+	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
+		t.Fatalf("snapshot exit %d: %s", code, stderr)
+	}
+	time.Sleep(1100 * time.Millisecond) // the new use starts a second after the rescue
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide", Claims: []string{"ws-a"}, Scheduled: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitUsed(t, f, ns, "ws-a")
+	resume := pauseControllerManager(t)
+	if err := f.ForceDeletePod(ctx, ns, "ide"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := run(t, reapArgs("run", ns, "--yes", "--max-deletion-percent", "100")...)
+	deleted := !exists(t, f, ns, "ws-a")
+	resume()
+	if code != 0 && code != 4 {
+		t.Fatalf("run exit %d: %s", code, stderr)
+	}
+	if deleted {
+		st, act, reason := entry(t, parse(t, out), "ws-a")
+		t.Fatalf("a claim whose Unused condition says it was used after its rescue was reaped on that rescue: %s, %s: %s", st, act, reason)
+	}
+}
+
+// pauseControllerManager stops kube-controller-manager (SIGSTOP) until the
+// returned function (also run at cleanup) resumes it: the claims' Unused
+// condition then lags behind the pods, as it does when the controller
+// manager is slow, restarting or down.
+func pauseControllerManager(t *testing.T) func() {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.Dir, "pids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "kube-controller-manager" {
+			pid, _ = strconv.Atoi(f[1])
+		}
+	}
+	if pid == 0 {
+		t.Fatal("no kube-controller-manager in the cluster's pid file")
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	resume := func() { once.Do(func() { _ = syscall.Kill(pid, syscall.SIGCONT) }) }
+	t.Cleanup(resume)
+	return resume
 }
 
 // TestClaimUsedAgainAfterItsRescueIsRescuedAgain: a claim is rescued, then
@@ -1090,174 +1360,5 @@ func TestHungRequestsAreBounded(t *testing.T) {
 			}
 			t.Logf("ended after %s with exit %d", time.Since(start).Round(100*time.Millisecond), code)
 		})
-	}
-}
-
-func (w *chaosWorld) isRetired(name string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.retired[name]
-}
-
-func (w *chaosWorld) outsiders() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := 0
-	for _, c := range w.claims {
-		if c.outsider {
-			n++
-		}
-	}
-	return n
-}
-
-// retire deletes, as their user would, the workspace claims that are stuck
-// for good and have been for five iterations: a claim on a broken volume
-// (SnapshotFailed forever) and an older claim of a workspace that has a
-// newer one (Superseded: kept by the default policy). They are recorded
-// before the delete, so the deletion watch does not count them as reaped.
-func (w *chaosWorld) retire(iteration int) {
-	w.mu.Lock()
-	newest := map[string]*chaosClaim{}
-	for _, c := range w.claims {
-		if c.outsider {
-			continue
-		}
-		if n := newest[c.workspace]; n == nil || c.created.After(n.created) {
-			newest[c.workspace] = c
-		}
-	}
-	var victims []string
-	for _, c := range w.aliveLocked() {
-		if c.outsider || iteration-c.iteration < 5 {
-			continue
-		}
-		if c.permanent || newest[c.workspace] != c {
-			w.retired[c.name] = true
-			victims = append(victims, c.name)
-		}
-	}
-	w.mu.Unlock()
-	for _, name := range victims {
-		_ = w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
-	}
-}
-
-// converged judges convergence by the janitor's own dry-run scan: every
-// workspace claim left must be Superseded (kept by policy), SnapshotFailed on
-// a volume whose driver always fails, or Terminating after the janitor (or
-// the test) deleted it. Anything else fails the test when last is set, and
-// otherwise asks for another final run.
-func (w *chaosWorld) converged(t *testing.T, fail func(string, ...any), final chaosProc, last bool, states map[string]int) bool {
-	t.Helper()
-	code, out, stderr := run(t, reapArgs("scan", w.ns, "--dry-run")...)
-	if code != 0 {
-		t.Fatalf("scan after the final run: exit %d: %s", code, stderr)
-	}
-	clear(states)
-	var pending []string
-	for _, c := range parse(t, out).Claims {
-		states[c.State]++
-		w.mu.Lock()
-		cc := w.claims[c.Name]
-		_, reaped := w.deleted[c.Name]
-		retired := w.retired[c.Name]
-		w.mu.Unlock()
-		switch {
-		case cc == nil || cc.outsider:
-			fail("claim %s in the report is not a workspace claim", c.Name)
-		case c.State == "Terminating" && (reaped || retired):
-			// Deleted (and checked as such); the snapshot-controller's
-			// pvc-as-source-protection finalizer can linger until its
-			// resync when its PVC cache was stale.
-		case c.State == "Superseded":
-		case c.State == "SnapshotFailed" && cc.permanent:
-		default:
-			var in string
-			if rep, err := parseReport(final.stdout); err == nil {
-				for _, e := range rep.Claims {
-					if e.Name == c.Name {
-						in = fmt.Sprintf("%s, action %s: %s", e.State, e.Action, e.Reason)
-					}
-				}
-			}
-			hint := ""
-			if c.State == "Orphaned" && strings.Contains(in, "reap-skipped") {
-				hint = "\n(the claim's own snapshot predates its orphaned-since: the janitor found it by name and reused it " +
-					"instead of taking a fresh one; see TestClaimUsedAgainAfterItsRescueIsRescuedAgain)"
-			}
-			pending = append(pending, fmt.Sprintf("%s is %s (%s) after the final run, which saw it %s%s\n%s",
-				c.Name, c.State, c.Reason, in, hint, w.describe(c.Name)))
-		}
-	}
-	if len(pending) > 0 && last {
-		fail("not converged after 3 final runs without faults:\n%s\nlast final run stderr:\n%s", strings.Join(pending, "\n"), final.stderr)
-	}
-	return len(pending) == 0
-}
-
-// pauseControllerManager stops kube-controller-manager (SIGSTOP) until the
-// returned function (also run at cleanup) resumes it: the claims' Unused
-// condition then lags behind the pods, as it does when the controller
-// manager is slow, restarting or down.
-func pauseControllerManager(t *testing.T) func() {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(env.Dir, "pids"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "kube-controller-manager" {
-			pid, _ = strconv.Atoi(f[1])
-		}
-	}
-	if pid == 0 {
-		t.Fatal("no kube-controller-manager in the cluster's pid file")
-	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	resume := func() { once.Do(func() { _ = syscall.Kill(pid, syscall.SIGCONT) }) }
-	t.Cleanup(resume)
-	return resume
-}
-
-// TestUnusedFalseIsEvidenceOfUse: a rescued claim is used again by a pod
-// that comes and goes between two runs while the controller manager lags (or
-// is down): the claim's Unused condition still says False (in use, since
-// after the rescue) and no pod is left to see. The condition is the stricter
-// notion of use there, and the stricter wins (SPEC §3, Marks): the claim's
-// orphaned-since cannot be before the use the condition reports, so the old
-// snapshot does not rescue it and it must not be reaped on it. Found by
-// TestChaos (a pod deleted between the re-read's claims list and its pods
-// list, the controller manager slower than the janitor's delete).
-func TestUnusedFalseIsEvidenceOfUse(t *testing.T) {
-	ctx := context.Background()
-	f, _ := env.NewFixtures()
-	ns := env.Namespace(t)
-	orphan(t, f, ns, "ws-a", "a", "")
-	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
-		t.Fatalf("snapshot exit %d: %s", code, stderr)
-	}
-	time.Sleep(1100 * time.Millisecond) // the new use starts a second after the rescue
-	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide", Claims: []string{"ws-a"}, Scheduled: true}); err != nil {
-		t.Fatal(err)
-	}
-	waitUsed(t, f, ns, "ws-a")
-	resume := pauseControllerManager(t)
-	if err := f.ForceDeletePod(ctx, ns, "ide"); err != nil {
-		t.Fatal(err)
-	}
-	code, out, stderr := run(t, reapArgs("run", ns, "--yes", "--max-deletion-percent", "100")...)
-	deleted := !exists(t, f, ns, "ws-a")
-	resume()
-	if code != 0 && code != 4 {
-		t.Fatalf("run exit %d: %s", code, stderr)
-	}
-	if deleted {
-		st, act, reason := entry(t, parse(t, out), "ws-a")
-		t.Fatalf("a claim whose Unused condition says it was used after its rescue was reaped on that rescue: %s, %s: %s", st, act, reason)
 	}
 }

@@ -141,6 +141,10 @@ type FaultProxy struct {
 	// it to change the cluster at an exact moment, e.g. just before a
 	// DELETE reaches the server).
 	OnRequest func(r *http.Request)
+	// OnForward, when set, runs just before a request goes to the API
+	// server, after any injected delay (never for a request that a fault
+	// answered instead): the moment the server is about to see it.
+	OnForward func(r *http.Request)
 
 	dir      string
 	caPEM    []byte        // the proxy's own CA when it serves TLS
@@ -388,6 +392,9 @@ func (p *FaultProxy) serve(rp *httputil.ReverseProxy, w http.ResponseWriter, r *
 		p.mu.Lock()
 		p.writes = append(p.writes, r.Method+" "+r.URL.Path)
 		p.mu.Unlock()
+	}
+	if p.OnForward != nil {
+		p.OnForward(r)
 	}
 	switch {
 	case pl.kind == KindLostResponse:
