@@ -53,9 +53,9 @@ type classifier struct {
 func (c *classifier) decide(d *Decision, cl *inventory.Claim, since *time.Time) {
 	d.Claim = cl
 	if c.p.WorkspaceLabel != "" {
-		d.Workspace = cl.Labels[c.p.WorkspaceLabel]
+		d.Workspace = cl.Labels.Workspace
 	}
-	phaseLabel, hasPhase := cl.Labels[inventory.LabelPhase]
+	phaseLabel, hasPhase := cl.Labels.Phase, cl.Labels.HasPhase
 	markRaw, hasMark := cl.Annotations[inventory.AnnotationOrphanedSince]
 
 	// 1. A claim that is going away is never patched.
@@ -418,7 +418,7 @@ func (c *classifier) usedBy(refs []inventory.Referrer) string {
 // is compared case-insensitively: an operator who wrote "True" meant it, and
 // erring towards a hold is the safe side.
 func heldBy(cl *inventory.Claim) string {
-	if v, ok := cl.Labels[inventory.KeyHold]; ok && strings.EqualFold(v, "true") {
+	if v, ok := cl.Labels.Hold, cl.Labels.HasHold; ok && strings.EqualFold(v, "true") {
 		return "held by label " + inventory.KeyHold + "=" + "true"
 	}
 	if v, ok := cl.Annotations[inventory.KeyHold]; ok && strings.EqualFold(v, "true") {

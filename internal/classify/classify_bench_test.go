@@ -60,10 +60,10 @@ func benchInventory(n int) *inventory.Inventory {
 		c := inventory.Claim{
 			Namespace: ns, Name: name, UID: types.UID("uid-" + name), ResourceVersion: strconv.Itoa(i),
 			CreationTimestamp: ago(24 * time.Hour),
-			Labels: map[string]string{
+			Labels: inventory.PickLabels(map[string]string{
 				"app.kubernetes.io/name": "workspace", "app.kubernetes.io/managed-by": "ide",
 				wsLabel: wsName,
-			},
+			}, wsLabel),
 			Annotations: map[string]string{},
 			Phase:       "Bound", VolumeName: "pv-" + strconv.Itoa(i),
 		}
@@ -87,7 +87,7 @@ func benchInventory(n int) *inventory.Inventory {
 			}
 		case 15, 16, 17:
 			c.Annotations[inventory.AnnotationOrphanedSince] = mark
-			c.Labels[inventory.LabelPhase] = "Orphaned"
+			c.Labels.Phase, c.Labels.HasPhase = "Orphaned", true
 			s := inventory.Snapshot{Namespace: ns, Name: name + "-rescue-0123456789", UID: types.UID("snap-" + name),
 				CreationTimestamp: ago(time.Hour), SourceClaim: name, SourceUID: c.UID, Workspace: wsName, ManagedByJanitor: true,
 				OrphanedSince: tp(ago(2 * time.Hour))}
@@ -103,7 +103,7 @@ func benchInventory(n int) *inventory.Inventory {
 		case 19:
 			c.CreationTimestamp = ago(48 * time.Hour)
 			c.Annotations[inventory.AnnotationOrphanedSince] = mark
-			c.Labels[inventory.LabelPhase] = "Superseded"
+			c.Labels.Phase, c.Labels.HasPhase = "Superseded", true
 			inv.Snapshots[ns] = append(inv.Snapshots[ns], inventory.Snapshot{Namespace: ns, Name: name + "-old", UID: types.UID("snap-" + name),
 				CreationTimestamp: ago(40 * time.Hour), SourceClaim: name, Workspace: wsName, ReadyToUse: true})
 		}

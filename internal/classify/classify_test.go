@@ -33,8 +33,8 @@ func pvc(name string, opts ...claimOpt) inventory.Claim {
 	c := inventory.Claim{
 		Namespace: "ws", Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1",
 		CreationTimestamp: ago(24 * time.Hour),
-		Labels:            map[string]string{}, Annotations: map[string]string{},
-		Phase: "Bound", VolumeName: "pv-" + name,
+		Annotations:       map[string]string{},
+		Phase:             "Bound", VolumeName: "pv-" + name,
 	}
 	for _, o := range opts {
 		o(&c)
@@ -43,11 +43,24 @@ func pvc(name string, opts ...claimOpt) inventory.Claim {
 }
 
 func created(t time.Time) claimOpt { return func(c *inventory.Claim) { c.CreationTimestamp = t } }
-func label(k, v string) claimOpt   { return func(c *inventory.Claim) { c.Labels[k] = v } }
-func annot(k, v string) claimOpt   { return func(c *inventory.Claim) { c.Annotations[k] = v } }
-func workspace(w string) claimOpt  { return label(wsLabel, w) }
-func phase(p string) claimOpt      { return func(c *inventory.Claim) { c.Phase = p } }
-func phaseLabel(s State) claimOpt  { return label(inventory.LabelPhase, string(s)) }
+func label(k, v string) claimOpt {
+	return func(c *inventory.Claim) {
+		l := map[string]string{k: v}
+		got := inventory.PickLabels(l, wsLabel)
+		switch k {
+		case wsLabel:
+			c.Labels.Workspace = got.Workspace
+		case inventory.LabelPhase:
+			c.Labels.Phase, c.Labels.HasPhase = got.Phase, got.HasPhase
+		case inventory.KeyHold:
+			c.Labels.Hold, c.Labels.HasHold = got.Hold, got.HasHold
+		}
+	}
+}
+func annot(k, v string) claimOpt  { return func(c *inventory.Claim) { c.Annotations[k] = v } }
+func workspace(w string) claimOpt { return label(wsLabel, w) }
+func phase(p string) claimOpt     { return func(c *inventory.Claim) { c.Phase = p } }
+func phaseLabel(s State) claimOpt { return label(inventory.LabelPhase, string(s)) }
 func marked(t time.Time) claimOpt {
 	return annot(inventory.AnnotationOrphanedSince, t.Format(time.RFC3339))
 }
@@ -811,7 +824,6 @@ func TestClassifyCoversEveryState(t *testing.T) {
 
 // applyMarks writes m onto a copy of c the way the janitor's patch does.
 func applyMarks(c inventory.Claim, m Marks) inventory.Claim {
-	c.Labels = maps.Clone(c.Labels)
 	c.Annotations = maps.Clone(c.Annotations)
 	switch m.OrphanedSince {
 	case Set:
@@ -821,9 +833,9 @@ func applyMarks(c inventory.Claim, m Marks) inventory.Claim {
 	}
 	switch m.Phase {
 	case Set:
-		c.Labels[inventory.LabelPhase] = string(m.PhaseValue)
+		c.Labels.Phase, c.Labels.HasPhase = string(m.PhaseValue), true
 	case Remove:
-		delete(c.Labels, inventory.LabelPhase)
+		c.Labels.Phase, c.Labels.HasPhase = "", false
 	}
 	return c
 }
@@ -891,7 +903,7 @@ func TestClassifyDoesNotModifyInventory(t *testing.T) {
 	if spare := shared[:2]; spare[1] != (inventory.Referrer{}) {
 		t.Errorf("Classify wrote %v into the inventory's referrer array", spare[1])
 	}
-	if len(inv.Claims[0].Annotations) != 0 || len(inv.Claims[0].Labels) != 0 {
+	if len(inv.Claims[0].Annotations) != 0 || inv.Claims[0].Labels != (inventory.ClaimLabels{}) {
 		t.Errorf("Classify modified the claim: %v %v", inv.Claims[0].Labels, inv.Claims[0].Annotations)
 	}
 }

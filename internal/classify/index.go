@@ -50,7 +50,7 @@ func buildIndex(inv *inventory.Inventory, p Policy) *index {
 		ix.ws = make(map[nsName]wsEntry, len(inv.Claims))
 		for i := range inv.Claims {
 			c := &inv.Claims[i]
-			ws := c.Labels[p.WorkspaceLabel]
+			ws := c.Labels.Workspace
 			if ws == "" {
 				continue
 			}

@@ -235,9 +235,9 @@ func TestBadInput(t *testing.T) {
 		{name: "zero lock duration", args: with("run", "--yes", "--lock-duration", "0"), code: 2, msg: "--lock-duration: must be greater than 0"},
 		{name: "negative snapshot timeout", args: with("snapshot", "--snapshot-timeout", "-5s"), code: 2, msg: "--snapshot-timeout: must be greater than 0"},
 		// Counts.
-		{name: "zero page size", args: with("scan", "--page-size", "0"), code: 2, msg: "--page-size: must be between 1 and 10000"},
-		{name: "negative page size", args: with("scan", "--page-size", "-5"), code: 2, msg: "--page-size: must be between 1 and 10000"},
-		{name: "huge page size", args: with("scan", "--page-size", "10001"), code: 2, msg: "--page-size: must be between 1 and 10000"},
+		{name: "negative page size in a file", args: with("scan"), file: "page-size: -1\n", code: 2, msg: "--page-size: must be 0 (one streamed list) or between 1 and 10000, got -1"},
+		{name: "negative page size", args: with("scan", "--page-size", "-5"), code: 2, msg: "--page-size: must be 0 (one streamed list) or between 1 and 10000"},
+		{name: "huge page size", args: with("scan", "--page-size", "10001"), code: 2, msg: "--page-size: must be 0 (one streamed list) or between 1 and 10000"},
 		{name: "page size not a number", args: with("scan", "--page-size", "abc"), code: 2, msg: "page-size"},
 		{name: "zero concurrency", args: with("snapshot", "--concurrency", "0"), code: 2, msg: "--concurrency: must be greater than 0"},
 		{name: "negative attempts", args: with("snapshot", "--snapshot-attempts", "-1"), code: 2, msg: "--snapshot-attempts: must be greater than 0"},

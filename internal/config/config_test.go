@@ -112,7 +112,7 @@ func TestLoad(t *testing.T) {
 				eq(t, "Output", c.Output, "table")
 				eq(t, "LogFormat", c.LogFormat, "auto")
 				eq(t, "LogLevel", c.LogLevel, "info")
-				eq(t, "PageSize", c.PageSize, int64(500))
+				eq(t, "PageSize", c.PageSize, int64(0))
 				eq(t, "APITimeout", c.APITimeout, 2*time.Minute)
 				eq(t, "SnapshotTimeout", c.SnapshotTimeout, 10*time.Minute)
 				eq(t, "SnapshotErrorGrace", c.SnapshotErrorGrace, 2*time.Minute)
@@ -275,8 +275,10 @@ allow-delete-policy: true
 		{name: "zero api-timeout", args: []string{"--api-timeout", "0"}, wantErr: "--api-timeout: must be greater than 0, got 0s", exact: true},
 		{name: "zero snapshot-timeout", args: []string{"--snapshot-timeout", "0s"}, wantErr: "--snapshot-timeout: must be greater than 0"},
 		{name: "zero lock-duration", env: map[string]string{"JANITOR_LOCK_DURATION": "0s"}, wantErr: "--lock-duration: must be greater than 0, got 0s (from JANITOR_LOCK_DURATION)", exact: true},
-		{name: "page-size 0", args: []string{"--page-size", "0"}, wantErr: "--page-size: must be between 1 and 10000, got 0", exact: true},
-		{name: "page-size 10001", args: []string{"--page-size", "10001"}, wantErr: "--page-size: must be between 1 and 10000"},
+		{name: "page-size -1", args: []string{"--page-size", "-1"}, wantErr: "--page-size: must be 0 (one streamed list) or between 1 and 10000, got -1", exact: true},
+		{name: "page-size 10001", args: []string{"--page-size", "10001"}, wantErr: "--page-size: must be 0 (one streamed list) or between 1 and 10000"},
+		{name: "page-size 0 streams", args: []string{"--page-size", "0"},
+			check: func(t *testing.T, c *Config) { eq(t, "PageSize", c.PageSize, int64(0)) }},
 		{name: "page-size 10000", args: []string{"--page-size", "10000"},
 			check: func(t *testing.T, c *Config) { eq(t, "PageSize", c.PageSize, int64(10000)) }},
 		{name: "concurrency 0", args: []string{"--concurrency", "0"}, wantErr: "--concurrency: must be greater than 0, got 0", exact: true},

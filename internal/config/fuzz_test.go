@@ -63,7 +63,7 @@ func checkLoad(t *testing.T, command string, c *Config, err error) {
 	if again.String() != c.Selector.String() {
 		t.Fatalf("selector %q (from %q) re-parses as %q", c.Selector.String(), c.SelectorString, again.String())
 	}
-	if c.MinAge < 0 || c.GracePeriod < 0 || c.APITimeout <= 0 || c.PageSize < 1 || c.Concurrency < 1 {
+	if c.MinAge < 0 || c.GracePeriod < 0 || c.APITimeout <= 0 || c.PageSize < 0 || c.Concurrency < 1 {
 		t.Fatalf("out-of-range values accepted: %+v", c)
 	}
 	if c.DryRun && c.Yes {

@@ -69,7 +69,7 @@ func options() []option {
 		{name: "output", short: "o", kind: kindString, def: OutputTable, usage: "report format: table, wide, json or yaml"},
 		{name: "log-format", kind: kindString, def: LogFormatAuto, usage: "log format on stderr: auto, json or console"},
 		{name: "log-level", kind: kindString, def: "info", usage: "log level: debug, info, warn or error"},
-		{name: "page-size", kind: kindInt64, def: "500", usage: "items per list call (1..10000)"},
+		{name: "page-size", kind: kindInt64, def: "0", usage: "items per list call (1..10000); 0 reads each list as one stream"},
 		{name: "api-timeout", kind: kindDuration, def: "2m", usage: "cap on retrying one API call"},
 		{name: "snapshot-class", kind: kindString, usage: "VolumeSnapshotClass of rescues (default: the driver's default class)"},
 		{name: "snapshot-timeout", kind: kindDuration, def: "10m", usage: "how long to wait for a snapshot to become ready"},

@@ -72,8 +72,8 @@ func validate(c *Config, from func(string) string) error {
 	}
 
 	// Counts.
-	if c.PageSize < 1 || c.PageSize > 10000 {
-		return fail("page-size", "--page-size: must be between 1 and 10000, got %d%s", c.PageSize, from("page-size"))
+	if c.PageSize < 0 || c.PageSize > 10000 {
+		return fail("page-size", "--page-size: must be 0 (one streamed list) or between 1 and 10000, got %d%s", c.PageSize, from("page-size"))
 	}
 	for _, n := range []struct {
 		flag string

@@ -59,8 +59,8 @@ type OwnerRef struct {
 }
 
 // Claim is a PersistentVolumeClaim reduced to what classification and marking
-// need. Labels are kept whole (they are small and selectors and the workspace
-// label need them); annotations are filtered to the janitor's own keys.
+// need: of its labels only the three classification reads, of its annotations
+// only the janitor's own keys.
 type Claim struct {
 	Namespace         string
 	Name              string
@@ -68,7 +68,7 @@ type Claim struct {
 	ResourceVersion   string
 	CreationTimestamp time.Time
 	DeletionTimestamp *time.Time
-	Labels            map[string]string
+	Labels            ClaimLabels
 	// Annotations holds only keys under Prefix.
 	Annotations map[string]string
 	// Phase is status.phase: "Bound", "Pending" or "Lost".
@@ -77,6 +77,28 @@ type Claim struct {
 	// Unused is the KEP-5541 condition, nil when the claim does not carry it.
 	Unused *Condition
 	Owners []OwnerRef
+}
+
+// ClaimLabels are the labels of a claim that classification reads. The
+// others are dropped as the claim is read: at a hundred thousand claims,
+// whole label maps would be most of the inventory.
+type ClaimLabels struct {
+	Workspace string // the value of the configured workspace label
+	Phase     string // pvc-janitor.io/phase
+	HasPhase  bool
+	Hold      string // pvc-janitor.io/hold
+	HasHold   bool
+}
+
+// PickLabels picks the labels classification reads out of a claim's labels.
+func PickLabels(l map[string]string, workspaceLabel string) ClaimLabels {
+	var c ClaimLabels
+	if workspaceLabel != "" {
+		c.Workspace = l[workspaceLabel]
+	}
+	c.Phase, c.HasPhase = l[LabelPhase]
+	c.Hold, c.HasHold = l[KeyHold]
+	return c
 }
 
 // Key returns the claim's namespace/name.

@@ -2,14 +2,18 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	snapscheme "github.com/kubernetes-csi/external-snapshotter/client/v6/clientset/versioned/scheme"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 )
@@ -31,7 +37,8 @@ type Scope struct {
 	Selector labels.Selector
 	// WorkspaceLabel is copied from snapshots' labels into the inventory.
 	WorkspaceLabel string
-	// PageSize is the limit of each list call.
+	// PageSize is the limit of each list call; 0 reads each list as one
+	// streamed response, decoded an item at a time.
 	PageSize int64
 	// Retry wraps each list call.
 	Retry RetryPolicy
@@ -47,13 +54,13 @@ type ReadError struct {
 func (e *ReadError) Error() string { return "read " + e.What + ": " + e.Err.Error() }
 func (e *ReadError) Unwrap() error { return e.Err }
 
-// Read lists everything classification needs and reduces it page by page.
+// Read lists everything classification needs and reduces it item by item.
 // Claims, PVs, attachments, snapshots and contents are listed concurrently;
 // then pods and workloads, concurrently, keeping only references to the
 // claims in scope (so memory follows the number of claims, not of pods).
 func Read(ctx context.Context, c *Clients, s Scope) (*inventory.Inventory, error) {
-	if s.PageSize <= 0 {
-		s.PageSize = 500
+	if s.PageSize < 0 {
+		s.PageSize = 0
 	}
 	if s.Retry.MaxElapsed == 0 {
 		s.Retry = DefaultRetry
@@ -176,30 +183,38 @@ func (r *reader) namespaces() []string {
 	return out
 }
 
-// pageFn lists one page: it returns the continue token.
+// pageFn reads one response of a list (the whole list, or one page of it)
+// and returns its continue token.
 type pageFn func(ctx context.Context, opts metav1.ListOptions) (string, error)
 
-// list pages through one kind in one namespace ("" = all). A 410 Gone on a
-// continuation (the snapshot of the list expired) restarts the list from
-// the first page after reset(): a half list is never used.
-func (r *reader) list(ctx context.Context, what, ns string, reset func(), page pageFn, opts metav1.ListOptions) error {
+// list reads one kind in one namespace ("" = all) into an accumulator that
+// holds n() items; keep(k) drops all but its first k. Unpaginated (PageSize
+// 0, the default) it is one streamed response; with --page-size, pages, and
+// a 410 Gone on a continuation (the list's snapshot expired) restarts it
+// from the first page. A failed attempt drops what it had added before it
+// is retried: a half list is never used.
+func (r *reader) list(ctx context.Context, what, ns string, n func() int, keep func(int), page pageFn, opts metav1.ListOptions) error {
 	opts.Limit = r.s.PageSize
 	where := "in all namespaces"
 	if ns != "" {
 		where = fmt.Sprintf("in namespace %q", ns)
 	}
+	start := n()
 	restarts := 0
 	for {
 		var cont string
-		err := r.s.Retry.Do(ctx, "list "+what, func(ctx context.Context) error {
+		mark := n()
+		err := r.s.Retry.DoStream(ctx, "list "+what, func(ctx context.Context) error {
+			keep(mark)
 			var err error
 			cont, err = page(ctx, opts)
 			return err
 		})
 		if err != nil {
+			keep(mark)
 			if apierrors.IsResourceExpired(err) && opts.Continue != "" && restarts < 5 {
 				restarts++
-				reset()
+				keep(start)
 				opts.Continue = ""
 				continue
 			}
@@ -212,6 +227,29 @@ func (r *reader) list(ctx context.Context, what, ns string, reset func(), page p
 	}
 }
 
+// protoList streams one response of a core list as protobuf and calls item
+// with each item's bytes (valid during the call only).
+func (r *reader) protoList(ctx context.Context, c rest.Interface, resource, ns, kind string, opts metav1.ListOptions, item func([]byte) error) (string, error) {
+	req := c.Get().Namespace(ns).Resource(resource).VersionedParams(&opts, scheme.ParameterCodec)
+	return stream(ctx, req, "application/vnd.kubernetes.protobuf", r.s.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
+		return readProtoList(body, kind, item)
+	})
+}
+
+// jsonList streams one response of a snapshot list (CRDs speak JSON only)
+// and calls item with the decoder on each item.
+func (r *reader) jsonList(ctx context.Context, resource, ns, kind string, opts metav1.ListOptions, item func(*json.Decoder) error) (string, error) {
+	req := r.c.Snap.SnapshotV1().RESTClient().Get().Namespace(ns).Resource(resource).VersionedParams(&opts, snapscheme.ParameterCodec)
+	return stream(ctx, req, "application/json", r.s.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
+		return readJSONList(body, kind, item)
+	})
+}
+
+// slice returns n and keep for an accumulator slice.
+func slice[T any](s *[]T) (func() int, func(int)) {
+	return func() int { return len(*s) }, func(k int) { clear((*s)[k:]); *s = (*s)[:k] }
+}
+
 func hint(what string, err error) error {
 	if apierrors.IsNotFound(err) && strings.HasPrefix(what, "volumesnapshot") {
 		return fmt.Errorf("%w (is the snapshot.storage.k8s.io/v1 API installed? the VolumeSnapshot CRDs are missing)", err)
@@ -221,22 +259,22 @@ func hint(what string, err error) error {
 
 func (r *reader) claims(ctx context.Context, inv *inventory.Inventory) error {
 	var out []inventory.Claim
+	n, keep := slice(&out)
+	core := r.c.Kube.CoreV1().RESTClient()
 	for _, ns := range r.namespaces() {
-		mark := len(out)
-		err := r.list(ctx, "persistentvolumeclaims", ns, func() { out = out[:mark] },
-			func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-				l, err := r.c.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, opts)
-				if err != nil {
-					return "", err
+		var pvc corev1.PersistentVolumeClaim
+		err := r.list(ctx, "persistentvolumeclaims", ns, n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			return r.protoList(ctx, core, "persistentvolumeclaims", ns, "PersistentVolumeClaimList", opts, func(b []byte) error {
+				pvc.Reset()
+				if err := pvc.Unmarshal(b); err != nil {
+					return err
 				}
-				for i := range l.Items {
-					if r.s.Exclude[l.Items[i].Namespace] {
-						continue
-					}
-					out = append(out, r.claim(&l.Items[i]))
+				if !r.s.Exclude[pvc.Namespace] {
+					out = append(out, r.claim(&pvc))
 				}
-				return l.Continue, nil
-			}, metav1.ListOptions{LabelSelector: r.s.Selector.String()})
+				return nil
+			})
+		}, metav1.ListOptions{LabelSelector: r.s.Selector.String()})
 		if err != nil {
 			return err
 		}
@@ -252,7 +290,7 @@ func (r *reader) claim(p *corev1.PersistentVolumeClaim) inventory.Claim {
 		UID:               p.UID,
 		ResourceVersion:   p.ResourceVersion,
 		CreationTimestamp: p.CreationTimestamp.Time,
-		Labels:            p.Labels,
+		Labels:            inventory.PickLabels(p.Labels, r.s.WorkspaceLabel),
 		Phase:             string(p.Status.Phase),
 		VolumeName:        p.Spec.VolumeName,
 	}
@@ -280,45 +318,57 @@ func (r *reader) claim(p *corev1.PersistentVolumeClaim) inventory.Claim {
 }
 
 func (r *reader) pvs(ctx context.Context, inv *inventory.Inventory) error {
-	out := map[string]inventory.PV{}
-	return r.list(ctx, "persistentvolumes", "", func() { clear(out) },
-		func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-			l, err := r.c.Kube.CoreV1().PersistentVolumes().List(ctx, opts)
-			if err != nil {
-				return "", err
+	var out []inventory.PV
+	n, keep := slice(&out)
+	var pv corev1.PersistentVolume
+	err := r.list(ctx, "persistentvolumes", "", n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		return r.protoList(ctx, r.c.Kube.CoreV1().RESTClient(), "persistentvolumes", "", "PersistentVolumeList", opts, func(b []byte) error {
+			pv.Reset()
+			if err := pv.Unmarshal(b); err != nil {
+				return err
 			}
-			for i := range l.Items {
-				pv := &l.Items[i]
-				v := inventory.PV{Name: pv.Name}
-				if pv.Spec.CSI != nil {
-					v.CSIDriver, v.VolumeHandle = r.in(pv.Spec.CSI.Driver), pv.Spec.CSI.VolumeHandle
-				}
-				out[pv.Name] = v
+			v := inventory.PV{Name: pv.Name}
+			if pv.Spec.CSI != nil {
+				v.CSIDriver, v.VolumeHandle = r.in(pv.Spec.CSI.Driver), pv.Spec.CSI.VolumeHandle
 			}
-			inv.PVs = out
-			return l.Continue, nil
-		}, metav1.ListOptions{})
+			out = append(out, v)
+			return nil
+		})
+	}, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	inv.PVs = make(map[string]inventory.PV, len(out))
+	for _, v := range out {
+		inv.PVs[v.Name] = v
+	}
+	return nil
 }
 
 func (r *reader) attachments(ctx context.Context, inv *inventory.Inventory) error {
-	out := map[string][]inventory.Attachment{}
-	return r.list(ctx, "volumeattachments", "", func() { clear(out) },
-		func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-			l, err := r.c.Kube.StorageV1().VolumeAttachments().List(ctx, opts)
-			if err != nil {
-				return "", err
+	var out []inventory.Attachment
+	n, keep := slice(&out)
+	var va storagev1.VolumeAttachment
+	err := r.list(ctx, "volumeattachments", "", n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		return r.protoList(ctx, r.c.Kube.StorageV1().RESTClient(), "volumeattachments", "", "VolumeAttachmentList", opts, func(b []byte) error {
+			va.Reset()
+			if err := va.Unmarshal(b); err != nil {
+				return err
 			}
-			for i := range l.Items {
-				va := &l.Items[i]
-				if va.Spec.Source.PersistentVolumeName == nil {
-					continue
-				}
-				pv := *va.Spec.Source.PersistentVolumeName
-				out[pv] = append(out[pv], attachment(va))
+			if va.Spec.Source.PersistentVolumeName != nil {
+				out = append(out, attachment(&va))
 			}
-			inv.Attachments = out
-			return l.Continue, nil
-		}, metav1.ListOptions{})
+			return nil
+		})
+	}, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	inv.Attachments = map[string][]inventory.Attachment{}
+	for _, a := range out {
+		inv.Attachments[a.PVName] = append(inv.Attachments[a.PVName], a)
+	}
+	return nil
 }
 
 func attachment(va *storagev1.VolumeAttachment) inventory.Attachment {
@@ -327,36 +377,31 @@ func attachment(va *storagev1.VolumeAttachment) inventory.Attachment {
 }
 
 func (r *reader) snapshots(ctx context.Context, inv *inventory.Inventory) error {
-	out := map[string][]inventory.Snapshot{}
+	var out []inventory.Snapshot
+	n, keep := slice(&out)
 	for _, ns := range r.namespaces() {
-		err := r.list(ctx, "volumesnapshots", ns, func() {
-			if ns == "" {
-				clear(out)
-			} else {
-				delete(out, ns)
-			}
-		},
-			func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-				l, err := r.c.Snap.SnapshotV1().VolumeSnapshots(ns).List(ctx, opts)
-				if err != nil {
-					return "", err
+		err := r.list(ctx, "volumesnapshots", ns, n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			return r.jsonList(ctx, "volumesnapshots", ns, "VolumeSnapshotList", opts, func(dec *json.Decoder) error {
+				var vs snapv1.VolumeSnapshot
+				if err := dec.Decode(&vs); err != nil {
+					return err
 				}
-				for i := range l.Items {
-					vs := &l.Items[i]
-					if r.s.Exclude[vs.Namespace] {
-						continue
-					}
-					s := Snapshot(vs, r.s.WorkspaceLabel)
+				if !r.s.Exclude[vs.Namespace] {
+					s := Snapshot(&vs, r.s.WorkspaceLabel)
 					s.Namespace = r.in(s.Namespace)
-					out[s.Namespace] = append(out[s.Namespace], s)
+					out = append(out, s)
 				}
-				return l.Continue, nil
-			}, metav1.ListOptions{})
+				return nil
+			})
+		}, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
 	}
-	inv.Snapshots = out
+	inv.Snapshots = map[string][]inventory.Snapshot{}
+	for _, s := range out {
+		inv.Snapshots[s.Namespace] = append(inv.Snapshots[s.Namespace], s)
+	}
 	return nil
 }
 
@@ -409,21 +454,27 @@ func Snapshot(vs *snapv1.VolumeSnapshot, workspaceLabel string) inventory.Snapsh
 }
 
 func (r *reader) contents(ctx context.Context, inv *inventory.Inventory) error {
-	out := map[string]inventory.Content{}
-	return r.list(ctx, "volumesnapshotcontents", "", func() { clear(out) },
-		func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-			l, err := r.c.Snap.SnapshotV1().VolumeSnapshotContents().List(ctx, opts)
-			if err != nil {
-				return "", err
+	var out []inventory.Content
+	n, keep := slice(&out)
+	err := r.list(ctx, "volumesnapshotcontents", "", n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		return r.jsonList(ctx, "volumesnapshotcontents", "", "VolumeSnapshotContentList", opts, func(dec *json.Decoder) error {
+			var vc snapv1.VolumeSnapshotContent
+			if err := dec.Decode(&vc); err != nil {
+				return err
 			}
-			for i := range l.Items {
-				vc := &l.Items[i]
-				out[vc.Name] = inventory.Content{Name: vc.Name, DeletionPolicy: string(vc.Spec.DeletionPolicy),
-					Snapshot: inventory.Key{Namespace: vc.Spec.VolumeSnapshotRef.Namespace, Name: vc.Spec.VolumeSnapshotRef.Name}}
-			}
-			inv.Contents = out
-			return l.Continue, nil
-		}, metav1.ListOptions{})
+			out = append(out, inventory.Content{Name: vc.Name, DeletionPolicy: string(vc.Spec.DeletionPolicy),
+				Snapshot: inventory.Key{Namespace: vc.Spec.VolumeSnapshotRef.Namespace, Name: vc.Spec.VolumeSnapshotRef.Name}})
+			return nil
+		})
+	}, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	inv.Contents = make(map[string]inventory.Content, len(out))
+	for _, c := range out {
+		inv.Contents[c.Name] = c
+	}
+	return nil
 }
 
 // addRef records that a referrer names claim ns/name, if that claim is in
@@ -449,42 +500,46 @@ func (r *reader) sawOwner(uid types.UID, kind, name string) {
 }
 
 // pods reduces every pod to the claims it references. A pod counts whatever
-// its phase: scheduled or not, terminating or not, even Succeeded.
+// its phase: scheduled or not, terminating or not, even Succeeded. Pods are
+// not decoded: walkPod reads the few fields needed from their bytes.
 func (r *reader) pods(ctx context.Context) error {
+	// Owners are looked for among pods only when a claim has one (claims of
+	// generic ephemeral volumes are owned by their pod).
+	owners := len(r.wantOwners) > 0
+	core := r.c.Kube.CoreV1().RESTClient()
 	for _, ns := range r.namespaces() {
 		// References are buffered until the whole list is read, so that a
-		// list restarted after 410 Gone starts from an empty buffer.
+		// failed attempt or a restarted list drops what it had seen.
 		var buf []podRef
-		err := r.list(ctx, "pods", ns, func() { buf = buf[:0] },
-			func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-				l, err := r.c.Kube.CoreV1().Pods(ns).List(ctx, opts)
-				if err != nil {
-					return "", err
+		n, keep := slice(&buf)
+		var p walkedPod
+		err := r.list(ctx, "pods", ns, n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			return r.protoList(ctx, core, "pods", ns, "PodList", opts, func(b []byte) error {
+				if err := walkPod(b, &p); err != nil {
+					return fmt.Errorf("decode a pod: %w", err)
 				}
-				for i := range l.Items {
-					p := &l.Items[i]
-					if r.s.Exclude[p.Namespace] {
-						continue
+				if r.s.Exclude[string(p.namespace)] {
+					return nil
+				}
+				if owners {
+					r.sawOwner(types.UID(p.uid), "Pod", string(p.name))
+				}
+				for _, v := range p.volumes {
+					var claim, detail string
+					if v.ephemeral && v.claim == nil {
+						claim, detail = string(p.name)+"-"+string(v.name), "ephemeral volume "+string(v.name)
+					} else {
+						claim, detail = string(v.claim), "volume "+string(v.name)
 					}
-					r.sawOwner(p.UID, "Pod", p.Name)
-					for _, v := range p.Spec.Volumes {
-						var claim, detail string
-						switch {
-						case v.PersistentVolumeClaim != nil:
-							claim, detail = v.PersistentVolumeClaim.ClaimName, "volume "+v.Name
-						case v.Ephemeral != nil:
-							claim, detail = p.Name+"-"+v.Name, "ephemeral volume "+v.Name
-						default:
-							continue
-						}
-						// inScope is read-only once the claims are listed.
-						if r.inScope[inventory.Key{Namespace: p.Namespace, Name: claim}] {
-							buf = append(buf, podRef{ns: p.Namespace, claim: claim, pod: p.Name, detail: detail})
-						}
+					// inScope is read-only once the claims are listed.
+					k := inventory.Key{Namespace: string(p.namespace), Name: claim}
+					if r.inScope[k] {
+						buf = append(buf, podRef{ns: k.Namespace, claim: claim, pod: string(p.name), detail: detail})
 					}
 				}
-				return l.Continue, nil
-			}, metav1.ListOptions{})
+				return nil
+			})
+		}, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
@@ -507,95 +562,81 @@ func (r *reader) templateRefs(kind, ns, name string, spec *corev1.PodSpec) {
 }
 
 // workloads lists the six kinds with pod templates, one after the other (the
-// pods list, running beside them, dominates).
+// pods list, running beside them, dominates). Their references go straight
+// to the shared set: a list retried or restarted re-adds them, and dedup
+// removes the repeats; what a failed attempt had seen of an object that is
+// gone since can only keep a claim InUse (the safe side) for one run.
 func (r *reader) workloads(ctx context.Context, inv *inventory.Inventory) error {
+	apps, batch := r.c.Kube.AppsV1().RESTClient(), r.c.Kube.BatchV1().RESTClient()
 	type kind struct {
-		name string
-		page func(ctx context.Context, ns string, opts metav1.ListOptions) (string, error)
+		resource, list string
+		client         rest.Interface
+		item           func([]byte) error
 	}
-	apps, batch := r.c.Kube.AppsV1(), r.c.Kube.BatchV1()
+	var (
+		dep appsv1.Deployment
+		rs  appsv1.ReplicaSet
+		ds  appsv1.DaemonSet
+		sts appsv1.StatefulSet
+		job batchv1.Job
+		cj  batchv1.CronJob
+	)
 	kinds := []kind{
-		{"deployments", func(ctx context.Context, ns string, o metav1.ListOptions) (string, error) {
-			l, err := apps.Deployments(ns).List(ctx, o)
-			if err != nil {
-				return "", err
+		{"deployments", "DeploymentList", apps, func(b []byte) error {
+			dep.Reset()
+			if err := dep.Unmarshal(b); err != nil {
+				return err
 			}
-			for i := range l.Items {
-				d := &l.Items[i]
-				r.sawOwner(d.UID, "Deployment", d.Name)
-				r.templateRefs("Deployment", d.Namespace, d.Name, &d.Spec.Template.Spec)
-			}
-			return l.Continue, nil
+			r.workload("Deployment", &dep.ObjectMeta, &dep.Spec.Template.Spec)
+			return nil
 		}},
-		{"replicasets", func(ctx context.Context, ns string, o metav1.ListOptions) (string, error) {
-			l, err := apps.ReplicaSets(ns).List(ctx, o)
-			if err != nil {
-				return "", err
+		{"replicasets", "ReplicaSetList", apps, func(b []byte) error {
+			rs.Reset()
+			if err := rs.Unmarshal(b); err != nil {
+				return err
 			}
-			for i := range l.Items {
-				d := &l.Items[i]
-				r.sawOwner(d.UID, "ReplicaSet", d.Name)
-				r.templateRefs("ReplicaSet", d.Namespace, d.Name, &d.Spec.Template.Spec)
-			}
-			return l.Continue, nil
+			r.workload("ReplicaSet", &rs.ObjectMeta, &rs.Spec.Template.Spec)
+			return nil
 		}},
-		{"daemonsets", func(ctx context.Context, ns string, o metav1.ListOptions) (string, error) {
-			l, err := apps.DaemonSets(ns).List(ctx, o)
-			if err != nil {
-				return "", err
+		{"daemonsets", "DaemonSetList", apps, func(b []byte) error {
+			ds.Reset()
+			if err := ds.Unmarshal(b); err != nil {
+				return err
 			}
-			for i := range l.Items {
-				d := &l.Items[i]
-				r.sawOwner(d.UID, "DaemonSet", d.Name)
-				r.templateRefs("DaemonSet", d.Namespace, d.Name, &d.Spec.Template.Spec)
-			}
-			return l.Continue, nil
+			r.workload("DaemonSet", &ds.ObjectMeta, &ds.Spec.Template.Spec)
+			return nil
 		}},
-		{"statefulsets", func(ctx context.Context, ns string, o metav1.ListOptions) (string, error) {
-			l, err := apps.StatefulSets(ns).List(ctx, o)
-			if err != nil {
-				return "", err
+		{"statefulsets", "StatefulSetList", apps, func(b []byte) error {
+			sts.Reset()
+			if err := sts.Unmarshal(b); err != nil {
+				return err
 			}
-			for i := range l.Items {
-				d := &l.Items[i]
-				r.sawOwner(d.UID, "StatefulSet", d.Name)
-				r.templateRefs("StatefulSet", d.Namespace, d.Name, &d.Spec.Template.Spec)
-				r.statefulSet(d)
-			}
-			return l.Continue, nil
+			r.workload("StatefulSet", &sts.ObjectMeta, &sts.Spec.Template.Spec)
+			r.statefulSet(&sts)
+			return nil
 		}},
-		{"jobs", func(ctx context.Context, ns string, o metav1.ListOptions) (string, error) {
-			l, err := batch.Jobs(ns).List(ctx, o)
-			if err != nil {
-				return "", err
+		{"jobs", "JobList", batch, func(b []byte) error {
+			job.Reset()
+			if err := job.Unmarshal(b); err != nil {
+				return err
 			}
-			for i := range l.Items {
-				d := &l.Items[i]
-				r.sawOwner(d.UID, "Job", d.Name)
-				r.templateRefs("Job", d.Namespace, d.Name, &d.Spec.Template.Spec)
-			}
-			return l.Continue, nil
+			r.workload("Job", &job.ObjectMeta, &job.Spec.Template.Spec)
+			return nil
 		}},
-		{"cronjobs", func(ctx context.Context, ns string, o metav1.ListOptions) (string, error) {
-			l, err := batch.CronJobs(ns).List(ctx, o)
-			if err != nil {
-				return "", err
+		{"cronjobs", "CronJobList", batch, func(b []byte) error {
+			cj.Reset()
+			if err := cj.Unmarshal(b); err != nil {
+				return err
 			}
-			for i := range l.Items {
-				d := &l.Items[i]
-				r.sawOwner(d.UID, "CronJob", d.Name)
-				r.templateRefs("CronJob", d.Namespace, d.Name, &d.Spec.JobTemplate.Spec.Template.Spec)
-			}
-			return l.Continue, nil
+			r.workload("CronJob", &cj.ObjectMeta, &cj.Spec.JobTemplate.Spec.Template.Spec)
+			return nil
 		}},
 	}
+	none, ignore := func() int { return 0 }, func(int) {}
 	for _, k := range kinds {
 		for _, ns := range r.namespaces() {
-			// Template references are set-like per (claim, workload), and a
-			// restarted list re-adds them: duplicates are harmless for
-			// classification but are removed from the reason by dedup.
-			if err := r.list(ctx, k.name, ns, func() {}, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-				return k.page(ctx, ns, o)
+			if err := r.list(ctx, k.resource, ns, none, ignore, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+				return r.protoList(ctx, k.client, k.resource, ns, k.list, o, k.item)
 			}, metav1.ListOptions{}); err != nil {
 				return err
 			}
@@ -603,6 +644,13 @@ func (r *reader) workloads(ctx context.Context, inv *inventory.Inventory) error 
 	}
 	inv.StatefulSetTemplates = r.stsTmpl
 	return nil
+}
+
+// workload records a workload as a possible owner and the claims its pod
+// template names.
+func (r *reader) workload(kind string, m *metav1.ObjectMeta, spec *corev1.PodSpec) {
+	r.sawOwner(m.UID, kind, m.Name)
+	r.templateRefs(kind, m.Namespace, m.Name, spec)
 }
 
 func (r *reader) statefulSet(s *appsv1.StatefulSet) {

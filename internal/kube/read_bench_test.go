@@ -1,12 +1,12 @@
-package kube_test
+package kube
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"runtime"
 	"testing"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,9 +19,10 @@ import (
 // fleet (pods are its largest and most numerous objects, and it keeps only
 // the claims they name). These benchmarks decode one page of 500 realistic
 // workspace pods, as the API server sends it (protobuf, with managedFields),
-// the way the reader does today (client-go's decoder into a PodList, then
-// the volumes loop), and with a field-skipping protobuf walk that
-// materializes only name, namespace, uid and the referenced claim names.
+// the way the reader did first (client-go's decoder into a PodList, then
+// the volumes loop), and the way it does now: streamed, with a
+// field-skipping protobuf walk that materializes only name, namespace, uid
+// and the referenced claim names.
 //
 //	go test -run x -bench PodPage -benchmem ./internal/kube/
 
@@ -137,12 +138,12 @@ type bytesBuffer struct{ b []byte }
 
 func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
 
-// podRef is what the reader keeps of a pod: one per claim it names.
-type podRef struct{ ns, pod, uid, claim string }
+// benchRef is what the reader keeps of a pod: one per claim it names.
+type benchRef struct{ ns, pod, uid, claim string }
 
-// decodeFull is the reader's path today: client-go's protobuf decoder into
+// decodeFull is the reader's first path: client-go's protobuf decoder into
 // a PodList, then the volumes loop of (*reader).pods.
-func decodeFull(tb testing.TB, page []byte, inScope func(ns, claim string) bool, out []podRef) []podRef {
+func decodeFull(tb testing.TB, page []byte, inScope func(ns, claim string) bool, out []benchRef) []benchRef {
 	l := &corev1.PodList{}
 	obj, _, err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Decode(page, nil, l)
 	if err != nil {
@@ -162,141 +163,43 @@ func decodeFull(tb testing.TB, page []byte, inScope func(ns, claim string) bool,
 				continue
 			}
 			if inScope(p.Namespace, claim) {
-				out = append(out, podRef{ns: p.Namespace, pod: p.Name, uid: string(p.UID), claim: claim})
+				out = append(out, benchRef{ns: p.Namespace, pod: p.Name, uid: string(p.UID), claim: claim})
 			}
 		}
 	}
 	return out
 }
 
-// Field numbers from k8s.io/api/core/v1/generated.proto and
-// k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto.
-const (
-	unknownRaw         = 2  // runtime.Unknown.raw
-	listItems          = 2  // PodList.items
-	podMetadata        = 1  // Pod.metadata
-	podSpec            = 2  // Pod.spec
-	metaName           = 1  // ObjectMeta.name
-	metaNamespace      = 3  // ObjectMeta.namespace
-	metaUID            = 5  // ObjectMeta.uid
-	specVolumes        = 1  // PodSpec.volumes
-	volumeName         = 1  // Volume.name
-	volumeSource       = 2  // Volume.volumeSource
-	sourcePVC          = 10 // VolumeSource.persistentVolumeClaim
-	sourceEphemeral    = 29 // VolumeSource.ephemeral
-	pvcSourceClaimName = 1  // PersistentVolumeClaimVolumeSource.claimName
-)
-
-// decodePartial walks the same page with protowire, skipping every field
-// but the ones the reader needs; strings are copied only for kept refs.
-func decodePartial(tb testing.TB, page []byte, inScope func(ns, claim string) bool, out []podRef) []podRef {
-	if len(page) < 4 || string(page[:4]) != "k8s\x00" {
-		tb.Fatal("no protobuf envelope")
-	}
-	raw := field(page[4:], unknownRaw)
-	var vols [][]byte
-	eachField(raw, func(num protowire.Number, v []byte) {
-		if num != listItems {
-			return
+// decodePartial is the reader's path: the page streamed by readProtoList,
+// each pod walked by walkPod; strings are made only for the refs kept.
+func decodePartial(tb testing.TB, page []byte, inScope func(ns, claim string) bool, out []benchRef) []benchRef {
+	var p walkedPod
+	_, err := readProtoList(bytes.NewReader(page), "PodList", func(b []byte) error {
+		if err := walkPod(b, &p); err != nil {
+			return err
 		}
-		var name, ns, uid []byte
-		vols = vols[:0]
-		eachField(v, func(num protowire.Number, v []byte) {
-			switch num {
-			case podMetadata:
-				eachField(v, func(num protowire.Number, v []byte) {
-					switch num {
-					case metaName:
-						name = v
-					case metaNamespace:
-						ns = v
-					case metaUID:
-						uid = v
-					}
-				})
-			case podSpec:
-				eachField(v, func(num protowire.Number, v []byte) {
-					if num == specVolumes {
-						vols = append(vols, v)
-					}
-				})
-			}
-		})
-		for _, vol := range vols {
-			var vname, claim []byte
-			ephemeral := false
-			eachField(vol, func(num protowire.Number, v []byte) {
-				switch num {
-				case volumeName:
-					vname = v
-				case volumeSource:
-					eachField(v, func(num protowire.Number, v []byte) {
-						switch num {
-						case sourcePVC:
-							claim = field(v, pvcSourceClaimName)
-						case sourceEphemeral:
-							ephemeral = true
-						}
-					})
-				}
-			})
+		for _, v := range p.volumes {
 			var c string
-			switch {
-			case claim != nil:
-				c = string(claim)
-			case ephemeral:
-				c = string(name) + "-" + string(vname)
-			default:
-				continue
+			if v.ephemeral {
+				c = string(p.name) + "-" + string(v.name)
+			} else {
+				c = string(v.claim)
 			}
-			if inScope(string(ns), c) {
-				out = append(out, podRef{ns: string(ns), pod: string(name), uid: string(uid), claim: c})
+			if inScope(string(p.namespace), c) {
+				out = append(out, benchRef{ns: string(p.namespace), pod: string(p.name), uid: string(p.uid), claim: c})
 			}
 		}
+		return nil
 	})
-	return out
-}
-
-// eachField calls fn with every length-delimited field of a message (the
-// only kind the walk descends into); other wire types are skipped.
-func eachField(b []byte, fn func(protowire.Number, []byte)) {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return
-		}
-		b = b[n:]
-		if typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 {
-				return
-			}
-			fn(num, v)
-			b = b[m:]
-			continue
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return
-		}
-		b = b[m:]
+	if err != nil {
+		tb.Fatal(err)
 	}
-}
-
-// field returns the last length-delimited field num of a message.
-func field(b []byte, num protowire.Number) []byte {
-	var out []byte
-	eachField(b, func(n protowire.Number, v []byte) {
-		if n == num {
-			out = v
-		}
-	})
 	return out
 }
 
 func benchScope(ns, claim string) bool { return ns == "bench" && len(claim) == 9 }
 
-// TestPodPageDecodersAgree checks the prototype against the reader's path,
+// TestPodPageDecodersAgree checks the reader's walk against full decoding,
 // including an ephemeral volume.
 func TestPodPageDecodersAgree(t *testing.T) {
 	page := benchPodPage(t)
@@ -318,7 +221,7 @@ func BenchmarkPodPage(b *testing.B) {
 	b.Logf("page: %d pods, %d bytes of protobuf (%d per pod)", benchPageSize, len(page), len(page)/benchPageSize)
 	for _, bc := range []struct {
 		name string
-		fn   func(testing.TB, []byte, func(string, string) bool, []podRef) []podRef
+		fn   func(testing.TB, []byte, func(string, string) bool, []benchRef) []benchRef
 	}{{"full", decodeFull}, {"partial", decodePartial}} {
 		b.Run(bc.name, func(b *testing.B) {
 			var before, after runtime.MemStats
@@ -326,7 +229,7 @@ func BenchmarkPodPage(b *testing.B) {
 			runtime.ReadMemStats(&before)
 			b.ReportAllocs()
 			b.SetBytes(int64(len(page)))
-			out := make([]podRef, 0, benchPageSize)
+			out := make([]benchRef, 0, benchPageSize)
 			for b.Loop() {
 				out = bc.fn(b, page, benchScope, out[:0])
 			}

@@ -29,6 +29,27 @@ var DefaultRetry = RetryPolicy{Initial: 200 * time.Millisecond, Max: 10 * time.S
 // policy's time is up. A 429's Retry-After is honoured (as the next wait,
 // when longer than the backoff's). what names the call in the error.
 func (p RetryPolicy) Do(ctx context.Context, what string, op func(context.Context) error) error {
+	return p.do(ctx, what, true, op)
+}
+
+// DoStream is Do for a call that bounds its own attempts by progress rather
+// than by time (a streamed list, which may take minutes to serve and must
+// not be cut while data flows): attempts get no deadline of their own; the
+// policy's time bounds the retries.
+func (p RetryPolicy) DoStream(ctx context.Context, what string, op func(context.Context) error) error {
+	return p.do(ctx, what, false, op)
+}
+
+// AttemptTimeout is how long one attempt may take (or, for a stream, stay
+// silent): a quarter of the policy's time, at least 15s.
+func (p RetryPolicy) AttemptTimeout() time.Duration {
+	if p.MaxElapsed <= 0 {
+		p = DefaultRetry
+	}
+	return max(p.MaxElapsed/4, 15*time.Second)
+}
+
+func (p RetryPolicy) do(ctx context.Context, what string, bounded bool, op func(context.Context) error) error {
 	if p.MaxElapsed <= 0 {
 		p = DefaultRetry
 	}
@@ -46,8 +67,14 @@ func (p RetryPolicy) Do(ctx context.Context, what string, op func(context.Contex
 	attempts := 0
 	for {
 		attempts++
-		per := min(max(p.MaxElapsed/4, 15*time.Second), time.Until(deadline))
-		actx, cancel := context.WithTimeout(ctx, max(per, time.Second))
+		var actx context.Context
+		var cancel context.CancelFunc
+		if bounded {
+			per := min(p.AttemptTimeout(), time.Until(deadline))
+			actx, cancel = context.WithTimeout(ctx, max(per, time.Second))
+		} else {
+			actx, cancel = context.WithCancel(ctx)
+		}
 		err := op(actx)
 		cancel()
 		if err == nil {

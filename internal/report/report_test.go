@@ -302,3 +302,24 @@ func TestWriteErrors(t *testing.T) {
 		t.Errorf("failed writes wrote %q", buf.String())
 	}
 }
+
+// TestStreamedJSONIsTheDocument: the JSON report, written one claim at a
+// time, is byte for byte the document encoding/json makes of the report.
+func TestStreamedJSONIsTheDocument(t *testing.T) {
+	empty := New("scan", false, "c", started)
+	empty.Finish(finished)
+	null := New("scan", false, "c", started)
+	null.Finish(finished)
+	null.Claims = nil
+	one := sample()
+	one.Claims = one.Claims[:1]
+	for name, r := range map[string]*Report{"sample": sample(), "one claim": one, "no claims": empty, "nil claims": null} {
+		want, err := marshalJSON(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := write(t, r, "json"); got != string(want) {
+			t.Errorf("%s: streamed\n%s\nwant\n%s", name, got, want)
+		}
+	}
+}

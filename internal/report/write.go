@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -45,12 +46,7 @@ func Write(w io.Writer, r *Report, format string) error {
 	case FormatWide:
 		return writeTable(w, r, true)
 	case FormatJSON:
-		b, err := marshalJSON(r)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
+		return streamJSON(w, r)
 	case FormatYAML:
 		b, err := marshalJSON(r)
 		if err != nil {
@@ -189,4 +185,47 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// streamJSON writes what marshalJSON makes, one claim at a time, so that a
+// report of a hundred thousand claims is never held whole as JSON.
+func streamJSON(w io.Writer, r *Report) error {
+	shell := *r
+	shell.Claims = nil
+	head, err := marshalJSON(&shell)
+	if err != nil {
+		return err
+	}
+	const hole = `"claims": null`
+	i := bytes.Index(head, []byte(hole))
+	if i < 0 || r.Claims == nil {
+		_, err := w.Write(head)
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	_, _ = bw.Write(head[:i])
+	if len(r.Claims) == 0 {
+		_, _ = bw.WriteString(`"claims": []`)
+	} else {
+		_, _ = bw.WriteString("\"claims\": [\n")
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("    ", "  ")
+		for j := range r.Claims {
+			buf.Reset()
+			if err := enc.Encode(r.Claims[j]); err != nil {
+				return fmt.Errorf("encode report: %w", err)
+			}
+			_, _ = bw.WriteString("    ")
+			_, _ = bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+			if j < len(r.Claims)-1 {
+				_, _ = bw.WriteString(",")
+			}
+			_, _ = bw.WriteString("\n")
+		}
+		_, _ = bw.WriteString("  ]")
+	}
+	_, _ = bw.Write(head[i+len(hole):])
+	return bw.Flush()
 }
