@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -129,6 +130,95 @@ func TestGoneForeverFailsClosed(t *testing.T) {
 	}
 }
 
+// TestTruncatedListsAreReadAgain: lists are read as one streamed response
+// each (the default, no --page-size); the proxy cuts the first responses of
+// the claims, pods and snapshots lists at a random byte. Each cut list is
+// read again from the start: no claim is lost or counted twice, and the pod
+// that makes a claim InUse is still seen.
+func TestTruncatedListsAreReadAgain(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	for i := 0; i < 6; i++ {
+		orphan(t, f, ns, fmt.Sprintf("ws-%d", i), fmt.Sprintf("w%d", i), "")
+	}
+	for i := 0; i < 8; i++ {
+		if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: fmt.Sprintf("a-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "z-ide", Claims: []string{"ws-5"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := f.Snapshot(ctx, ns, fmt.Sprintf("manual-%d", i), fmt.Sprintf("ws-%d", i), "", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := env.StartFaultProxy(t, 412)
+	p.Set(testenv.Faults{Rules: []testenv.Rule{
+		{Verbs: []string{"list"}, Resources: []string{"pods"}, Times: 3, Faults: testenv.Faults{RateTruncate: 1}},
+		{Verbs: []string{"list"}, Resources: []string{"persistentvolumeclaims"}, Times: 2, Faults: testenv.Faults{RateTruncate: 1}},
+		{Verbs: []string{"list"}, Resources: []string{"volumesnapshots"}, Times: 2, Faults: testenv.Faults{RateTruncate: 1}},
+	}})
+	code, out, stderr := proxyRun(p, "scan", "-n", ns, "-l", wsSel, "--workspace-label", "workspace",
+		"--min-age", "0s", "--grace-period", "0s", "-o", "json", "--dry-run")
+	if code != 0 {
+		t.Fatalf("scan through cut lists: exit %d: %s", code, stderr)
+	}
+	detail := p.InjectedDetail()
+	for key, want := range map[string]int{"truncate list pods": 3, "truncate list persistentvolumeclaims": 2, "truncate list volumesnapshots": 2} {
+		if detail[key] != want {
+			t.Fatalf("the proxy injected %v, want %s=%d: the test proves nothing", detail, key, want)
+		}
+	}
+	r := parse(t, out)
+	names := map[string]int{}
+	for _, c := range r.Claims {
+		names[c.Name]++
+	}
+	if r.Summary.Claims != 6 || len(names) != 6 {
+		t.Fatalf("report has %d claims (%v), want each of the 6 exactly once", r.Summary.Claims, names)
+	}
+	if st, _, reason := entry(t, r, "ws-5"); st != "InUse" || !strings.Contains(reason, "z-ide") {
+		t.Errorf("ws-5: %s %q, want InUse by z-ide", st, reason)
+	}
+	t.Logf("injected %s", testenv.FormatCounts(detail))
+}
+
+// TestTruncatedForeverFailsClosed: a pods list that is cut every time is
+// never used half-read: the run fails (exit 1) naming the read once its
+// retries are spent, and writes nothing but its own Lease, which it releases.
+func TestTruncatedForeverFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	for i := 0; i < 3; i++ {
+		orphan(t, f, ns, fmt.Sprintf("ws-%d", i), fmt.Sprintf("w%d", i), "")
+		if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: fmt.Sprintf("p-%d", i), Claims: []string{fmt.Sprintf("ws-%d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := env.StartFaultProxy(t, 413)
+	p.Set(testenv.Faults{Rules: []testenv.Rule{{Verbs: []string{"list"}, Resources: []string{"pods"}, Faults: testenv.Faults{RateTruncate: 1}}}})
+	code, out, stderr := proxyRun(p, "run", "--yes", "-n", ns, "-l", wsSel, "--min-age", "0s", "--grace-period", "0s", "-o", "json",
+		"--lock-namespace", ns, "--api-timeout", "3s")
+	if code != 1 || !strings.HasPrefix(stderr, "error: read pods") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("exit %d, stderr %q: want 1 and one line naming the pods read", code, stderr)
+	}
+	if out != "" {
+		t.Errorf("a failed read printed a report: %q", out)
+	}
+	if w := claimWrites(p.Writes()); len(w) > 0 {
+		t.Errorf("a run that could not read its pods wrote %v", w)
+	}
+	leaseReleased(t, ns)
+	if n := p.InjectedByKind()[testenv.KindTruncate]; n < 2 {
+		t.Errorf("only %d truncations injected", n)
+	}
+	t.Logf("stderr: %s", stderr)
+}
+
 // claimWrites drops the writes of the run's own Lease (taken before the
 // first read, released at the end): what is left changed the cluster.
 func claimWrites(writes []string) []string {
@@ -218,9 +308,9 @@ func TestChaos(t *testing.T) {
 			w.mu.Unlock()
 		}
 	}
-	args := append(reapArgs("run", w.ns, "--yes", "--max-deletion-percent", "100", "--max-deletions", "1000",
+	base := append(reapArgs("run", w.ns, "--yes", "--max-deletion-percent", "100", "--max-deletions", "1000",
 		"--lock-duration", "3s", "--snapshot-timeout", "8s", "--snapshot-error-grace", "1s", "--snapshot-attempts", "2",
-		"--concurrency", "4", "--page-size", "10", "--api-timeout", "30s"), "--kubeconfig", p.Kubeconfig, "--log-format", "json", "--log-level", "warn")
+		"--concurrency", "4", "--api-timeout", "30s"), "--kubeconfig", p.Kubeconfig, "--log-format", "json", "--log-level", "warn")
 
 	for i := 0; i < runs; i++ {
 		w.mu.Lock()
@@ -263,6 +353,13 @@ func TestChaos(t *testing.T) {
 				}
 			}
 		}()
+		// Half the iterations read every list as one stream (the default),
+		// half in pages of 10 (where 410 Gone on continuations applies).
+		args := base
+		if rng.Intn(2) == 0 {
+			args = append(slices.Clone(base), "--page-size", "10")
+			stats.Paginated++
+		}
 		lockHeld := false
 		results := make([]chaosProc, procs)
 		var wg sync.WaitGroup
@@ -354,7 +451,7 @@ func TestChaos(t *testing.T) {
 	for final := 1; ; final++ {
 		var last chaosProc
 		for attempt := 0; ; attempt++ {
-			last = startChaosProc(bin, args, 0)
+			last = startChaosProc(bin, base, 0)
 			stats.Processes++
 			stats.Exits[strconv.Itoa(last.code)]++
 			if last.code != 5 || attempt == 10 {
@@ -407,6 +504,7 @@ func TestChaos(t *testing.T) {
 type chaosStats struct {
 	Seed            int64          `json:"seed"`
 	Runs            int            `json:"runs"`
+	Paginated       int            `json:"paginatedRuns"` // iterations with --page-size 10; the others stream
 	Processes       int            `json:"processes"`
 	ConcurrentPairs int            `json:"concurrentPairs"`
 	Kills           int            `json:"kills"`
@@ -454,7 +552,8 @@ func chaosFaults(rng *rand.Rand, maxRate float64) testenv.Faults {
 	return testenv.Faults{Rate429: r(0), Rate500: r(1), Rate503: r(2), RateReset: r(3), RateLostResponse: r(4),
 		RateHang: r(5) / 4, HangFor: 3 * time.Second,
 		RateGone: rng.Float64() * maxRate, RateLatency: rng.Float64() * maxRate, Latency: 300 * time.Millisecond,
-		RateWatchCut: rng.Float64() * 0.5, WatchCutAfter: 3 * time.Second, WatchOpen: true}
+		RateWatchCut: rng.Float64() * 0.5, WatchCutAfter: 3 * time.Second, WatchOpen: true,
+		RateTruncate: rng.Float64() * maxRate}
 }
 
 // chaosProc is one janitor process of the chaos test.

@@ -39,6 +39,7 @@ const (
 	KindLatency      = "latency"       // delay added before forwarding
 	KindWatchCut     = "watch-cut"     // watch stream cut mid-way (cleanly or abruptly)
 	KindHang         = "hang"          // no response at all until HangFor, then a reset
+	KindTruncate     = "truncate"      // a list response cut at a random byte, then a reset
 )
 
 // Faults say what a FaultProxy injects. Rates are per request, between 0
@@ -82,6 +83,10 @@ type Faults struct {
 	// half abort the connection mid-chunk.
 	RateWatchCut  float64
 	WatchCutAfter time.Duration
+	// RateTruncate sends a list response (status 200) only up to a random
+	// byte of its body, then resets the connection: a server or proxy that
+	// died in the middle of a large list.
+	RateTruncate float64
 	// WatchOpen applies the status, reset and latency faults to requests
 	// that open a watch as well.
 	WatchOpen bool
@@ -142,8 +147,10 @@ type FaultProxy struct {
 	// DELETE reaches the server).
 	OnRequest func(r *http.Request)
 	// OnForward, when set, runs just before a request goes to the API
-	// server, after any injected delay (never for a request that a fault
-	// answered instead): the moment the server is about to see it.
+	// server, after any injected delay, when the client will get the whole
+	// answer (never for a request that a fault answered instead, nor for a
+	// lost response or a truncated list): the moment the server is about to
+	// see a request whose answer the client will act on.
 	OnForward func(r *http.Request)
 
 	dir      string
@@ -337,6 +344,7 @@ type plan struct {
 	hang     time.Duration
 	cutAfter time.Duration
 	abrupt   bool
+	cutAt    float64 // where a truncated body ends, as a fraction of it
 }
 
 func (p *FaultProxy) serve(rp *httputil.ReverseProxy, w http.ResponseWriter, r *http.Request) {
@@ -393,13 +401,32 @@ func (p *FaultProxy) serve(rp *httputil.ReverseProxy, w http.ResponseWriter, r *
 		p.writes = append(p.writes, r.Method+" "+r.URL.Path)
 		p.mu.Unlock()
 	}
-	if p.OnForward != nil {
+	if p.OnForward != nil && pl.kind != KindLostResponse && pl.kind != KindTruncate {
 		p.OnForward(r)
 	}
 	switch {
 	case pl.kind == KindLostResponse:
 		// The server applies the request; the client never hears of it.
 		rp.ServeHTTP(&discardWriter{h: http.Header{}}, r)
+		resetConn(w)
+	case pl.kind == KindTruncate:
+		rec := httptest.NewRecorder()
+		rp.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		if rec.Code != http.StatusOK || len(body) < 2 {
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(body)
+			return
+		}
+		// Chunked, so that the client sees a broken body and not a
+		// short one it could take for the whole.
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(body[:int(pl.cutAt*float64(len(body)-1))])
+		w.(http.Flusher).Flush()
 		resetConn(w)
 	case pl.kind == KindWatchCut:
 		ctx, cancel := context.WithCancel(r.Context())
@@ -492,6 +519,11 @@ func (p *FaultProxy) decide(r *http.Request, info RequestInfo) plan {
 		pl.kind = KindGone
 		p.injected[410]++
 		note(KindGone)
+	}
+	if pl.kind == "" && info.Verb == "list" && f.RateTruncate > 0 && p.rng.Float64() < f.RateTruncate {
+		pl.kind = KindTruncate
+		pl.cutAt = p.rng.Float64()
+		note(KindTruncate)
 	}
 	if pl.kind == "" && watch && f.RateWatchCut > 0 && p.rng.Float64() < f.RateWatchCut {
 		max := f.WatchCutAfter
