@@ -72,10 +72,14 @@ func walkPod(b []byte, p *walkedPod) error {
 						return eachField(v, func(num protowire.Number, v []byte) error {
 							switch num {
 							case sourcePVC:
-								vol.claim = lastField(v, pvcSourceClaimName)
-								if vol.claim == nil {
-									vol.claim = []byte{}
+								c, err := lastField(v, pvcSourceClaimName)
+								if err != nil {
+									return err
 								}
+								if c == nil {
+									c = []byte{}
+								}
+								vol.claim = c
 							case sourceEphemeral:
 								vol.ephemeral = true
 							}

@@ -642,7 +642,14 @@ func (r *reader) workloads(ctx context.Context, inv *inventory.Inventory) error 
 			}
 		}
 	}
-	inv.StatefulSetTemplates = r.stsTmpl
+	// A retried list re-adds its StatefulSets' templates.
+	seen := make(map[inventory.StatefulSetTemplate]bool, len(r.stsTmpl))
+	for _, t := range r.stsTmpl {
+		if !seen[t] {
+			seen[t] = true
+			inv.StatefulSetTemplates = append(inv.StatefulSetTemplates, t)
+		}
+	}
 	return nil
 }
 

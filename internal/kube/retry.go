@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"golang.org/x/net/http2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // RetryPolicy is the one retry policy of the project: exponential backoff
@@ -141,6 +143,14 @@ func Transient(err error) (bool, time.Duration) {
 	}
 	var netErr net.Error
 	if errors.As(err, &netErr) {
+		return true, 0
+	}
+	// HTTP/2: a stream the server reset (as kube-apiserver does when its
+	// request timeout fires in the middle of a long list) or a connection
+	// it is closing.
+	var streamErr http2.StreamError
+	var goAway http2.GoAwayError
+	if errors.As(err, &streamErr) || errors.As(err, &goAway) || utilnet.IsProbableEOF(err) {
 		return true, 0
 	}
 	return false, 0

@@ -218,7 +218,11 @@ func readProtoList(body io.Reader, kind string, item func([]byte) error) (string
 			if err != nil {
 				return "", fmt.Errorf("read %s: %w", kind, err)
 			}
-			got = string(lastField(b, typeMetaKind))
+			k, err := lastField(b, typeMetaKind)
+			if err != nil {
+				return "", fmt.Errorf("read %s: its type: %w", kind, err)
+			}
+			got = string(k)
 		case num == unknownRaw && typ == protowire.BytesType:
 			if sawList {
 				return "", fmt.Errorf("read %s: two lists in one response", kind)
@@ -240,7 +244,11 @@ func readProtoList(body io.Reader, kind string, item func([]byte) error) (string
 					if err != nil {
 						return "", fmt.Errorf("read %s: %w", kind, err)
 					}
-					cont = string(lastField(b, listMetaCont))
+					c, err := lastField(b, listMetaCont)
+					if err != nil {
+						return "", fmt.Errorf("read %s: its metadata: %w", kind, err)
+					}
+					cont = string(c)
 				case num == listItems && typ == protowire.BytesType:
 					if buf, err = c.bytes(buf); err != nil {
 						return "", fmt.Errorf("read %s: %w", kind, err)
@@ -387,16 +395,16 @@ func eachField(b []byte, fn func(protowire.Number, []byte) error) error {
 }
 
 // lastField returns the last length-delimited field num of a message (the
-// protobuf rule for a repeated scalar field); nil when absent or malformed.
-func lastField(b []byte, num protowire.Number) []byte {
+// protobuf rule for a repeated scalar field), nil when absent. A malformed
+// message is an error, never an absent field: a claim name or a continue
+// token read as empty would make a list look shorter than it is.
+func lastField(b []byte, num protowire.Number) ([]byte, error) {
 	var out []byte
-	if eachField(b, func(n protowire.Number, v []byte) error {
+	err := eachField(b, func(n protowire.Number, v []byte) error {
 		if n == num {
 			out = v
 		}
 		return nil
-	}) != nil {
-		return nil
-	}
-	return out
+	})
+	return out, err
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	"golang.org/x/net/http2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -319,5 +320,59 @@ func TestStreamIdleTimesOut(t *testing.T) {
 	n, err := read("/slow")
 	if err != nil || n != len(pods) {
 		t.Fatalf("slow stream: %d pods, %v", n, err)
+	}
+}
+
+// TestCorruptInnerMessagesFail: lengths that are right on the outside but
+// wrong inside a message are errors, never a field read as absent (a pod's
+// claim read as "" would drop its reference; a continue token read as ""
+// would end a paginated list early).
+func TestCorruptInnerMessagesFail(t *testing.T) {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ide"},
+		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "data",
+			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}
+	b, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// claimName is field 1 of length 4 ("data"): make it 5, one past the end
+	// of its enclosing message, whose own length stays right.
+	i := bytes.Index(b, []byte("\x0a\x04data"))
+	if i < 0 {
+		t.Fatal("no claimName in the encoded pod")
+	}
+	bad := bytes.Clone(b)
+	bad[i+1] = 5
+	var w walkedPod
+	if err := walkPod(bad, &w); err == nil {
+		t.Fatalf("a corrupt claim source was walked as %q", walkedRefs(&w))
+	}
+	if err := (&corev1.Pod{}).Unmarshal(bad); err == nil {
+		t.Fatal("client-go accepts the corrupt pod too: the test proves nothing")
+	}
+
+	body, _ := podList(t, 2, "next")
+	i = bytes.Index(body, []byte("\x1a\x04next"))
+	if i < 0 {
+		t.Fatal("no continue token in the encoded list")
+	}
+	body[i+1] = 5
+	if _, cont, err := readPods(body, "PodList"); err == nil {
+		t.Fatalf("a corrupt list metadata was read, continue %q", cont)
+	}
+}
+
+func TestTransientHTTP2Errors(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("read PodList: %w", http2.StreamError{StreamID: 3, Code: http2.ErrCodeInternal}),
+		http2.GoAwayError{ErrCode: http2.ErrCodeNo},
+		errors.New("http2: server sent GOAWAY and closed the connection; LastStreamID=1"),
+	} {
+		if ok, _ := Transient(err); !ok {
+			t.Errorf("%v is not retried", err)
+		}
+	}
+	if ok, _ := Transient(errors.New("read PodList: the response is a \"Status\"")); ok {
+		t.Error("a foreign response is retried")
 	}
 }
