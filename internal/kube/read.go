@@ -262,18 +262,13 @@ func (r *reader) claims(ctx context.Context, inv *inventory.Inventory) error {
 	n, keep := slice(&out)
 	core := r.c.Kube.CoreV1().RESTClient()
 	for _, ns := range r.namespaces() {
-		var pvc corev1.PersistentVolumeClaim
+		item := decoded(func(pvc *corev1.PersistentVolumeClaim) {
+			if !r.s.Exclude[pvc.Namespace] {
+				out = append(out, r.claim(pvc))
+			}
+		})
 		err := r.list(ctx, "persistentvolumeclaims", ns, n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-			return r.protoList(ctx, core, "persistentvolumeclaims", ns, "PersistentVolumeClaimList", opts, func(b []byte) error {
-				pvc.Reset()
-				if err := pvc.Unmarshal(b); err != nil {
-					return err
-				}
-				if !r.s.Exclude[pvc.Namespace] {
-					out = append(out, r.claim(&pvc))
-				}
-				return nil
-			})
+			return r.protoList(ctx, core, "persistentvolumeclaims", ns, "PersistentVolumeClaimList", opts, item)
 		}, metav1.ListOptions{LabelSelector: r.s.Selector.String()})
 		if err != nil {
 			return err
@@ -320,20 +315,15 @@ func (r *reader) claim(p *corev1.PersistentVolumeClaim) inventory.Claim {
 func (r *reader) pvs(ctx context.Context, inv *inventory.Inventory) error {
 	var out []inventory.PV
 	n, keep := slice(&out)
-	var pv corev1.PersistentVolume
+	item := decoded(func(pv *corev1.PersistentVolume) {
+		v := inventory.PV{Name: pv.Name}
+		if pv.Spec.CSI != nil {
+			v.CSIDriver, v.VolumeHandle = r.in(pv.Spec.CSI.Driver), pv.Spec.CSI.VolumeHandle
+		}
+		out = append(out, v)
+	})
 	err := r.list(ctx, "persistentvolumes", "", n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-		return r.protoList(ctx, r.c.Kube.CoreV1().RESTClient(), "persistentvolumes", "", "PersistentVolumeList", opts, func(b []byte) error {
-			pv.Reset()
-			if err := pv.Unmarshal(b); err != nil {
-				return err
-			}
-			v := inventory.PV{Name: pv.Name}
-			if pv.Spec.CSI != nil {
-				v.CSIDriver, v.VolumeHandle = r.in(pv.Spec.CSI.Driver), pv.Spec.CSI.VolumeHandle
-			}
-			out = append(out, v)
-			return nil
-		})
+		return r.protoList(ctx, r.c.Kube.CoreV1().RESTClient(), "persistentvolumes", "", "PersistentVolumeList", opts, item)
 	}, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -348,18 +338,13 @@ func (r *reader) pvs(ctx context.Context, inv *inventory.Inventory) error {
 func (r *reader) attachments(ctx context.Context, inv *inventory.Inventory) error {
 	var out []inventory.Attachment
 	n, keep := slice(&out)
-	var va storagev1.VolumeAttachment
+	item := decoded(func(va *storagev1.VolumeAttachment) {
+		if va.Spec.Source.PersistentVolumeName != nil {
+			out = append(out, attachment(va))
+		}
+	})
 	err := r.list(ctx, "volumeattachments", "", n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-		return r.protoList(ctx, r.c.Kube.StorageV1().RESTClient(), "volumeattachments", "", "VolumeAttachmentList", opts, func(b []byte) error {
-			va.Reset()
-			if err := va.Unmarshal(b); err != nil {
-				return err
-			}
-			if va.Spec.Source.PersistentVolumeName != nil {
-				out = append(out, attachment(&va))
-			}
-			return nil
-		})
+		return r.protoList(ctx, r.c.Kube.StorageV1().RESTClient(), "volumeattachments", "", "VolumeAttachmentList", opts, item)
 	}, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -573,64 +558,26 @@ func (r *reader) workloads(ctx context.Context, inv *inventory.Inventory) error 
 		client         rest.Interface
 		item           func([]byte) error
 	}
-	var (
-		dep appsv1.Deployment
-		rs  appsv1.ReplicaSet
-		ds  appsv1.DaemonSet
-		sts appsv1.StatefulSet
-		job batchv1.Job
-		cj  batchv1.CronJob
-	)
 	kinds := []kind{
-		{"deployments", "DeploymentList", apps, func(b []byte) error {
-			dep.Reset()
-			if err := dep.Unmarshal(b); err != nil {
-				return err
-			}
-			r.workload("Deployment", &dep.ObjectMeta, &dep.Spec.Template.Spec)
-			return nil
-		}},
-		{"replicasets", "ReplicaSetList", apps, func(b []byte) error {
-			rs.Reset()
-			if err := rs.Unmarshal(b); err != nil {
-				return err
-			}
-			r.workload("ReplicaSet", &rs.ObjectMeta, &rs.Spec.Template.Spec)
-			return nil
-		}},
-		{"daemonsets", "DaemonSetList", apps, func(b []byte) error {
-			ds.Reset()
-			if err := ds.Unmarshal(b); err != nil {
-				return err
-			}
-			r.workload("DaemonSet", &ds.ObjectMeta, &ds.Spec.Template.Spec)
-			return nil
-		}},
-		{"statefulsets", "StatefulSetList", apps, func(b []byte) error {
-			sts.Reset()
-			if err := sts.Unmarshal(b); err != nil {
-				return err
-			}
-			r.workload("StatefulSet", &sts.ObjectMeta, &sts.Spec.Template.Spec)
-			r.statefulSet(&sts)
-			return nil
-		}},
-		{"jobs", "JobList", batch, func(b []byte) error {
-			job.Reset()
-			if err := job.Unmarshal(b); err != nil {
-				return err
-			}
-			r.workload("Job", &job.ObjectMeta, &job.Spec.Template.Spec)
-			return nil
-		}},
-		{"cronjobs", "CronJobList", batch, func(b []byte) error {
-			cj.Reset()
-			if err := cj.Unmarshal(b); err != nil {
-				return err
-			}
-			r.workload("CronJob", &cj.ObjectMeta, &cj.Spec.JobTemplate.Spec.Template.Spec)
-			return nil
-		}},
+		{"deployments", "DeploymentList", apps, decoded(func(d *appsv1.Deployment) {
+			r.workload("Deployment", &d.ObjectMeta, &d.Spec.Template.Spec)
+		})},
+		{"replicasets", "ReplicaSetList", apps, decoded(func(d *appsv1.ReplicaSet) {
+			r.workload("ReplicaSet", &d.ObjectMeta, &d.Spec.Template.Spec)
+		})},
+		{"daemonsets", "DaemonSetList", apps, decoded(func(d *appsv1.DaemonSet) {
+			r.workload("DaemonSet", &d.ObjectMeta, &d.Spec.Template.Spec)
+		})},
+		{"statefulsets", "StatefulSetList", apps, decoded(func(d *appsv1.StatefulSet) {
+			r.workload("StatefulSet", &d.ObjectMeta, &d.Spec.Template.Spec)
+			r.statefulSet(d)
+		})},
+		{"jobs", "JobList", batch, decoded(func(d *batchv1.Job) {
+			r.workload("Job", &d.ObjectMeta, &d.Spec.Template.Spec)
+		})},
+		{"cronjobs", "CronJobList", batch, decoded(func(d *batchv1.CronJob) {
+			r.workload("CronJob", &d.ObjectMeta, &d.Spec.JobTemplate.Spec.Template.Spec)
+		})},
 	}
 	none, ignore := func() int { return 0 }, func(int) {}
 	for _, k := range kinds {
@@ -651,6 +598,28 @@ func (r *reader) workloads(ctx context.Context, inv *inventory.Inventory) error 
 		}
 	}
 	return nil
+}
+
+// protoMessage is a typed API object with its generated protobuf decoder.
+type protoMessage[T any] interface {
+	*T
+	Reset()
+	Unmarshal([]byte) error
+}
+
+// decoded returns an item function that decodes each item into one reused
+// object of type T and hands it to fn (valid during the call only).
+func decoded[T any, P protoMessage[T]](fn func(P)) func([]byte) error {
+	var obj T
+	return func(b []byte) error {
+		p := P(&obj)
+		p.Reset()
+		if err := p.Unmarshal(b); err != nil {
+			return err
+		}
+		fn(p)
+		return nil
+	}
 }
 
 // workload records a workload as a possible owner and the claims its pod
