@@ -38,104 +38,28 @@ func proxyRun(p *testenv.FaultProxy, args ...string) (int, string, string) {
 
 // TestGoneMidPaginationRestartsTheList: with --page-size 2 every list is
 // paginated; the proxy answers the first continuations of the claims, pods
-// and snapshots lists with 410 Gone. Each list restarts from its first page:
-// no claim is lost or counted twice, and the pod that references a claim
-// from the last page of the pods list still makes it InUse.
+// and snapshots lists with 410 Gone. Each list restarts from its first page.
 func TestGoneMidPaginationRestartsTheList(t *testing.T) {
-	ctx := context.Background()
-	f, _ := env.NewFixtures()
-	ns := env.Namespace(t)
-	for i := 0; i < 5; i++ {
-		orphan(t, f, ns, fmt.Sprintf("ws-%d", i), fmt.Sprintf("w%d", i), "")
-	}
-	// Pods sort by name: the one using ws-4 comes last, after four pages.
-	for i := 0; i < 7; i++ {
-		if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: fmt.Sprintf("a-%d", i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "z-ide", Claims: []string{"ws-4"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Snapshot(ctx, ns, "manual-0", "ws-0", "", nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Snapshot(ctx, ns, "manual-1", "ws-1", "", nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Snapshot(ctx, ns, "manual-2", "ws-2", "", nil, nil); err != nil {
-		t.Fatal(err)
-	}
-
-	p := env.StartFaultProxy(t, 410)
-	p.Set(testenv.Faults{Rules: []testenv.Rule{
-		{Verbs: []string{"list"}, Resources: []string{"pods"}, Times: 3, Faults: testenv.Faults{RateGone: 1}},
-		{Verbs: []string{"list"}, Resources: []string{"persistentvolumeclaims"}, Times: 2, Faults: testenv.Faults{RateGone: 1}},
-		{Verbs: []string{"list"}, Resources: []string{"volumesnapshots"}, Times: 1, Faults: testenv.Faults{RateGone: 1}},
-	}})
-	code, out, stderr := proxyRun(p, "scan", "-n", ns, "-l", wsSel, "--workspace-label", "workspace",
-		"--min-age", "0s", "--grace-period", "0s", "-o", "json", "--page-size", "2", "--dry-run")
-	if code != 0 {
-		t.Fatalf("scan through 410s: exit %d: %s", code, stderr)
-	}
-	detail := p.InjectedDetail()
-	for key, want := range map[string]int{"410-gone list pods": 3, "410-gone list persistentvolumeclaims": 2, "410-gone list volumesnapshots": 1} {
-		if detail[key] != want {
-			t.Fatalf("the proxy injected %v, want %s=%d: the test proves nothing", detail, key, want)
-		}
-	}
-	r := parse(t, out)
-	names := map[string]int{}
-	for _, c := range r.Claims {
-		names[c.Name]++
-	}
-	if r.Summary.Claims != 5 || len(names) != 5 {
-		t.Fatalf("report has %d claims (%v), want each of the 5 exactly once", r.Summary.Claims, names)
-	}
-	if st, _, reason := entry(t, r, "ws-4"); st != "InUse" || !strings.Contains(reason, "z-ide") {
-		t.Errorf("ws-4 (used by the pod on the last page): %s %q, want InUse by z-ide", st, reason)
-	}
-	t.Logf("injected %s", testenv.FormatCounts(detail))
-}
-
-// TestGoneForeverFailsClosed: a list that keeps answering 410 Gone is never
-// used half-read: after its restarts the run fails (exit 1), names the read,
-// and writes nothing but its own Lease, which it releases.
-func TestGoneForeverFailsClosed(t *testing.T) {
-	ctx := context.Background()
-	f, _ := env.NewFixtures()
-	ns := env.Namespace(t)
-	for i := 0; i < 3; i++ {
-		orphan(t, f, ns, fmt.Sprintf("ws-%d", i), fmt.Sprintf("w%d", i), "")
-		if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: fmt.Sprintf("p-%d", i), Claims: []string{fmt.Sprintf("ws-%d", i)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p := env.StartFaultProxy(t, 411)
-	p.Set(testenv.Faults{Rules: []testenv.Rule{{Verbs: []string{"list"}, Resources: []string{"pods"}, Faults: testenv.Faults{RateGone: 1}}}})
-	code, out, stderr := proxyRun(p, "run", "--yes", "-n", ns, "-l", wsSel, "--min-age", "0s", "--grace-period", "0s", "-o", "json",
-		"--page-size", "1", "--lock-namespace", ns)
-	if code != 1 || !strings.HasPrefix(stderr, "error: read pods") || strings.Count(stderr, "\n") != 1 {
-		t.Fatalf("exit %d, stderr %q: want 1 and one line naming the pods read", code, stderr)
-	}
-	if out != "" {
-		t.Errorf("a failed read printed a report: %q", out)
-	}
-	if w := claimWrites(p.Writes()); len(w) > 0 {
-		t.Errorf("a run that could not read its pods wrote %v", w)
-	}
-	leaseReleased(t, ns)
-	if n := p.InjectedByKind()[testenv.KindGone]; n < 2 {
-		t.Errorf("only %d 410s injected", n)
-	}
+	scanThroughBrokenLists(t, 410, testenv.KindGone, testenv.Faults{RateGone: 1},
+		map[string]int{"pods": 3, "persistentvolumeclaims": 2, "volumesnapshots": 1}, "--page-size", "2")
 }
 
 // TestTruncatedListsAreReadAgain: lists are read as one streamed response
 // each (the default, no --page-size); the proxy cuts the first responses of
 // the claims, pods and snapshots lists at a random byte. Each cut list is
-// read again from the start: no claim is lost or counted twice, and the pod
-// that makes a claim InUse is still seen.
+// read again from the start.
 func TestTruncatedListsAreReadAgain(t *testing.T) {
+	scanThroughBrokenLists(t, 412, testenv.KindTruncate, testenv.Faults{RateTruncate: 1},
+		map[string]int{"pods": 3, "persistentvolumeclaims": 2, "volumesnapshots": 2})
+}
+
+// scanThroughBrokenLists scans six workspace claims while the proxy breaks
+// the first times[resource] lists of each resource with faults (of kind),
+// and checks that no claim is lost or counted twice, and that the pod that
+// references the last claim, last of nine pods in name order (so on the
+// last page when paginated), still makes it InUse.
+func scanThroughBrokenLists(t *testing.T, seed int64, kind string, faults testenv.Faults, times map[string]int, args ...string) {
+	t.Helper()
 	ctx := context.Background()
 	f, _ := env.NewFixtures()
 	ns := env.Namespace(t)
@@ -155,20 +79,20 @@ func TestTruncatedListsAreReadAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := env.StartFaultProxy(t, 412)
-	p.Set(testenv.Faults{Rules: []testenv.Rule{
-		{Verbs: []string{"list"}, Resources: []string{"pods"}, Times: 3, Faults: testenv.Faults{RateTruncate: 1}},
-		{Verbs: []string{"list"}, Resources: []string{"persistentvolumeclaims"}, Times: 2, Faults: testenv.Faults{RateTruncate: 1}},
-		{Verbs: []string{"list"}, Resources: []string{"volumesnapshots"}, Times: 2, Faults: testenv.Faults{RateTruncate: 1}},
-	}})
-	code, out, stderr := proxyRun(p, "scan", "-n", ns, "-l", wsSel, "--workspace-label", "workspace",
-		"--min-age", "0s", "--grace-period", "0s", "-o", "json", "--dry-run")
+	p := env.StartFaultProxy(t, seed)
+	var rules []testenv.Rule
+	for res, n := range times {
+		rules = append(rules, testenv.Rule{Verbs: []string{"list"}, Resources: []string{res}, Times: n, Faults: faults})
+	}
+	p.Set(testenv.Faults{Rules: rules})
+	code, out, stderr := proxyRun(p, append([]string{"scan", "-n", ns, "-l", wsSel, "--workspace-label", "workspace",
+		"--min-age", "0s", "--grace-period", "0s", "-o", "json", "--dry-run"}, args...)...)
 	if code != 0 {
-		t.Fatalf("scan through cut lists: exit %d: %s", code, stderr)
+		t.Fatalf("scan through broken lists (%s): exit %d: %s", kind, code, stderr)
 	}
 	detail := p.InjectedDetail()
-	for key, want := range map[string]int{"truncate list pods": 3, "truncate list persistentvolumeclaims": 2, "truncate list volumesnapshots": 2} {
-		if detail[key] != want {
+	for res, want := range times {
+		if key := kind + " list " + res; detail[key] != want {
 			t.Fatalf("the proxy injected %v, want %s=%d: the test proves nothing", detail, key, want)
 		}
 	}
@@ -181,15 +105,29 @@ func TestTruncatedListsAreReadAgain(t *testing.T) {
 		t.Fatalf("report has %d claims (%v), want each of the 6 exactly once", r.Summary.Claims, names)
 	}
 	if st, _, reason := entry(t, r, "ws-5"); st != "InUse" || !strings.Contains(reason, "z-ide") {
-		t.Errorf("ws-5: %s %q, want InUse by z-ide", st, reason)
+		t.Errorf("ws-5 (used by the last pod): %s %q, want InUse by z-ide", st, reason)
 	}
 	t.Logf("injected %s", testenv.FormatCounts(detail))
 }
 
+// TestGoneForeverFailsClosed: a pods list that keeps answering 410 Gone is
+// never used half-read: after its restarts the run fails.
+func TestGoneForeverFailsClosed(t *testing.T) {
+	podsListFailsClosed(t, 411, testenv.KindGone, testenv.Faults{RateGone: 1}, "--page-size", "1")
+}
+
 // TestTruncatedForeverFailsClosed: a pods list that is cut every time is
-// never used half-read: the run fails (exit 1) naming the read once its
-// retries are spent, and writes nothing but its own Lease, which it releases.
+// never used half-read: the run fails once its retries are spent.
 func TestTruncatedForeverFailsClosed(t *testing.T) {
+	podsListFailsClosed(t, 413, testenv.KindTruncate, testenv.Faults{RateTruncate: 1}, "--api-timeout", "3s")
+}
+
+// podsListFailsClosed runs `run --yes` over three claims in use while every
+// pods list is broken by faults (of kind): the run must fail (exit 1) with
+// one line naming the read, print no report, write nothing but its own
+// Lease, and release that.
+func podsListFailsClosed(t *testing.T, seed int64, kind string, faults testenv.Faults, args ...string) {
+	t.Helper()
 	ctx := context.Background()
 	f, _ := env.NewFixtures()
 	ns := env.Namespace(t)
@@ -199,10 +137,10 @@ func TestTruncatedForeverFailsClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := env.StartFaultProxy(t, 413)
-	p.Set(testenv.Faults{Rules: []testenv.Rule{{Verbs: []string{"list"}, Resources: []string{"pods"}, Faults: testenv.Faults{RateTruncate: 1}}}})
-	code, out, stderr := proxyRun(p, "run", "--yes", "-n", ns, "-l", wsSel, "--min-age", "0s", "--grace-period", "0s", "-o", "json",
-		"--lock-namespace", ns, "--api-timeout", "3s")
+	p := env.StartFaultProxy(t, seed)
+	p.Set(testenv.Faults{Rules: []testenv.Rule{{Verbs: []string{"list"}, Resources: []string{"pods"}, Faults: faults}}})
+	code, out, stderr := proxyRun(p, append([]string{"run", "--yes", "-n", ns, "-l", wsSel, "--min-age", "0s", "--grace-period", "0s",
+		"-o", "json", "--lock-namespace", ns}, args...)...)
 	if code != 1 || !strings.HasPrefix(stderr, "error: read pods") || strings.Count(stderr, "\n") != 1 {
 		t.Fatalf("exit %d, stderr %q: want 1 and one line naming the pods read", code, stderr)
 	}
@@ -213,10 +151,9 @@ func TestTruncatedForeverFailsClosed(t *testing.T) {
 		t.Errorf("a run that could not read its pods wrote %v", w)
 	}
 	leaseReleased(t, ns)
-	if n := p.InjectedByKind()[testenv.KindTruncate]; n < 2 {
-		t.Errorf("only %d truncations injected", n)
+	if n := p.InjectedByKind()[kind]; n < 2 {
+		t.Errorf("only %d %s faults injected", n, kind)
 	}
-	t.Logf("stderr: %s", stderr)
 }
 
 // claimWrites drops the writes of the run's own Lease (taken before the

@@ -211,7 +211,6 @@ func (r *reader) list(ctx context.Context, what, ns string, n func() int, keep f
 			return err
 		})
 		if err != nil {
-			keep(mark)
 			if apierrors.IsResourceExpired(err) && opts.Continue != "" && restarts < 5 {
 				restarts++
 				keep(start)
@@ -364,20 +363,16 @@ func attachment(va *storagev1.VolumeAttachment) inventory.Attachment {
 func (r *reader) snapshots(ctx context.Context, inv *inventory.Inventory) error {
 	var out []inventory.Snapshot
 	n, keep := slice(&out)
+	item := decodedJSON(func(vs *snapv1.VolumeSnapshot) {
+		if !r.s.Exclude[vs.Namespace] {
+			s := Snapshot(vs, r.s.WorkspaceLabel)
+			s.Namespace = r.in(s.Namespace)
+			out = append(out, s)
+		}
+	})
 	for _, ns := range r.namespaces() {
 		err := r.list(ctx, "volumesnapshots", ns, n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-			return r.jsonList(ctx, "volumesnapshots", ns, "VolumeSnapshotList", opts, func(dec *json.Decoder) error {
-				var vs snapv1.VolumeSnapshot
-				if err := dec.Decode(&vs); err != nil {
-					return err
-				}
-				if !r.s.Exclude[vs.Namespace] {
-					s := Snapshot(&vs, r.s.WorkspaceLabel)
-					s.Namespace = r.in(s.Namespace)
-					out = append(out, s)
-				}
-				return nil
-			})
+			return r.jsonList(ctx, "volumesnapshots", ns, "VolumeSnapshotList", opts, item)
 		}, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -441,16 +436,12 @@ func Snapshot(vs *snapv1.VolumeSnapshot, workspaceLabel string) inventory.Snapsh
 func (r *reader) contents(ctx context.Context, inv *inventory.Inventory) error {
 	var out []inventory.Content
 	n, keep := slice(&out)
+	item := decodedJSON(func(vc *snapv1.VolumeSnapshotContent) {
+		out = append(out, inventory.Content{Name: vc.Name, DeletionPolicy: string(vc.Spec.DeletionPolicy),
+			Snapshot: inventory.Key{Namespace: vc.Spec.VolumeSnapshotRef.Namespace, Name: vc.Spec.VolumeSnapshotRef.Name}})
+	})
 	err := r.list(ctx, "volumesnapshotcontents", "", n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-		return r.jsonList(ctx, "volumesnapshotcontents", "", "VolumeSnapshotContentList", opts, func(dec *json.Decoder) error {
-			var vc snapv1.VolumeSnapshotContent
-			if err := dec.Decode(&vc); err != nil {
-				return err
-			}
-			out = append(out, inventory.Content{Name: vc.Name, DeletionPolicy: string(vc.Spec.DeletionPolicy),
-				Snapshot: inventory.Key{Namespace: vc.Spec.VolumeSnapshotRef.Namespace, Name: vc.Spec.VolumeSnapshotRef.Name}})
-			return nil
-		})
+		return r.jsonList(ctx, "volumesnapshotcontents", "", "VolumeSnapshotContentList", opts, item)
 	}, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -511,7 +502,7 @@ func (r *reader) pods(ctx context.Context) error {
 				}
 				for _, v := range p.volumes {
 					var claim, detail string
-					if v.ephemeral && v.claim == nil {
+					if v.ephemeral {
 						claim, detail = string(p.name)+"-"+string(v.name), "ephemeral volume "+string(v.name)
 					} else {
 						claim, detail = string(v.claim), "volume "+string(v.name)
@@ -618,6 +609,20 @@ func decoded[T any, P protoMessage[T]](fn func(P)) func([]byte) error {
 			return err
 		}
 		fn(p)
+		return nil
+	}
+}
+
+// decodedJSON is decoded for the JSON of the snapshot CRDs: each item is
+// decoded into a fresh T (JSON leaves the fields an item lacks untouched, so
+// an object is never reused).
+func decodedJSON[T any](fn func(*T)) func(*json.Decoder) error {
+	return func(dec *json.Decoder) error {
+		var obj T
+		if err := dec.Decode(&obj); err != nil {
+			return err
+		}
+		fn(&obj)
 		return nil
 	}
 }

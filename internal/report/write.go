@@ -197,10 +197,13 @@ func streamJSON(w io.Writer, r *Report) error {
 		return err
 	}
 	const hole = `"claims": null`
-	i := bytes.Index(head, []byte(hole))
-	if i < 0 || r.Claims == nil {
+	if r.Claims == nil {
 		_, err := w.Write(head)
 		return err
+	}
+	i := bytes.Index(head, []byte(hole))
+	if i < 0 {
+		return errors.New("encode report: no claims field to stream into")
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	_, _ = bw.Write(head[:i])
