@@ -145,8 +145,12 @@ type Snapshot struct {
 	Superseded bool
 	// OrphanedSince is the pvc-janitor.io/orphaned-since annotation, if any.
 	OrphanedSince *time.Time
-	ReadyToUse    bool
-	Error         *SnapshotError
+	// CutTime is status.creationTime, the moment the storage system cut
+	// the snapshot (for a pre-provisioned one, the original moment, not the
+	// import); nil until the snapshot controller knows it.
+	CutTime    *time.Time
+	ReadyToUse bool
+	Error      *SnapshotError
 	// ContentName is status.boundVolumeSnapshotContentName.
 	ContentName string
 	ClassName   string
@@ -155,11 +159,18 @@ type Snapshot struct {
 // Key returns the snapshot's namespace/name.
 func (s *Snapshot) Key() Key { return Key{Namespace: s.Namespace, Name: s.Name} }
 
-// Content is a VolumeSnapshotContent reduced to its deletion policy.
+// Content is a VolumeSnapshotContent reduced to what the integrity check
+// (SPEC §3 Evidence) and the guard need.
 type Content struct {
 	Name           string
 	DeletionPolicy string // "Delete" or "Retain"
 	Snapshot       Key
+	// SnapshotUID is spec.volumeSnapshotRef.uid: the snapshot it is bound to.
+	SnapshotUID types.UID
+	// HasHandle: status.snapshotHandle (or, pre-provisioned,
+	// spec.source.snapshotHandle) is set: the storage system holds a snapshot.
+	HasHandle         bool
+	DeletionTimestamp *time.Time
 }
 
 // Referrer is something that keeps a claim in use: a pod, a workload's pod

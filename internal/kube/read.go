@@ -278,13 +278,22 @@ func (r *reader) claims(ctx context.Context, inv *inventory.Inventory) error {
 }
 
 func (r *reader) claim(p *corev1.PersistentVolumeClaim) inventory.Claim {
+	c := Claim(p, r.s.WorkspaceLabel)
+	c.Namespace = r.in(c.Namespace)
+	return c
+}
+
+// Claim reduces a PersistentVolumeClaim to the inventory's form; of its
+// labels only the three classification reads, of its annotations only the
+// janitor's own keys.
+func Claim(p *corev1.PersistentVolumeClaim, workspaceLabel string) inventory.Claim {
 	c := inventory.Claim{
-		Namespace:         r.in(p.Namespace),
+		Namespace:         p.Namespace,
 		Name:              p.Name,
 		UID:               p.UID,
 		ResourceVersion:   p.ResourceVersion,
 		CreationTimestamp: p.CreationTimestamp.Time,
-		Labels:            inventory.PickLabels(p.Labels, r.s.WorkspaceLabel),
+		Labels:            inventory.PickLabels(p.Labels, workspaceLabel),
 		Phase:             string(p.Status.Phase),
 		VolumeName:        p.Spec.VolumeName,
 	}
@@ -415,6 +424,10 @@ func Snapshot(vs *snapv1.VolumeSnapshot, workspaceLabel string) inventory.Snapsh
 		}
 	}
 	if st := vs.Status; st != nil {
+		if st.CreationTime != nil {
+			t := st.CreationTime.Time
+			s.CutTime = &t
+		}
 		s.ReadyToUse = st.ReadyToUse != nil && *st.ReadyToUse
 		if st.BoundVolumeSnapshotContentName != nil {
 			s.ContentName = *st.BoundVolumeSnapshotContentName
@@ -437,8 +450,7 @@ func (r *reader) contents(ctx context.Context, inv *inventory.Inventory) error {
 	var out []inventory.Content
 	n, keep := slice(&out)
 	item := decodedJSON(func(vc *snapv1.VolumeSnapshotContent) {
-		out = append(out, inventory.Content{Name: vc.Name, DeletionPolicy: string(vc.Spec.DeletionPolicy),
-			Snapshot: inventory.Key{Namespace: vc.Spec.VolumeSnapshotRef.Namespace, Name: vc.Spec.VolumeSnapshotRef.Name}})
+		out = append(out, Content(vc))
 	})
 	err := r.list(ctx, "volumesnapshotcontents", "", n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 		return r.jsonList(ctx, "volumesnapshotcontents", "", "VolumeSnapshotContentList", opts, item)
@@ -451,6 +463,24 @@ func (r *reader) contents(ctx context.Context, inv *inventory.Inventory) error {
 		inv.Contents[c.Name] = c
 	}
 	return nil
+}
+
+// Content reduces a VolumeSnapshotContent to the inventory's form.
+func Content(vc *snapv1.VolumeSnapshotContent) inventory.Content {
+	c := inventory.Content{Name: vc.Name, DeletionPolicy: string(vc.Spec.DeletionPolicy),
+		Snapshot:    inventory.Key{Namespace: vc.Spec.VolumeSnapshotRef.Namespace, Name: vc.Spec.VolumeSnapshotRef.Name},
+		SnapshotUID: vc.Spec.VolumeSnapshotRef.UID}
+	if vc.Status != nil && vc.Status.SnapshotHandle != nil && *vc.Status.SnapshotHandle != "" {
+		c.HasHandle = true
+	}
+	if h := vc.Spec.Source.SnapshotHandle; h != nil && *h != "" {
+		c.HasHandle = true
+	}
+	if vc.DeletionTimestamp != nil {
+		t := vc.DeletionTimestamp.Time
+		c.DeletionTimestamp = &t
+	}
+	return c
 }
 
 // addRef records that a referrer names claim ns/name, if that claim is in
