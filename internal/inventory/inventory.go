@@ -26,6 +26,15 @@ const (
 	AnnotationSourceUID = Prefix + "source-uid"
 	// AnnotationSourceName on a VolumeSnapshot names its claim.
 	AnnotationSourceName = Prefix + "source-name"
+	// AnnotationRescueAttempts on a claim counts the janitor's failed
+	// snapshot attempts so far, across runs (SPEC §5).
+	AnnotationRescueAttempts = Prefix + "rescue-attempts"
+	// AnnotationNextAttempt on a claim is when (RFC 3339, server clock) the
+	// next snapshot attempt is due after failed ones (SPEC §5).
+	AnnotationNextAttempt = Prefix + "next-attempt"
+	// LabelStale marks a stale rescue of the janitor's that could not be
+	// deleted without leaking its content (SPEC §11).
+	LabelStale = Prefix + "stale"
 	// LabelSuperseded marks an archive snapshot of a superseded claim.
 	LabelSuperseded = Prefix + "superseded"
 	// LabelManagedBy and ManagedByValue mark the janitor's own snapshots.
