@@ -145,6 +145,8 @@ type Config struct {
 	AllowDeletePolicy bool
 	// Rescue makes guard run snapshot first.
 	Rescue bool
+	// MinClaims fails the guard when fewer claims are in scope.
+	MinClaims int
 
 	// MetricsFile receives the run's metrics in the Prometheus text format.
 	MetricsFile string
@@ -236,6 +238,7 @@ func (c *Config) Redacted() map[string]any {
 		"lock-duration":            c.LockDuration.String(),
 		"allow-delete-policy":      c.AllowDeletePolicy,
 		"rescue":                   c.Rescue,
+		"min-claims":               c.MinClaims,
 		"metrics-file":             c.MetricsFile,
 		"pushgateway":              redactURL(c.Pushgateway),
 		"notify-webhook":           redactSecret(c.NotifyWebhook),

@@ -288,6 +288,9 @@ allow-delete-policy: true
 		{name: "max-deletions 0 means delete nothing", args: []string{"--max-deletions", "0"},
 			check: func(t *testing.T, c *Config) { eq(t, "MaxDeletions", c.MaxDeletions, 0) }},
 		{name: "max-deletions negative", args: []string{"--max-deletions", "-1"}, wantErr: "--max-deletions: must not be negative"},
+		{name: "min-claims", args: []string{"--min-claims", "3"},
+			check: func(t *testing.T, c *Config) { eq(t, "MinClaims", c.MinClaims, 3) }},
+		{name: "min-claims negative", args: []string{"--min-claims", "-1"}, wantErr: "--min-claims: must not be negative"},
 		{name: "max-deletion-percent 0", args: []string{"--max-deletion-percent", "0"}, wantErr: "--max-deletion-percent: must be greater than 0 and at most 100, got 0", exact: true},
 		{name: "max-deletion-percent 101", args: []string{"--max-deletion-percent", "101"}, wantErr: "--max-deletion-percent: must be greater than 0 and at most 100"},
 

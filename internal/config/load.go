@@ -471,6 +471,7 @@ func (r *resolver) complete(command string) (*Config, error) {
 	setStr(&c.NotifyWebhook, "notify-webhook")
 	setBool(&c.AllowDeletePolicy, "allow-delete-policy")
 	setBool(&c.Rescue, "rescue")
+	setInt(&c.MinClaims, "min-claims")
 	if err != nil {
 		return nil, err
 	}

@@ -84,6 +84,7 @@ func options() []option {
 		{name: "lock-duration", kind: kindDuration, def: "60s", usage: "how long the run's Lease lasts without renewal"},
 		{name: "allow-delete-policy", kind: kindBool, usage: "guard: accept rescues whose VolumeSnapshotContent has deletionPolicy Delete"},
 		{name: "rescue", kind: kindBool, usage: "guard: run snapshot first"},
+		{name: "min-claims", kind: kindInt, def: "0", usage: "guard: fail the gate when fewer claims than this are in scope (a mistyped selector cannot pass it)"},
 		{name: "metrics-file", kind: kindString, usage: "write the run's Prometheus metrics to this file, atomically (node-exporter textfile collector)"},
 		{name: "pushgateway", kind: kindString, usage: "push the run's Prometheus metrics to this Pushgateway URL (credentials become basic auth and are never logged)"},
 		{name: "notify-webhook", kind: kindString, usage: "post a Slack-compatible summary to this webhook URL when a run acted or failed (the URL is never logged)"},
