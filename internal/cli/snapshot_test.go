@@ -559,6 +559,9 @@ func TestSnapshotRechecksEachClaimJustBeforeItsCreate(t *testing.T) {
 	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide-b", Claims: []string{"ws-b"}, Scheduled: true}); err != nil {
 		t.Fatal(err)
 	}
+	// Creation times are whole seconds: the newer claim must be a second
+	// younger than ws-c at least.
+	time.Sleep(1100 * time.Millisecond)
 	labels := map[string]string{"app.kubernetes.io/part-of": "demo-workspaces", "workspace": "c"}
 	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "ws-c-2", Labels: labels}); err != nil {
 		t.Fatal(err)

@@ -312,7 +312,7 @@ func (r *rescuer) one(ctx context.Context, i int) Outcome {
 		archive := fd.State == classify.Superseded
 		name := Name(cl.Name, cl.UID, since)
 		if own := fd.Snapshot; own != nil && own.ManagedByJanitor && own.SourceUID == cl.UID &&
-			(fd.State == classify.Snapshotting || fd.State == classify.SnapshotFailed) {
+			(fd.State == classify.Snapshotting || fd.State == classify.SnapshotFailed || fd.State == classify.Rescued) {
 			if ownFor(own, since) {
 				// Ours for this orphaned-since (perhaps named by an older
 				// version): wait for it, recreate it under its name.

@@ -141,6 +141,12 @@ func stillTarget(ds []classify.Decision, uid types.UID, superseded string) (*cla
 		switch d.State {
 		case classify.Orphaned, classify.Snapshotting, classify.SnapshotFailed:
 			return d, true, ""
+		case classify.Rescued:
+			// By its own snapshot, which became ready since the scan: the
+			// wait for it (no create) verifies that it is intact.
+			if s := d.Snapshot; s != nil && s.ManagedByJanitor && s.SourceUID == uid {
+				return d, true, ""
+			}
 		case classify.Superseded:
 			if superseded == SupersededArchive {
 				return d, true, ""
