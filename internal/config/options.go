@@ -75,6 +75,7 @@ func options() []option {
 		{name: "snapshot-timeout", kind: kindDuration, def: "10m", usage: "how long to wait for a snapshot to become ready"},
 		{name: "snapshot-error-grace", kind: kindDuration, def: "2m", usage: "how long a snapshot error may last before the snapshot is recreated"},
 		{name: "snapshot-attempts", kind: kindInt, def: "3", usage: "how many times a failing snapshot is created before the claim is SnapshotFailed"},
+		{name: "snapshot-retry-backoff", kind: kindDuration, def: "10m", usage: "wait before a failed claim's next snapshot attempt, doubled per failed run, at most 24h"},
 		{name: "concurrency", kind: kindInt, def: "4", usage: "claims worked on at once"},
 		{name: "qps", kind: kindFloat32, def: "50", usage: "API requests per second"},
 		{name: "burst", kind: kindInt, def: "100", usage: "API request burst"},

@@ -61,6 +61,7 @@ func validate(c *Config, from func(string) string) error {
 		{"api-timeout", c.APITimeout, false},
 		{"snapshot-timeout", c.SnapshotTimeout, false},
 		{"snapshot-error-grace", c.SnapshotErrorGrace, false},
+		{"snapshot-retry-backoff", c.SnapshotRetryBackoff, false},
 		{"lock-duration", c.LockDuration, false},
 	} {
 		if d.zero && d.v < 0 {
