@@ -11,6 +11,7 @@ package mark
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -83,6 +84,29 @@ func Patch(m classify.Marks, uid types.UID, rv string) ([]byte, error) {
 		meta["labels"] = lab
 	}
 	return json.Marshal(map[string]any{"metadata": meta})
+}
+
+// OtherClaim reports whether a patch was refused because the claim under
+// that name is not the one read: the API server answers a merge patch whose
+// metadata.uid differs with 422 Invalid (uid is immutable), or with a
+// conflict when the resourceVersion differs too.
+func OtherClaim(err error) bool {
+	if apierrors.IsConflict(err) {
+		return true
+	}
+	if !apierrors.IsInvalid(err) {
+		return false
+	}
+	var s apierrors.APIStatus
+	if !errors.As(err, &s) || s.Status().Details == nil {
+		return false
+	}
+	for _, c := range s.Status().Details.Causes {
+		if c.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
 }
 
 // Removals keeps only the removals of m. A removal records a use the
@@ -183,7 +207,7 @@ func one(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Option
 		return Failed, fmt.Errorf("mark claim %s/%s: %w", cl.Namespace, cl.Name, err)
 	}
 	err = patchClaim(ctx, c, cl, patch, opts)
-	if apierrors.IsConflict(err) && d.Marks.OrphanedSince == classify.Remove {
+	if OtherClaim(err) && d.Marks.OrphanedSince == classify.Remove {
 		// A use was seen: its clock must restart even though the claim
 		// changed since it was read (SPEC §3 Marks).
 		var done bool
@@ -198,7 +222,7 @@ func one(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Option
 		}
 	}
 	switch {
-	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+	case OtherClaim(err) || apierrors.IsNotFound(err):
 		log.Info().Msg("claim changed since it was read; marks left for the next run")
 		return Changed, nil
 	case err != nil:
@@ -257,7 +281,7 @@ func retryRemoval(ctx context.Context, c *kube.Clients, cl *inventory.Claim, m c
 			return true, nil
 		case apierrors.IsNotFound(err):
 			return false, nil
-		case !apierrors.IsConflict(err):
+		case !OtherClaim(err):
 			return false, err
 		}
 	}

@@ -2,13 +2,18 @@ package mark
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
@@ -153,5 +158,30 @@ func TestRetryRemoval(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOtherClaim: the refusals of a patch whose UID is not the claim's, as
+// the API server gives them, are told apart from other failures.
+func TestOtherClaim(t *testing.T) {
+	gk := schema.GroupKind{Kind: "PersistentVolumeClaim"}
+	gr := schema.GroupResource{Resource: "persistentvolumeclaims"}
+	uidImmutable := apierrors.NewInvalid(gk, "ws-a", field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), "x", "field is immutable")})
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"uid immutable (422)", uidImmutable, true},
+		{"uid immutable, wrapped by the retry", fmt.Errorf("mark claim ws/ws-a: %w", uidImmutable), true},
+		{"conflict (409)", apierrors.NewConflict(gr, "ws-a", errors.New("the object has been modified")), true},
+		{"another field invalid", apierrors.NewInvalid(gk, "ws-a", field.ErrorList{field.Invalid(field.NewPath("metadata", "labels"), "x", "bad")}), false},
+		{"not found", apierrors.NewNotFound(gr, "ws-a"), false},
+		{"forbidden", apierrors.NewForbidden(gr, "ws-a", errors.New("no")), false},
+		{"nil", nil, false},
+	} {
+		if got := OtherClaim(c.err); got != c.want {
+			t.Errorf("%s: OtherClaim = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
