@@ -705,3 +705,28 @@ func TestMarkPatchCarriesTheUID(t *testing.T) {
 		t.Fatalf("a patch with the claim's own UID: %v", err)
 	}
 }
+
+// TestRunStopsWhenItsLeaseCannotBeRenewed (path 12, SPEC §7): every lease
+// renewal hangs; two thirds of --lock-duration after the last renewal the
+// run stops acting (no delete) and exits 1 naming the cause.
+func TestRunStopsWhenItsLeaseCannotBeRenewed(t *testing.T) {
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: 6 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	uid := k8stypes.UID(orphan(t, f, ns, "ws-a", "a", ns+"-slow"))
+	p := env.StartFaultProxy(t, 7)
+	p.Set(testenv.Faults{Rules: []testenv.Rule{{Verbs: []string{"update"}, Resources: []string{"leases"},
+		Faults: testenv.Faults{RateHang: 1, HangFor: 2 * time.Minute}}}})
+	code, _, stderr := proxyRun(p, reapArgs("run", ns, "--yes", "--max-deletion-percent", "100", "--lock-duration", "3s")...)
+	if p.InjectedByKind()[testenv.KindHang] == 0 {
+		t.Fatal("no renewal hung: the test proves nothing")
+	}
+	if code != 1 || !strings.Contains(stderr, "lease") || !strings.Contains(stderr, "not renewed") {
+		t.Fatalf("exit %d, want 1 naming the unrenewed lease: %s", code, stderr)
+	}
+	if deletedOrGoing(t, f, ns, "ws-a", uid) {
+		t.Fatal("a run that could not renew its lease deleted a claim")
+	}
+}
