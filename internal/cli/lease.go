@@ -17,8 +17,10 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
 )
 
-// errLeaseLost cancels a run whose lease was taken over.
-var errLeaseLost = errors.New("the run's lease was lost to another run; stopped")
+// errLeaseLost cancels a run whose lease was lost: taken over by another
+// run, or not renewed within its renew deadline (SPEC §7). The context's
+// cause wraps it with the lease's own account of why.
+var errLeaseLost = errors.New("the run's lease was lost; stopped acting")
 
 // lock takes the run's Lease for a mutating command. The returned context
 // is cancelled if the lease is lost; release must be called (it uses its own
@@ -42,7 +44,9 @@ func (sess *session) lock(ctx context.Context) (context.Context, func(), error) 
 	go func() {
 		select {
 		case <-l.Lost():
-			cancel(errLeaseLost)
+			// No new create or delete from here: every call of the run
+			// takes this context.
+			cancel(fmt.Errorf("%w: %w", errLeaseLost, l.Err()))
 		case <-ctx.Done():
 		}
 	}()
@@ -59,8 +63,8 @@ func (sess *session) lock(ctx context.Context) (context.Context, func(), error) 
 
 // leaseErr returns the lost-lease error when that is why ctx ended.
 func leaseErr(ctx context.Context) error {
-	if errors.Is(context.Cause(ctx), errLeaseLost) {
-		return exitcode.New(exitcode.Runtime, errLeaseLost)
+	if cause := context.Cause(ctx); errors.Is(cause, errLeaseLost) {
+		return exitcode.New(exitcode.Runtime, cause)
 	}
 	return nil
 }

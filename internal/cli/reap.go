@@ -72,10 +72,16 @@ func runPipeline(cmd *cobra.Command, s Streams, name string, withRescue bool) er
 	if withRescue {
 		res, stepErr = sess.snapshot(ctx, r, s.ErrOut)
 		if res == nil {
+			if err := leaseErr(ctx); err != nil {
+				return sess.failed(ctx, name, err)
+			}
 			return sess.failed(ctx, name, stepErr)
 		}
 	} else {
 		if res, err = sess.scan(ctx, cfg.DryRun); err != nil {
+			if lerr := leaseErr(ctx); lerr != nil {
+				err = lerr
+			}
 			return sess.failed(ctx, name, err)
 		}
 		r.AddDecisions(res.Decisions)
@@ -86,7 +92,7 @@ func runPipeline(cmd *cobra.Command, s Streams, name string, withRescue bool) er
 	discard := cfg.Superseded == rescue.SupersededDiscard
 	for i := range res.Decisions {
 		d := &res.Decisions[i]
-		if reap.Reapable(d, discard) {
+		if reap.Reapable(d, discard, cfg.GracePeriod, res.Now) {
 			candidates[d.Claim.Key()] = true
 		}
 	}

@@ -13,9 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
 	"github.com/pvc-janitor/pvc-janitor/internal/lock"
+	"github.com/pvc-janitor/pvc-janitor/internal/mark"
 	"github.com/pvc-janitor/pvc-janitor/internal/reap"
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
 )
@@ -308,52 +311,135 @@ func waitLease(t *testing.T, f *testenv.Fixtures, ns string) {
 	t.Fatal("no lease appeared")
 }
 
-func TestLeaseOneRunAtATime(t *testing.T) {
-	f, _ := env.NewFixtures()
-	ns := env.Namespace(t)
-	if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: 4 * time.Second}); err != nil {
+// deletedOrGoing reports whether the claim named name with uid was deleted:
+// gone, or Terminating (the snapshot controller's and pvc-protection
+// finalizers may keep it for a while).
+func deletedOrGoing(t *testing.T, f *testenv.Fixtures, ns, name string, uid k8stypes.UID) bool {
+	t.Helper()
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	orphan(t, f, ns, "ws-slow", "s", ns+"-slow")
+	return c.UID != uid || c.DeletionTimestamp != nil
+}
 
-	// Two runs started together: one acts, the other exits 5.
-	a, _, aErr := startRun(t, ns)
-	b, _, bErr := startRun(t, ns)
+// TestLeaseOneRunAtATime: of two runs started together one acts and the
+// other exits 5 and deletes nothing; whichever wins, every rescued claim
+// ends up deleted, by the winner or (should the snapshot controller change
+// the claim twice while the winner deletes it) by a following run.
+func TestLeaseOneRunAtATime(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	// The slow volume keeps the first run holding the lease for seconds,
+	// long after the second has started.
+	if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: 8 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	uid := k8stypes.UID(orphan(t, f, ns, "ws-slow", "s", ns+"-slow"))
+
+	a, aOut, aErr := startRun(t, ns)
+	b, bOut, bErr := startRun(t, ns)
 	codes := []int{exitCode(a.Wait()), exitCode(b.Wait())}
 	if !((codes[0] == 0 && codes[1] == 5) || (codes[0] == 5 && codes[1] == 0)) {
 		t.Fatalf("exit codes %v, want one 0 and one 5\n%s\n%s", codes, aErr, bErr)
 	}
-	loser := aErr.String()
-	if codes[1] == 5 {
-		loser = bErr.String()
+	winOut, loseOut, loseErr := aOut.String(), bOut.String(), bErr.String()
+	if codes[0] == 5 {
+		winOut, loseOut, loseErr = bOut.String(), aOut.String(), aErr.String()
 	}
-	if !strings.Contains(loser, "is held by") {
-		t.Errorf("the losing run does not name the holder: %s", loser)
+	if !strings.Contains(loseErr, "is held by") {
+		t.Errorf("the losing run does not name the holder: %s", loseErr)
 	}
-	if exists(t, f, ns, "ws-slow") {
-		t.Error("the winning run did not reap")
+	// The loser never held the lease: it printed no report (so no action)
+	// and wrote nothing.
+	if strings.Contains(loseOut, `"action"`) {
+		t.Errorf("the losing run acted: %s", loseOut)
+	}
+	if _, act, reason := entry(t, parse(t, winOut), "ws-slow"); act != reap.ActionDeleted {
+		// Only a second change of the claim between the retry's read and
+		// its delete leaves it to the next run; the reason must say so.
+		if act != reap.ActionSkipped || !strings.Contains(reason, "changed since it was read") {
+			t.Fatalf("winning run: ws-slow action %q (%s), want deleted", act, reason)
+		}
+		t.Logf("the winning run left ws-slow to the next run: %s", reason)
+	}
+	for i := 0; !deletedOrGoing(t, f, ns, "ws-slow", uid); i++ {
+		if i == 5 {
+			t.Fatal("the rescued claim was not deleted by the winning run nor by five following runs")
+		}
+		if code, _, stderr := run(t, reapArgs("run", ns, "--yes", "--max-deletion-percent", "100")...); code != 0 {
+			t.Fatalf("following run: exit %d: %s", code, stderr)
+		}
+	}
+	ev, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Reaped"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.Items) != 1 {
+		t.Errorf("%d Reaped events, want 1: one deletion, by one run", len(ev.Items))
 	}
 
-	// A holder killed with SIGKILL leaves its lease; the next run is refused
-	// until it expires, then takes it over.
+	// A holder killed with SIGKILL leaves its lease; later runs are refused
+	// while it is live and take it over once it has expired.
 	orphan(t, f, ns, "ws-slow2", "s2", ns+"-slow")
 	k, _, _ := startRun(t, ns, "--lock-duration", "3s")
 	waitLease(t, f, ns)
 	_ = k.Process.Signal(syscall.SIGKILL)
 	_ = k.Wait()
-	if code, _, _ := run(t, reapArgs("scan", ns)...); code != 5 {
-		t.Fatalf("run while a dead holder's lease is live: exit %d, want 5", code)
+	dead, err := f.Kube.CoordinationV1().Leases(ns).Get(ctx, lock.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	time.Sleep(3500 * time.Millisecond)
-	if code, _, stderr := run(t, reapArgs("scan", ns)...); code != 0 {
-		t.Fatalf("run after the lease expired: exit %d: %s", code, stderr)
+	expires := dead.Spec.RenewTime.Add(time.Duration(*dead.Spec.LeaseDurationSeconds) * time.Second)
+	refused := 0
+	for i := 0; ; i++ {
+		before := time.Now()
+		code, _, stderr := run(t, reapArgs("scan", ns)...)
+		if code == 0 {
+			// Taken over: only once the dead holder's lease had expired
+			// (same host, same clock as the API server).
+			if time.Now().Before(expires) {
+				t.Fatalf("a run took over a live lease (expires %s)", expires)
+			}
+			break
+		}
+		if code != 5 {
+			t.Fatalf("run while a dead holder's lease exists: exit %d: %s", code, stderr)
+		}
+		if before.After(expires.Add(3 * time.Second)) { // the server clock is known to the second
+			t.Fatalf("a run was refused a lease that had expired at %s: %s", expires, stderr)
+		}
+		refused++
+		if i == 100 {
+			t.Fatal("the dead holder's lease was never taken over")
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval, not a wait for an outcome
 	}
+	t.Logf("%d runs refused while the dead holder's lease was live", refused)
 
 	// SIGTERM mid-run: the report is printed, the lease released, exit 143.
 	orphan(t, f, ns, "ws-slow3", "s3", ns+"-slow")
 	term, out, errOut := startRun(t, ns, "--snapshot-timeout", "1m")
-	waitLease(t, f, ns)
-	time.Sleep(500 * time.Millisecond)
+	// Mid-run: the run has created its rescue of ws-slow3 and waits for it.
+	for i := 0; ; i++ {
+		found := false
+		for _, s := range snapshots(t, f, ns) {
+			if s.Spec.Source.PersistentVolumeClaimName != nil && *s.Spec.Source.PersistentVolumeClaimName == "ws-slow3" {
+				found = true
+			}
+		}
+		if found {
+			break
+		}
+		if i == 600 {
+			t.Fatal("the run never created its rescue of ws-slow3")
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
 	_ = term.Process.Signal(syscall.SIGTERM)
 	if code := exitCode(term.Wait()); code != 143 {
 		t.Fatalf("SIGTERM: exit %d, want 143: %s", code, errOut)
@@ -361,7 +447,286 @@ func TestLeaseOneRunAtATime(t *testing.T) {
 	if !strings.Contains(out.String(), `"kind": "Report"`) {
 		t.Errorf("no report after SIGTERM: %q", out.String())
 	}
-	if _, err := f.Kube.CoordinationV1().Leases(ns).Get(context.Background(), lock.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := f.Kube.CoordinationV1().Leases(ns).Get(ctx, lock.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("lease not released after SIGTERM: %v", err)
+	}
+}
+
+// rescued makes ws-a in ns an orphan rescued by the janitor and returns its UID.
+func rescued(t *testing.T, f *testenv.Fixtures, ns string) k8stypes.UID {
+	t.Helper()
+	uid := orphan(t, f, ns, "ws-a", "a", "")
+	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
+		t.Fatalf("snapshot exit %d: %s", code, stderr)
+	}
+	return k8stypes.UID(uid)
+}
+
+// TestReapRetriesAfterFinalizerChurn (SPEC §6): a finalizer dropped from
+// the claim between the read and its delete (as the snapshot controller
+// drops pvc-as-source-protection) fails the delete's precondition; only
+// finalizers changed, no pod uses it, so the delete is retried once and the
+// claim is deleted in this run. Any other change (a label here) leaves it.
+func TestReapRetriesAfterFinalizerChurn(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		change  string // merge patch applied just before the DELETE reaches the server
+		deleted bool
+		reason  string
+	}{
+		{"finalizer dropped", `{"metadata":{"finalizers":["kubernetes.io/pvc-protection"]}}`, true, "rescued by VolumeSnapshot"},
+		{"label added", `{"metadata":{"labels":{"example.com/owner":"someone"}}}`, false, "labels changed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			f, _ := env.NewFixtures()
+			ns := env.Namespace(t)
+			uid := rescued(t, f, ns)
+			// A second finalizer, for the change to remove; the test's own,
+			// not the snapshot controller's, so that it cannot race us.
+			if _, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, "ws-a", k8stypes.MergePatchType,
+				[]byte(`{"metadata":{"finalizers":["kubernetes.io/pvc-protection","example.com/test"]}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_, _ = f.Kube.CoreV1().PersistentVolumeClaims(ns).Patch(context.Background(), "ws-a", k8stypes.JSONPatchType,
+					[]byte(`[{"op":"replace","path":"/metadata/finalizers","value":["kubernetes.io/pvc-protection"]}]`), metav1.PatchOptions{})
+			})
+			p := env.StartFaultProxy(t, 1)
+			deletes := 0
+			var mu sync.Mutex
+			p.OnRequest = func(r *http.Request) {
+				if r.Method != http.MethodDelete || !strings.HasSuffix(r.URL.Path, "/persistentvolumeclaims/ws-a") {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if deletes++; deletes == 1 {
+					if _, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, "ws-a", k8stypes.MergePatchType, []byte(c.change), metav1.PatchOptions{}); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			code, out, stderr := proxyRun(p, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100")...)
+			if code != 0 {
+				t.Fatalf("reap exit %d: %s", code, stderr)
+			}
+			_, act, reason := entry(t, parse(t, out), "ws-a")
+			if got := deletedOrGoing(t, f, ns, "ws-a", uid); got != c.deleted {
+				t.Fatalf("deleted %v, want %v (action %q: %s)", got, c.deleted, act, reason)
+			}
+			want := reap.ActionSkipped
+			if c.deleted {
+				want = reap.ActionDeleted
+			}
+			if act != want || !strings.Contains(reason, c.reason) {
+				t.Fatalf("action %q (%s), want %q (%s)", act, reason, want, c.reason)
+			}
+			if c.deleted && (strings.Contains(reason, "gone") || strings.Contains(reason, "freed")) {
+				t.Errorf("a deleted claim may stay Terminating: the report must not say gone or freed: %s", reason)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if wantDeletes := map[bool]int{true: 2, false: 1}[c.deleted]; deletes != wantDeletes {
+				t.Errorf("%d DELETE requests, want %d", deletes, wantDeletes)
+			}
+		})
+	}
+}
+
+// TestReapSettlesALostDeleteResponse (SPEC §6): the server applies the
+// DELETE but the response is lost; the retry meets a claim that is
+// Terminating (409) or gone (404). A read of the claim settles it: the same
+// UID being deleted, or gone, is reported deleted, not skipped.
+func TestReapSettlesALostDeleteResponse(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	uid := rescued(t, f, ns)
+	p := env.StartFaultProxy(t, 3)
+	p.Set(testenv.Faults{Rules: []testenv.Rule{{Verbs: []string{"delete"}, Resources: []string{"persistentvolumeclaims"}, Times: 1,
+		Faults: testenv.Faults{RateLostResponse: 1}}}})
+	code, out, stderr := proxyRun(p, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100")...)
+	if n := p.InjectedByKind()[testenv.KindLostResponse]; n != 1 {
+		t.Fatalf("the proxy lost %d delete responses, want 1: the test proves nothing", n)
+	}
+	if code != 0 {
+		t.Fatalf("reap exit %d: %s", code, stderr)
+	}
+	if !deletedOrGoing(t, f, ns, "ws-a", uid) {
+		t.Fatal("the claim was not deleted")
+	}
+	if _, act, reason := entry(t, parse(t, out), "ws-a"); act != reap.ActionDeleted || !strings.Contains(reason, "response") {
+		t.Fatalf("action %q (%s), want deleted, saying the response was lost", act, reason)
+	}
+	ev, _ := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Reaped"})
+	if len(ev.Items) != 1 {
+		t.Errorf("%d Reaped events, want 1", len(ev.Items))
+	}
+}
+
+// TestReapKeepsTheGracePeriodDespiteAForeignSnapshot (path 5): a claim
+// marked moments ago, with a ready snapshot someone else took since, is
+// Rescued, but is not deleted before its grace period has passed.
+func TestReapKeepsTheGracePeriodDespiteAForeignSnapshot(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	uid := orphan(t, f, ns, "ws-a", "a", "")
+	// The claim's orphaned-since: the Unused condition's transition (the
+	// scan marks the claim with it).
+	if code, _, stderr := run(t, reapArgs("scan", ns, "--grace-period", "1h")...); code != 0 {
+		t.Fatalf("scan exit %d: %s", code, stderr)
+	}
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since, err := time.Parse(time.RFC3339, c.Annotations["pvc-janitor.io/orphaned-since"])
+	if err != nil {
+		t.Fatalf("the scan did not mark the claim: %v", err)
+	}
+	// The foreign snapshot must be created after the mark to count as a
+	// rescue at all (else the test would pass for the wrong reason).
+	for !time.Now().After(since.Add(time.Second)) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := f.Snapshot(ctx, ns, "someone-elses", "ws-a", "", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WaitSnapshot(ctx, ns, "someone-elses", 30*time.Second, testenv.Ready); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := run(t, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100", "--grace-period", "1h")...)
+	if code != 0 {
+		t.Fatalf("reap exit %d: %s", code, stderr)
+	}
+	st, act, reason := entry(t, parse(t, out), "ws-a")
+	if st != "Rescued" {
+		t.Fatalf("state %s (%s), want Rescued: the test proves nothing", st, reason)
+	}
+	if deletedOrGoing(t, f, ns, "ws-a", k8stypes.UID(uid)) {
+		t.Fatalf("a claim within its grace period was deleted on someone else's snapshot (action %q: %s)", act, reason)
+	}
+	// Past the grace period (0s), the same evidence is enough.
+	if code, out, stderr = run(t, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100")...); code != 0 {
+		t.Fatalf("reap exit %d: %s", code, stderr)
+	}
+	if !deletedOrGoing(t, f, ns, "ws-a", k8stypes.UID(uid)) {
+		_, act, reason := entry(t, parse(t, out), "ws-a")
+		t.Fatalf("a rescued claim past its grace period was not deleted: %q: %s", act, reason)
+	}
+}
+
+// TestReapReCheckUseRemovesMarks (path 2): a pod that starts using a
+// rescued claim between reap's scan and its fresh re-read makes the claim
+// InUse there: it is not deleted, and its marks are removed at once, so
+// that its clock restarts (a snapshot taken before this use can no longer
+// count as its rescue).
+func TestReapReCheckUseRemovesMarks(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	uid := rescued(t, f, ns)
+	c, _ := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
+	if _, ok := c.Annotations["pvc-janitor.io/orphaned-since"]; !ok {
+		t.Fatal("the rescued claim carries no mark: the test proves nothing")
+	}
+	p := env.StartFaultProxy(t, 1)
+	var mu sync.Mutex
+	claimLists := 0
+	p.OnRequest = func(r *http.Request) {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/persistentvolumeclaims") {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		// The second list of claims is reap's re-read: the pod appears
+		// just before it.
+		if claimLists++; claimLists == 2 {
+			if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "back", Claims: []string{"ws-a"}}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	code, out, stderr := proxyRun(p, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100")...)
+	if code != 0 {
+		t.Fatalf("reap exit %d: %s", code, stderr)
+	}
+	mu.Lock()
+	n := claimLists
+	mu.Unlock()
+	if n < 2 {
+		t.Fatalf("%d claim lists: the re-read was not seen, the test proves nothing", n)
+	}
+	if deletedOrGoing(t, f, ns, "ws-a", uid) {
+		t.Fatal("a claim in use at the re-read was deleted")
+	}
+	if st, act, _ := entry(t, parse(t, out), "ws-a"); st != "InUse" || act != reap.ActionSkipped {
+		t.Errorf("state %s action %s, want InUse, %s", st, act, reap.ActionSkipped)
+	}
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range c.Annotations {
+		if k == "pvc-janitor.io/orphaned-since" {
+			t.Errorf("the orphaned-since mark survived a use seen by reap's re-check")
+		}
+	}
+	if _, ok := c.Labels["pvc-janitor.io/phase"]; ok {
+		t.Errorf("the phase label survived a use seen by reap's re-check")
+	}
+}
+
+// TestMarkPatchCarriesTheUID (path 11): the API server refuses a mark patch
+// whose UID is not the claim's, so a claim recreated under the same name is
+// never marked with another claim's evidence.
+func TestMarkPatchCarriesTheUID(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	orphan(t, f, ns, "ws-a", "a", "")
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := classify.Marks{Phase: classify.Set, PhaseValue: classify.Orphaned}
+	wrong, err := mark.Patch(m, "00000000-0000-0000-0000-000000000000", c.ResourceVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Kube.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, "ws-a", k8stypes.MergePatchType, wrong, metav1.PatchOptions{})
+	if !mark.OtherClaim(err) {
+		t.Fatalf("a patch with another claim's UID: %v, want it refused as another claim's", err)
+	}
+	right, _ := mark.Patch(m, c.UID, c.ResourceVersion)
+	if _, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, "ws-a", k8stypes.MergePatchType, right, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("a patch with the claim's own UID: %v", err)
+	}
+}
+
+// TestRunStopsWhenItsLeaseCannotBeRenewed (path 12, SPEC §7): every lease
+// renewal hangs; two thirds of --lock-duration after the last renewal the
+// run stops acting (no delete) and exits 1 naming the cause.
+func TestRunStopsWhenItsLeaseCannotBeRenewed(t *testing.T) {
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: 6 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	uid := k8stypes.UID(orphan(t, f, ns, "ws-a", "a", ns+"-slow"))
+	p := env.StartFaultProxy(t, 7)
+	p.Set(testenv.Faults{Rules: []testenv.Rule{{Verbs: []string{"update"}, Resources: []string{"leases"},
+		Faults: testenv.Faults{RateHang: 1, HangFor: 2 * time.Minute}}}})
+	code, _, stderr := proxyRun(p, reapArgs("run", ns, "--yes", "--max-deletion-percent", "100", "--lock-duration", "3s")...)
+	if p.InjectedByKind()[testenv.KindHang] == 0 {
+		t.Fatal("no renewal hung: the test proves nothing")
+	}
+	if code != 1 || !strings.Contains(stderr, "lease") || !strings.Contains(stderr, "not renewed") {
+		t.Fatalf("exit %d, want 1 naming the unrenewed lease: %s", code, stderr)
+	}
+	if deletedOrGoing(t, f, ns, "ws-a", uid) {
+		t.Fatal("a run that could not renew its lease deleted a claim")
 	}
 }

@@ -52,6 +52,36 @@ type Lease struct {
 	done   chan struct{}
 	lost   chan struct{}
 	closed bool
+	// lastOK is the local (monotonic) time the last successful write of
+	// the lease was sent: the server stamped its renewTime no earlier, so
+	// others judge its expiry from no earlier than this.
+	lastOK time.Time
+	// err says why the lease was lost, once lost is closed.
+	err error
+}
+
+// RenewDeadline is how long after its last successful renewal a run stops
+// acting: two thirds of the lease's duration (SPEC §7), as client-go's
+// leader election does with its renew deadline. The last third is the
+// margin for the clocks: another run may take the lease over once the
+// whole duration has passed on the server's clock.
+func RenewDeadline(duration time.Duration) time.Duration { return duration * 2 / 3 }
+
+// Lost reports whether a lease last renewed successfully at lastRenew (a
+// renewal sent then and accepted) must count as lost at now: the run can no
+// longer be sure it is alone.
+func Lost(lastRenew, now time.Time, duration time.Duration) bool {
+	return !now.Before(lastRenew.Add(RenewDeadline(duration)))
+}
+
+// renewTimeout bounds one renewal call: a quarter of the duration, so that
+// a stalled call leaves room for another before the deadline, and never
+// past the deadline itself.
+func renewTimeout(duration time.Duration) time.Duration { return max(duration/4, 50*time.Millisecond) }
+
+// retryPeriod is the pause after a failed renewal before the next try.
+func retryPeriod(duration time.Duration) time.Duration {
+	return max(duration/15, 50*time.Millisecond)
 }
 
 // Identity names this process in the lease: host, pid and a random suffix
@@ -85,6 +115,7 @@ func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Dura
 			var got *coordv1.Lease
 			err := retry.Do(ctx, "create lease", func(ctx context.Context) error {
 				var err error
+				l.lastOK = time.Now()
 				got, err = leases.Create(ctx, fresh, metav1.CreateOptions{})
 				return err
 			})
@@ -100,8 +131,13 @@ func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Dura
 		case str(cur.Spec.HolderIdentity) == l.identity:
 			// Our own create or take-over, applied by the server but its
 			// response lost (the retry then met AlreadyExists or a
-			// Conflict): the lease is ours.
+			// Conflict): the lease is ours, renewed no later than it was
+			// written: judged from now on, the deadline only comes sooner
+			// than on the server.
 			l.lease = cur
+			if l.lastOK.IsZero() {
+				l.lastOK = time.Now()
+			}
 		default:
 			if held := l.heldByOther(cur, now); held != nil {
 				return nil, held
@@ -114,6 +150,7 @@ func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Dura
 			var got *coordv1.Lease
 			err := retry.Do(ctx, "take over lease", func(ctx context.Context) error {
 				var err error
+				l.lastOK = time.Now()
 				got, err = leases.Update(ctx, next, metav1.UpdateOptions{})
 				return err
 			})
@@ -170,46 +207,115 @@ func (l *Lease) heldByOther(cur *coordv1.Lease, now time.Time) *HeldError {
 	return &HeldError{Holder: holder, Namespace: l.ns, RenewTime: cur.Spec.RenewTime.Time, Expires: expires}
 }
 
+// renew keeps the lease until Release, every third of its duration, and
+// retries a failed renewal every retryPeriod. Each call is bounded by
+// renewTimeout and by the renew deadline, so that a stalled API server
+// cannot keep the run believing it holds the lease: once the deadline
+// passes without a successful renewal, or a renewal finds another holder,
+// the lease is lost and Lost() is closed.
 func (l *Lease) renew(log *zerolog.Logger) {
 	defer close(l.done)
-	t := time.NewTicker(max(l.duration/3, 200*time.Millisecond))
-	defer t.Stop()
+	wait := l.duration / 3
+	var lastErr error
 	for {
+		deadline := l.lastOK.Add(RenewDeadline(l.duration))
+		t := time.NewTimer(max(min(wait, time.Until(deadline)), 0))
 		select {
 		case <-l.stop:
+			t.Stop()
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), max(l.duration/3, time.Second))
-		l.mu.Lock()
-		next := l.spec(l.lease.DeepCopy(), l.now(), false)
-		got, err := l.c.Kube.CoordinationV1().Leases(l.ns).Update(ctx, next, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			// A renewal applied by the server whose response was lost moves
-			// the resourceVersion under us: the lease is still ours if we
-			// hold it. Lost only when a fresh read shows another holder.
-			cur, gerr := l.c.Kube.CoordinationV1().Leases(l.ns).Get(ctx, Name, metav1.GetOptions{})
-			switch {
-			case gerr == nil && str(cur.Spec.HolderIdentity) == l.identity:
-				got, err = cur, nil
-			case gerr != nil && !apierrors.IsNotFound(gerr):
-				err = gerr // cannot tell: retried at the next tick
-			}
-		}
-		if err == nil {
-			l.lease = got
-		}
-		l.mu.Unlock()
-		cancel()
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			log.Error().Err(err).Msg("lease lost: another run took it over")
-			close(l.lost)
+		if Lost(l.lastOK, time.Now(), l.duration) {
+			l.lose(log, fmt.Errorf("lease %s/%s not renewed for %s (two thirds of --lock-duration %s): last error: %v",
+				l.ns, Name, RenewDeadline(l.duration), l.duration, lastErr))
 			return
 		}
-		if err != nil {
+		sent := time.Now()
+		ctx, cancel := context.WithDeadline(context.Background(), earliest(sent.Add(renewTimeout(l.duration)), deadline))
+		err := l.renewOnce(ctx)
+		cancel()
+		var taken *takenError
+		switch {
+		case errors.As(err, &taken):
+			l.lose(log, err)
+			return
+		case err != nil:
+			lastErr = err
+			wait = retryPeriod(l.duration)
 			log.Warn().Err(err).Msg("renew lease")
+		default:
+			l.lastOK, lastErr, wait = sent, nil, l.duration/3
 		}
 	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// takenError says a renewal found the lease held by another run, or gone.
+type takenError struct{ holder, ns string }
+
+func (e *takenError) Error() string {
+	if e.holder == "" {
+		return fmt.Sprintf("lease %s/%s was deleted or released by someone else", e.ns, Name)
+	}
+	return fmt.Sprintf("lease %s/%s was taken over by %q", e.ns, Name, e.holder)
+}
+
+// renewOnce writes one renewal. A conflict is settled by a fresh read: a
+// renewal applied by the server whose response was lost moves the
+// resourceVersion under us, and the lease is still ours if we hold it.
+func (l *Lease) renewOnce(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	leases := l.c.Kube.CoordinationV1().Leases(l.ns)
+	next := l.spec(l.lease.DeepCopy(), l.now(), false)
+	got, err := leases.Update(ctx, next, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return &takenError{ns: l.ns}
+	}
+	if apierrors.IsConflict(err) {
+		cur, gerr := leases.Get(ctx, Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(gerr):
+			return &takenError{ns: l.ns}
+		case gerr != nil:
+			return gerr // cannot tell: retried until the deadline
+		case str(cur.Spec.HolderIdentity) != l.identity:
+			return &takenError{holder: str(cur.Spec.HolderIdentity), ns: l.ns}
+		}
+		// Ours: renew on top of the version just read.
+		next = l.spec(cur.DeepCopy(), l.now(), false)
+		got, err = leases.Update(ctx, next, metav1.UpdateOptions{})
+		if err != nil {
+			return err // a conflict again is settled at the next try
+		}
+	}
+	if err != nil {
+		return err
+	}
+	l.lease = got
+	return nil
+}
+
+func (l *Lease) lose(log *zerolog.Logger, err error) {
+	l.mu.Lock()
+	l.err = err
+	l.mu.Unlock()
+	log.Error().Err(err).Msg("lease lost: stopping")
+	close(l.lost)
+}
+
+// Err says why the lease was lost; nil while it is held.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }
 
 // Lost is closed when the lease was lost; the run must stop acting.

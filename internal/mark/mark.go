@@ -1,13 +1,17 @@
 // Package mark writes the janitor's marks (SPEC §3 "Marks") on claims: the
 // pvc-janitor.io/orphaned-since annotation and the pvc-janitor.io/phase
-// label. Patches touch only those keys and carry the resourceVersion that
-// was classified, so a claim that changed since it was read is left for the
-// next run rather than marked on stale evidence.
+// label. Patches touch only those keys and carry the UID and resourceVersion
+// that were classified, so a claim that changed since it was read, or was
+// recreated under its name, is left for the next run rather than marked on
+// stale evidence. The one exception is a removal (a use was seen): it is
+// retried on a fresh read of the same claim, since a use must restart the
+// claim's clock whatever else changed.
 package mark
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -48,10 +52,18 @@ type Result struct {
 	Errors   []error
 }
 
-// Patch returns the JSON merge patch that applies m to a claim at
-// resourceVersion rv. Only keys under pvc-janitor.io/ appear in it.
-func Patch(m classify.Marks, rv string) ([]byte, error) {
-	meta := map[string]any{"resourceVersion": rv}
+// Patch returns the JSON merge patch that applies m to the claim with uid at
+// resourceVersion rv. Only keys under pvc-janitor.io/ appear in it. Both
+// are preconditions the API server checks: a claim that changed since it
+// was read (resourceVersion) or was deleted and recreated under the same
+// name (uid) is refused with a conflict, never marked on another claim's
+// evidence.
+func Patch(m classify.Marks, uid types.UID, rv string) ([]byte, error) {
+	if uid == "" {
+		// Without a UID the patch would apply to any claim of that name.
+		return nil, fmt.Errorf("mark patch without the claim's uid")
+	}
+	meta := map[string]any{"uid": string(uid), "resourceVersion": rv}
 	ann, lab := map[string]any{}, map[string]any{}
 	switch m.OrphanedSince {
 	case classify.Set:
@@ -72,6 +84,64 @@ func Patch(m classify.Marks, rv string) ([]byte, error) {
 		meta["labels"] = lab
 	}
 	return json.Marshal(map[string]any{"metadata": meta})
+}
+
+// OtherClaim reports whether a patch was refused because the claim under
+// that name is not the one read: the API server answers a merge patch whose
+// metadata.uid differs with 422 Invalid (uid is immutable), or with a
+// conflict when the resourceVersion differs too.
+func OtherClaim(err error) bool {
+	if apierrors.IsConflict(err) {
+		return true
+	}
+	if !apierrors.IsInvalid(err) {
+		return false
+	}
+	var s apierrors.APIStatus
+	if !errors.As(err, &s) || s.Status().Details == nil {
+		return false
+	}
+	for _, c := range s.Status().Details.Causes {
+		if c.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
+}
+
+// Removals keeps only the removals of m. A removal records a use the
+// janitor saw: it is always safe to apply on a newer version of the same
+// claim (it only restarts the claim's clock), unlike a Set, whose evidence
+// the newer version may contradict.
+func Removals(m classify.Marks) classify.Marks {
+	var r classify.Marks
+	if m.OrphanedSince == classify.Remove {
+		r.OrphanedSince = classify.Remove
+	}
+	if m.Phase == classify.Remove {
+		r.Phase = classify.Remove
+	}
+	return r
+}
+
+// RetryRemoval decides what to do after a patch of m on the claim with uid
+// met a conflict: cur is a fresh read of the claim (nil when it is gone).
+// Only a removal of the orphaned-since mark (a use was seen) is retried, on
+// the same claim (same UID, not being deleted) and only while it still
+// carries a key to remove; it returns the marks to patch at cur's
+// resourceVersion. A Set is left for the next run, which classifies afresh.
+func RetryRemoval(m classify.Marks, uid types.UID, cur *corev1.PersistentVolumeClaim) (classify.Marks, bool) {
+	if m.OrphanedSince != classify.Remove || cur == nil || cur.UID != uid || cur.DeletionTimestamp != nil {
+		return classify.Marks{}, false
+	}
+	r := Removals(m)
+	if _, ok := cur.Annotations[inventory.AnnotationOrphanedSince]; !ok {
+		r.OrphanedSince = classify.Keep
+	}
+	if _, ok := cur.Labels[inventory.LabelPhase]; !ok {
+		r.Phase = classify.Keep
+	}
+	return r, r.Changed()
 }
 
 // Apply writes the marks of every decision that changes something, with
@@ -125,19 +195,34 @@ feed:
 	return res
 }
 
+// removalRetries bounds the fresh reads a conflicting removal is retried
+// on: each conflict means the claim changed again in between.
+const removalRetries = 3
+
 func one(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Options) (Outcome, error) {
 	cl := d.Claim
 	log := zerolog.Ctx(ctx).With().Str("namespace", cl.Namespace).Str("claim", cl.Name).Str("state", string(d.State)).Logger()
-	patch, err := Patch(d.Marks, cl.ResourceVersion)
+	patch, err := Patch(d.Marks, cl.UID, cl.ResourceVersion)
 	if err != nil {
-		return Failed, err
+		return Failed, fmt.Errorf("mark claim %s/%s: %w", cl.Namespace, cl.Name, err)
 	}
-	err = opts.Retry.Do(ctx, fmt.Sprintf("mark claim %s/%s", cl.Namespace, cl.Name), func(ctx context.Context) error {
-		_, err := c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Patch(ctx, cl.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-		return err
-	})
+	err = patchClaim(ctx, c, cl, patch, opts)
+	if OtherClaim(err) && d.Marks.OrphanedSince == classify.Remove {
+		// A use was seen: its clock must restart even though the claim
+		// changed since it was read (SPEC §3 Marks).
+		var done bool
+		done, err = retryRemoval(ctx, c, cl, d.Marks, opts)
+		if err == nil && done {
+			log.Info().Msg("marks removed on a fresh read after a conflict")
+			return Marked, nil
+		}
+		if err == nil {
+			log.Info().Msg("claim gone, recreated or without marks: nothing to remove")
+			return Changed, nil
+		}
+	}
 	switch {
-	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+	case OtherClaim(err) || apierrors.IsNotFound(err):
 		log.Info().Msg("claim changed since it was read; marks left for the next run")
 		return Changed, nil
 	case err != nil:
@@ -155,4 +240,64 @@ func one(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Option
 		}
 	}
 	return Marked, nil
+}
+
+func patchClaim(ctx context.Context, c *kube.Clients, cl *inventory.Claim, patch []byte, opts Options) error {
+	return opts.Retry.Do(ctx, fmt.Sprintf("mark claim %s/%s", cl.Namespace, cl.Name), func(ctx context.Context) error {
+		_, err := c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Patch(ctx, cl.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+}
+
+// retryRemoval re-reads the claim and removes the marks m removes, at the
+// fresh resourceVersion and with the same UID precondition. It reports
+// whether a removal was written; false with a nil error means there was
+// nothing left to remove (gone, recreated, being deleted, no marks).
+func retryRemoval(ctx context.Context, c *kube.Clients, cl *inventory.Claim, m classify.Marks, opts Options) (bool, error) {
+	for i := 0; i < removalRetries; i++ {
+		var cur *corev1.PersistentVolumeClaim
+		err := opts.Retry.Do(ctx, fmt.Sprintf("get claim %s/%s", cl.Namespace, cl.Name), func(ctx context.Context) error {
+			var err error
+			cur, err = c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Get(ctx, cl.Name, metav1.GetOptions{})
+			return err
+		})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		r, ok := RetryRemoval(m, cl.UID, cur)
+		if !ok {
+			return false, nil
+		}
+		patch, err := Patch(r, cur.UID, cur.ResourceVersion)
+		if err != nil {
+			return false, err
+		}
+		err = patchClaim(ctx, c, cl, patch, opts)
+		switch {
+		case err == nil:
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case !OtherClaim(err):
+			return false, err
+		}
+	}
+	return false, fmt.Errorf("remove marks of claim %s/%s: still conflicting after %d fresh reads", cl.Namespace, cl.Name, removalRetries)
+}
+
+// Clear removes the janitor's marks (orphaned-since and phase) from the
+// claim, for a use seen after the scan (a re-check before a snapshot or a
+// delete): the claim's clock restarts. The patch carries cl's UID; a
+// conflict is retried on a fresh read of the same claim. Nothing is written
+// in dry run.
+func Clear(ctx context.Context, c *kube.Clients, cl *inventory.Claim, opts Options) (Outcome, error) {
+	if opts.DryRun {
+		return WouldMark, nil
+	}
+	d := &classify.Decision{Claim: cl, State: classify.InUse,
+		Marks: classify.Marks{OrphanedSince: classify.Remove, Phase: classify.Remove}}
+	return one(ctx, c, d, opts)
 }

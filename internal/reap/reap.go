@@ -8,16 +8,13 @@ package reap
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/rs/zerolog"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/mark"
 )
 
 // Actions reported per claim.
@@ -63,27 +60,6 @@ type Result struct {
 	Decisions []classify.Decision
 }
 
-// Reapable reports whether a decision allows deleting the claim.
-func Reapable(d *classify.Decision, discard bool) bool {
-	return d.State == classify.Rescued || (discard && d.State == classify.Superseded)
-}
-
-// Limit checks the blast radius: n deletions out of total claims in scope.
-// It returns the reason when over either limit.
-func Limit(n, total, maxDeletions int, maxPercent float64) string {
-	if n > maxDeletions {
-		return fmt.Sprintf("blast radius: %d claims would be deleted, over --max-deletions %d; nothing was deleted", n, maxDeletions)
-	}
-	if total > 0 {
-		pct := 100 * float64(n) / float64(total)
-		if pct > maxPercent+1e-9 {
-			return fmt.Sprintf("blast radius: %d of %d claims in scope (%.1f%%) would be deleted, over --max-deletion-percent %g; nothing was deleted",
-				n, total, math.Round(pct*10)/10, maxPercent)
-		}
-	}
-	return ""
-}
-
 // Reap re-reads the cluster (claims, pods, snapshots, everything), re-classifies,
 // and deletes the claims that are still reapable, after the blast-radius
 // check. candidates are the claims an earlier step found reapable: a claim
@@ -102,9 +78,11 @@ func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]boo
 	if inv.ServerTime.IsZero() {
 		return nil, fmt.Errorf("re-read before deleting: no server time")
 	}
-	ds := classify.Classify(inv, o.Policy, inv.ServerTime)
+	now := inv.ServerTime
+	ds := classify.Classify(inv, o.Policy, now)
 	res.Decisions = ds
 	var del []*classify.Decision
+	var used []classify.Decision
 	seen := map[inventory.Key]bool{}
 	for i := range ds {
 		d := &ds[i]
@@ -113,12 +91,24 @@ func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]boo
 			continue
 		}
 		seen[k] = true
-		if !Reapable(d, o.Discard) {
+		if d.Marks.OrphanedSince == classify.Remove {
+			// The re-read saw a use: the claim's clock restarts now, not
+			// at the next scan (SPEC §3 Marks).
+			used = append(used, *d)
+		}
+		if !Reapable(d, o.Discard, o.Policy.GracePeriod, now) {
 			res.Outcomes = append(res.Outcomes, Outcome{Namespace: k.Namespace, Name: k.Name, Action: ActionSkipped, State: d.State,
-				Message: "changed since the scan: now " + string(d.State) + ": " + d.Reason})
+				Message: notReapableReason(d, o.Discard, o.Policy.GracePeriod, now)})
 			continue
 		}
 		del = append(del, d)
+	}
+	if len(used) > 0 {
+		mr := mark.Apply(ctx, c, used, mark.Options{DryRun: o.DryRun, Concurrency: 1, Retry: o.Retry})
+		for _, err := range mr.Errors {
+			// The claim is not deleted either way; the next scan retries.
+			log.Warn().Err(err).Msg("remove marks of a claim in use again")
+		}
 	}
 	for k := range candidates {
 		if !seen[k] {
@@ -160,42 +150,6 @@ func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]boo
 		res.Outcomes = append(res.Outcomes, deleteOne(ctx, c, d, o, log))
 	}
 	return res, nil
-}
-
-func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Options, log *zerolog.Logger) Outcome {
-	cl := d.Claim
-	out := Outcome{Namespace: cl.Namespace, Name: cl.Name, State: d.State}
-	l := log.With().Str("namespace", cl.Namespace).Str("claim", cl.Name).Str("state", string(d.State)).Logger()
-	uid, rv := cl.UID, cl.ResourceVersion
-	err := o.Retry.Do(ctx, "delete claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
-		return c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Delete(ctx, cl.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
-	})
-	switch {
-	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-		// Changed since we looked (a pod started using it, someone edited
-		// it, or it is gone): not an error, never retried blindly.
-		out.Action = ActionSkipped
-		out.Message = "changed since it was read (delete precondition failed); left for the next run"
-		l.Info().Msg("claim changed since it was read; not deleted")
-		event(ctx, c, o, cl, corev1.EventTypeNormal, "ReapSkipped", out.Message)
-	case err != nil:
-		out.Action, out.Message, out.Err = ActionFailed, err.Error(), err
-		l.Error().Err(err).Msg("delete claim")
-		event(ctx, c, o, cl, corev1.EventTypeWarning, "ReapSkipped", "delete failed: "+err.Error())
-	default:
-		out.Action = ActionDeleted
-		why := "rescued"
-		if d.Snapshot != nil && d.State == classify.Rescued {
-			why = "rescued by VolumeSnapshot " + d.Snapshot.Name
-		} else if d.State == classify.Superseded {
-			why = "superseded, discarded without a snapshot (--superseded=discard)"
-		}
-		out.Message = "deleted: " + why
-		l.Info().Msg("claim deleted")
-		event(ctx, c, o, cl, corev1.EventTypeNormal, "Reaped", out.Message)
-	}
-	return out
 }
 
 func event(ctx context.Context, c *kube.Clients, o Options, cl *inventory.Claim, typ, reason, msg string) {

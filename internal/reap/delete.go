@@ -1,0 +1,222 @@
+package reap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/mark"
+)
+
+// changedMsg opens the reason of a claim left alone because it changed
+// after the read (tests and operators grep for it).
+const changedMsg = "changed since it was read (delete precondition failed)"
+
+// deleteOne deletes one claim with Preconditions{UID, ResourceVersion} of
+// the fresh read, settles a delete whose response was lost, and retries
+// once after a change that says nothing about use (SPEC §6).
+func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Options, log *zerolog.Logger) Outcome {
+	cl := d.Claim
+	out := Outcome{Namespace: cl.Namespace, Name: cl.Name, State: d.State}
+	l := log.With().Str("namespace", cl.Namespace).Str("claim", cl.Name).Str("state", string(d.State)).Logger()
+	skip := func(msg string) Outcome {
+		out.Action, out.Message = ActionSkipped, msg
+		l.Info().Str("reason", msg).Msg("claim not deleted")
+		event(ctx, c, o, cl, corev1.EventTypeNormal, "ReapSkipped", msg)
+		return out
+	}
+	fail := func(err error) Outcome {
+		out.Action, out.Message, out.Err = ActionFailed, err.Error(), err
+		l.Error().Err(err).Msg("delete claim")
+		event(ctx, c, o, cl, corev1.EventTypeWarning, "ReapSkipped", "delete failed: "+err.Error())
+		return out
+	}
+	rv := cl.ResourceVersion
+	maybeApplied := false
+	for try := 0; ; try++ {
+		applied, err := deleteClaim(ctx, c, o.Retry, cl, rv)
+		maybeApplied = maybeApplied || applied
+		if err == nil {
+			return deleted(ctx, c, o, d, out, l, "")
+		}
+		conflict := apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+		if !conflict && !maybeApplied {
+			return fail(err)
+		}
+		cur, gerr := getClaim(ctx, c, o.Retry, cl)
+		if gerr != nil {
+			if maybeApplied {
+				return fail(fmt.Errorf("delete claim %s/%s: response lost and the claim cannot be read to settle it: %w", cl.Namespace, cl.Name, gerr))
+			}
+			return fail(gerr)
+		}
+		switch Settle(cl.UID, maybeApplied, cur) {
+		case Deleted:
+			return deleted(ctx, c, o, d, out, l, " (the response to the delete was lost; a read shows it accepted)")
+		case Gone:
+			return skip("gone since it was read: deleted by someone else")
+		case Terminating:
+			return skip("being deleted by someone else since it was read")
+		case Replaced:
+			return skip("another claim now has this name (UID " + string(cur.UID) + "); not deleted")
+		}
+		if !conflict {
+			if cur.ResourceVersion == rv {
+				// Unchanged: the delete never landed; the error stands.
+				return fail(err)
+			}
+		}
+		if try > 0 {
+			return skip(changedMsg + " again after a retry; left for the next run")
+		}
+		before, berr := claimAt(ctx, c, o.Retry, cl, rv)
+		if berr != nil {
+			l.Info().Err(berr).Msg("cannot read the claim as it was classified")
+			return skip(changedMsg + "; what changed cannot be told; left for the next run")
+		}
+		if ok, why := Unrelated(before, cur); !ok {
+			return skip(changedMsg + ": " + why + "; left for the next run")
+		}
+		// Only finalizers or bookkeeping changed (the snapshot controller
+		// dropping pvc-as-source-protection, say): check for use again
+		// before trusting the decision with the new resourceVersion.
+		pods, perr := listPods(ctx, c, o.Retry, cl.Namespace)
+		if perr != nil {
+			l.Info().Err(perr).Msg("re-check for use")
+			return skip(changedMsg + "; cannot re-check it for use: " + perr.Error())
+		}
+		if users := PodUses(pods, cl.Name); len(users) > 0 {
+			if !o.DryRun {
+				if _, err := mark.Clear(ctx, c, cl, mark.Options{Retry: o.Retry}); err != nil {
+					l.Warn().Err(err).Msg("remove marks of a claim in use again")
+				}
+			}
+			out.State = classify.InUse
+			return skip("in use again since it was read (pod " + strings.Join(users, ", ") + "); not deleted")
+		}
+		if ctx.Err() != nil {
+			return skip(changedMsg + "; interrupted before the retry")
+		}
+		l.Info().Str("resource_version", cur.ResourceVersion).Msg("only finalizers or bookkeeping changed; retrying the delete once")
+		rv = cur.ResourceVersion
+	}
+}
+
+// deleted reports an accepted deletion. A deleted claim may stay
+// Terminating for minutes (the snapshot controller's finalizer, the
+// pvc-protection one): the words say deletion, never that it is gone.
+func deleted(ctx context.Context, c *kube.Clients, o Options, d *classify.Decision, out Outcome, l zerolog.Logger, note string) Outcome {
+	why := "rescued"
+	if d.Snapshot != nil && d.State == classify.Rescued {
+		why = "rescued by VolumeSnapshot " + d.Snapshot.Name
+	} else if d.State == classify.Superseded {
+		why = "superseded, discarded without a snapshot (--superseded=discard)"
+	}
+	out.Action = ActionDeleted
+	out.Message = "deleted (deletion accepted): " + why + note
+	l.Info().Msg("claim deletion accepted")
+	event(ctx, c, o, d.Claim, corev1.EventTypeNormal, "Reaped", out.Message)
+	return out
+}
+
+// deleteClaim sends the delete, with the retry policy. applied reports
+// whether an attempt may have reached the server although the call did not
+// report success: one whose response was lost (a timeout, a reset) or that
+// failed with a 5xx, after which a retry meets the first attempt's result.
+func deleteClaim(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *inventory.Claim, rv string) (applied bool, err error) {
+	uid := cl.UID
+	err = retry.Do(ctx, "delete claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
+		err := c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Delete(ctx, cl.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+		if mayHaveApplied(err) {
+			applied = true
+		}
+		return err
+	})
+	return applied, err
+}
+
+// mayHaveApplied reports whether a failed call may still have been applied:
+// everything but a clean answer that refuses it (4xx, which includes 429).
+func mayHaveApplied(err error) bool {
+	if err == nil {
+		return false
+	}
+	var s apierrors.APIStatus
+	if errors.As(err, &s) {
+		code := s.Status().Code
+		return code == 0 || code >= 500
+	}
+	return true // no answer: a timeout, a reset, a cancelled call
+}
+
+func getClaim(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *inventory.Claim) (*corev1.PersistentVolumeClaim, error) {
+	var cur *corev1.PersistentVolumeClaim
+	err := retry.Do(ctx, "get claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
+		var err error
+		cur, err = c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Get(ctx, cl.Name, metav1.GetOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return cur, err
+}
+
+// claimAt reads the claim exactly as it was at resourceVersion rv (the
+// version the decision classified), to tell what changed since. A list at
+// an exact resourceVersion is the API's way to read the past; past the
+// server's compaction window it fails (410), and the caller then cannot
+// tell what changed.
+func claimAt(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *inventory.Claim, rv string) (*corev1.PersistentVolumeClaim, error) {
+	var list *corev1.PersistentVolumeClaimList
+	err := retry.Do(ctx, "read claim "+cl.Namespace+"/"+cl.Name+" at resourceVersion "+rv, func(ctx context.Context) error {
+		var err error
+		list, err = c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector:        fields.OneTermEqualSelector("metadata.name", cl.Name).String(),
+			ResourceVersion:      rv,
+			ResourceVersionMatch: metav1.ResourceVersionMatchExact,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if p := &list.Items[i]; p.UID == cl.UID && p.ResourceVersion == rv {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("read claim %s/%s at resourceVersion %s: not found in that version", cl.Namespace, cl.Name, rv)
+}
+
+// listPods lists the pods of ns, page by page.
+func listPods(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, ns string) ([]corev1.Pod, error) {
+	var pods []corev1.Pod
+	err := retry.Do(ctx, "list pods in "+ns, func(ctx context.Context) error {
+		pods = pods[:0]
+		opts := metav1.ListOptions{Limit: 500}
+		for {
+			l, err := c.Kube.CoreV1().Pods(ns).List(ctx, opts)
+			if err != nil {
+				return err
+			}
+			pods = append(pods, l.Items...)
+			if l.Continue == "" {
+				return nil
+			}
+			opts.Continue = l.Continue
+		}
+	})
+	return pods, err
+}
