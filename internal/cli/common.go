@@ -166,6 +166,13 @@ func addMarks(r *report.Report, res *janitor.ScanResult) {
 // already has one. A failure to publish is logged: it never changes what
 // the run did.
 func finish(ctx context.Context, w io.Writer, r *report.Report, cfg *config.Config, err error) error {
+	// A run that lost its lease stopped acting: that is its outcome,
+	// whatever else it reports (SPEC §7).
+	if lerr := leaseErr(ctx); lerr != nil {
+		if c := exitcode.Code(err); c == exitcode.OK || c == exitcode.Partial || c == exitcode.DataAtRisk {
+			err = lerr
+		}
+	}
 	r.Finish(time.Now())
 	if werr := report.Write(w, r, cfg.Output); werr != nil && err == nil {
 		err = fmt.Errorf("write report: %w", werr)

@@ -77,6 +77,11 @@ func Patch(m classify.Marks, uid types.UID, rv string) ([]byte, error) {
 	case classify.Remove:
 		lab[inventory.LabelPhase] = nil
 	}
+	if m.Attempts == classify.Remove {
+		// The attempt record belongs to the orphan period a use ended.
+		ann[inventory.AnnotationRescueAttempts] = nil
+		ann[inventory.AnnotationNextAttempt] = nil
+	}
 	if len(ann) > 0 {
 		meta["annotations"] = ann
 	}
@@ -298,6 +303,6 @@ func Clear(ctx context.Context, c *kube.Clients, cl *inventory.Claim, opts Optio
 		return WouldMark, nil
 	}
 	d := &classify.Decision{Claim: cl, State: classify.InUse,
-		Marks: classify.Marks{OrphanedSince: classify.Remove, Phase: classify.Remove}}
+		Marks: classify.Marks{OrphanedSince: classify.Remove, Phase: classify.Remove, Attempts: classify.Remove}}
 	return one(ctx, c, d, opts)
 }

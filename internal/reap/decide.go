@@ -21,7 +21,7 @@ import (
 // Grace: a snapshot someone else took a minute after the claim was marked
 // would otherwise end the grace period at once.
 func Reapable(d *classify.Decision, discard bool, grace time.Duration, now time.Time) bool {
-	if d.State != classify.Rescued && !(discard && d.State == classify.Superseded) {
+	if d.State != classify.Rescued && !(discard && d.State == classify.Superseded && d.Discard) {
 		return false
 	}
 	return d.OrphanedSince != nil && !now.IsZero() && now.Sub(*d.OrphanedSince) >= grace
@@ -29,6 +29,9 @@ func Reapable(d *classify.Decision, discard bool, grace time.Duration, now time.
 
 // notReapableReason says why Reapable refused a decision, for the report.
 func notReapableReason(d *classify.Decision, discard bool, grace time.Duration, now time.Time) string {
+	if discard && d.State == classify.Superseded && !d.Discard {
+		return "superseded, but not discarded: " + d.DiscardReason
+	}
 	if d.State != classify.Rescued && !(discard && d.State == classify.Superseded) {
 		return "changed since the scan: now " + string(d.State) + ": " + d.Reason
 	}

@@ -41,9 +41,12 @@ func TestReapable(t *testing.T) {
 		{"rescued, no server time", classify.Rescued, at(0), false, grace, time.Time{}, false},
 		{"rescued, grace 0s, orphaned now", classify.Rescued, at(time.Hour), false, 0, now, true},
 		{"rescued, orphaned-since in the future (skew)", classify.Rescued, at(2 * time.Hour), false, 0, now, false},
-		{"superseded under discard, past grace", classify.Superseded, at(0), true, grace, now, true},
-		{"superseded under discard, within grace", classify.Superseded, at(50 * time.Minute), true, grace, now, false},
+		{"superseded under discard, durable evidence, past grace", classify.Superseded, at(0), true, grace, now, true},
+		{"superseded under discard, durable evidence, within grace", classify.Superseded, at(50 * time.Minute), true, grace, now, false},
 		{"superseded without discard", classify.Superseded, at(0), false, grace, now, false},
+		// Path 8: weak evidence (a Pending newer claim, someone else's
+		// snapshot, one not intact) never justifies a discard.
+		{"superseded under discard, weak evidence", classify.Superseded, at(0), true, grace, now, false},
 		{"orphaned (not rescued)", classify.Orphaned, at(0), true, grace, now, false},
 		{"snapshotting", classify.Snapshotting, at(0), true, grace, now, false},
 		{"in use", classify.InUse, nil, true, grace, now, false},
@@ -51,7 +54,7 @@ func TestReapable(t *testing.T) {
 		{"terminating", classify.Terminating, at(0), true, grace, now, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := &classify.Decision{State: c.state, OrphanedSince: c.since}
+			d := &classify.Decision{State: c.state, OrphanedSince: c.since, Discard: !strings.Contains(c.name, "weak evidence")}
 			if got := Reapable(d, c.discard, c.grace, c.now); got != c.want {
 				t.Fatalf("Reapable = %v, want %v", got, c.want)
 			}

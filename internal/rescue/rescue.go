@@ -29,6 +29,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/mark"
 )
 
 // DefaultClassAnnotation marks a VolumeSnapshotClass as its driver's default.
@@ -445,6 +446,15 @@ func (r *rescuer) recheckClaim(ctx context.Context, d *classify.Decision) (*clas
 		state := d.State
 		if fd != nil {
 			state = fd.State
+			// A use seen by the re-check restarts the clock (SPEC §3
+			// Marks): the mark and the attempt record go now, not at
+			// the next scan.
+			if fd.Marks.OrphanedSince == classify.Remove || fd.Marks.Attempts == classify.Remove {
+				res := mark.Apply(ctx, r.c, []classify.Decision{*fd}, mark.Options{Concurrency: 1, Retry: r.o.Retry})
+				for _, err := range res.Errors {
+					zerolog.Ctx(ctx).Warn().Err(err).Msg("clear the marks of a claim in use again")
+				}
+			}
 		}
 		zerolog.Ctx(ctx).Info().Str("state", string(state)).Str("reason", why).Msg("not snapshotted")
 		return nil, Outcome{Action: ActionSkipped, State: state, Message: why}, false
