@@ -28,6 +28,8 @@ type truthSnap struct {
 	// Source is spec.source.persistentVolumeClaimName ("" when the snapshot
 	// was pre-provisioned from a content).
 	Source string
+	// Content is the bound VolumeSnapshotContent's name ("" when unbound).
+	Content string
 	// VolumeHandle is the bound content's spec.source.volumeHandle: the CSI
 	// volume the storage system snapshotted ("" when pre-provisioned).
 	VolumeHandle string
@@ -81,7 +83,8 @@ func judgeSnapshot(s *snapv1.VolumeSnapshot, contents map[string]*snapv1.VolumeS
 	}
 	var c *snapv1.VolumeSnapshotContent
 	if st != nil && st.BoundVolumeSnapshotContentName != nil {
-		c = contents[*st.BoundVolumeSnapshotContentName]
+		ts.Content = *st.BoundVolumeSnapshotContentName
+		c = contents[ts.Content]
 	}
 	if c != nil && c.Spec.Source.VolumeHandle != nil {
 		ts.VolumeHandle = *c.Spec.Source.VolumeHandle
