@@ -740,3 +740,62 @@ func TestSafetyPath11NameReuseIsNeverLabelledForAnothersSnapshot(t *testing.T) {
 		t.Errorf("the new claim ws-a (uid %s), created while a run rescued its namesake, got the run's writes: %s", fresh.UID, b)
 	}
 }
+
+// TestSafetyPath13AttemptsCountAcrossRuns: a volume whose every snapshot
+// fails. The first run spends its attempts and gives up: its failed
+// snapshot is deleted (its pvc-as-source-protection finalizer must not
+// keep the claim from its owner). A second run at once creates no snapshot:
+// the next attempt is not due (--snapshot-retry-backoff, default 10m). Then the owner
+// deletes the claim, and it goes.
+func TestSafetyPath13AttemptsCountAcrossRuns(t *testing.T) {
+	ctx := context.Background()
+	w := newPathWorld(t)
+	if err := csidriver.SetFault(env.DriverStateDir, w.ns+"-ws-a", csidriver.Fault{PermanentError: "broken"}); err != nil {
+		t.Fatal(err)
+	}
+	w.claim("ws-a", "a", "", nil)
+	flags := []string{"--snapshot-timeout", "20s", "--snapshot-error-grace", "1s", "--snapshot-attempts", "2"} // --snapshot-retry-backoff: its default, 10m
+	w.run(snapArgs(w.ns, flags...), 0, 4)
+	// The given-up snapshot goes (deletionTimestamp set, or gone).
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		for _, s := range w.snaps() {
+			if s.Source == "ws-a" && !s.Gone {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Errorf("the failed snapshot of ws-a the run gave up on is still there:%s", w.claims["ws-a"].describeSnaps(w.snaps()))
+	}
+	watcher, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[types.UID]bool{}
+	for _, s := range w.snaps() {
+		before[s.UID] = true
+	}
+	w.run(snapArgs(w.ns, flags...), 0, 4)
+	watcher.Stop()
+	var created []string
+	for ev := range watcher.ResultChan() {
+		if s, ok := ev.Object.(*snapv1.VolumeSnapshot); ok && !before[s.UID] && s.Spec.Source.PersistentVolumeClaimName != nil &&
+			*s.Spec.Source.PersistentVolumeClaimName == "ws-a" {
+			created = append(created, s.Name)
+		}
+	}
+	if len(created) > 0 {
+		t.Errorf("a second run right after the first gave up snapshotted the broken volume again: %v", created)
+	}
+	if err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Delete(ctx, "ws-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.f.WaitClaimGone(ctx, w.ns, "ws-a"); err != nil {
+		c, _ := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Get(ctx, "ws-a", metav1.GetOptions{})
+		var fin []string
+		if c != nil {
+			fin = c.Finalizers
+		}
+		t.Errorf("its owner deleted ws-a, but it stays Terminating (finalizers %v)", fin)
+	}
+}
