@@ -6,13 +6,13 @@ import (
 	"math/rand"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
@@ -24,6 +24,9 @@ import (
 type podLife struct {
 	claim            string
 	created, deleted time.Time
+	// deleteStart is when the test started its delete: the pod's use of the
+	// claim surely lasted until then.
+	deleteStart time.Time
 }
 
 // safetyWorld tracks one scenario.
@@ -38,6 +41,8 @@ type safetyWorld struct {
 	nextPod  int
 	deleted  map[string]time.Time // claim -> when its deletion was first seen
 	uids     map[string]string
+	truth    map[string]truthClaim // claim -> what the test knows of it
+	late     map[string]bool       // deletion found by a list, not the watch: its time is an upper bound
 	churnOps int
 }
 
@@ -50,11 +55,20 @@ func envInt(name string, def int) int {
 
 // TestRandomizedSafety builds mixed cluster states and runs `janitor run`
 // repeatedly while pods appear and disappear between and during runs. After
-// every run it asserts the safety invariants:
-//   - every deleted claim had a ready janitor snapshot created at or after
-//     its orphaned-since (at or after the last moment a pod released it);
+// every run it asserts the safety invariants, from ground truth only (the
+// pods the test created and deleted, the snapshots and contents the API
+// server holds; never the janitor's marks, labels or annotations):
+//   - every deleted claim (deletionTimestamp set, or gone) has an intact
+//     snapshot of its own (spec.source names it, its content snapshotted
+//     its volume, created after it) cut after the last pod the test
+//     deleted had gone;
 //   - no claim referenced by a pod at the moment of its deletion was deleted;
-//   - no claim has two janitor snapshots.
+//   - no claim has more snapshots than orphan episodes (a rerun finds its
+//     rescue instead of taking another).
+//
+// The runs must delete: at least one claim per scenario on average
+// (PVC_JANITOR_SAFETY_MIN_DELETIONS overrides), or a janitor that never
+// deletes would pass.
 //
 // Reproduce a failure with PVC_JANITOR_SEED=<seed from the message>;
 // PVC_JANITOR_SAFETY_SCENARIOS and PVC_JANITOR_SAFETY_RUNS scale it.
@@ -69,7 +83,7 @@ func TestRandomizedSafety(t *testing.T) {
 	for s := 0; s < scenarios; s++ {
 		sseed := seed + int64(s)
 		w := &safetyWorld{t: t, rng: rand.New(rand.NewSource(sseed)), pods: map[string]*podLife{},
-			deleted: map[string]time.Time{}, uids: map[string]string{}}
+			deleted: map[string]time.Time{}, uids: map[string]string{}, truth: map[string]truthClaim{}, late: map[string]bool{}}
 		w.f, _ = env.NewFixtures()
 		w.ns = env.Namespace(t)
 		fail := func(format string, a ...any) {
@@ -96,7 +110,7 @@ func TestRandomizedSafety(t *testing.T) {
 			if code != 0 && code != 4 {
 				fail("run %d: exit %d\n%s\n%s", r, code, out, stderr)
 			}
-			time.Sleep(300 * time.Millisecond) // let the deletion watch catch up
+			w.syncDeletions()
 			w.check(fail, r)
 			totalRuns++
 		}
@@ -108,6 +122,10 @@ func TestRandomizedSafety(t *testing.T) {
 	}
 	t.Logf("safety: seed %d, %d scenarios, %d runs, %d claims deleted, %d pod churn operations, 0 violations",
 		seed, scenarios, totalRuns, totalDeleted, totalChurn)
+	if min := envInt("PVC_JANITOR_SAFETY_MIN_DELETIONS", scenarios); totalDeleted < min {
+		t.Fatalf("seed %d: %d claims deleted in %d runs, want at least %d: a run that deletes nothing proves nothing",
+			seed, totalDeleted, totalRuns, min)
+	}
 }
 
 func (w *safetyWorld) build(fail func(string, ...any)) {
@@ -130,6 +148,7 @@ func (w *safetyWorld) build(fail func(string, ...any)) {
 			fail("seed claim: %v", err)
 		}
 		w.uids[name] = string(c.UID)
+		w.truth[name] = truthOf(c, handle)
 	}
 	w.churn(n / 2)
 }
@@ -167,8 +186,10 @@ func (w *safetyWorld) churn(k int) {
 			}
 			continue
 		}
+		start := time.Now()
 		if err := w.f.ForceDeletePod(ctx, w.ns, victim); err == nil {
 			w.mu.Lock()
+			w.pods[victim].deleteStart = start
 			w.pods[victim].deleted = time.Now() // after the call: the pod may count until then
 			w.mu.Unlock()
 		}
@@ -199,51 +220,84 @@ func (w *safetyWorld) watchDeletions(fail func(string, ...any)) func() {
 	return wi.Stop
 }
 
-func (w *safetyWorld) check(fail func(string, ...any), run int) {
-	snaps := snapshots(w.t, w.f, w.ns)
-	own := map[string][]string{}
-	ready := map[string]time.Time{}
-	for i := range snaps {
-		s := &snaps[i]
-		if s.Labels["app.kubernetes.io/managed-by"] != "pvc-janitor" {
-			continue
+// syncDeletions waits (2 s at most) until the deletion watch has recorded
+// every deletion a fresh list shows; one it has not seen by then is
+// recorded now (later than it happened: invariant 2 is then weaker for it,
+// invariant 1 is not).
+func (w *safetyWorld) syncDeletions() {
+	ctx := context.Background()
+	var missed []string
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
 		}
-		uid := s.Annotations["pvc-janitor.io/source-uid"]
-		own[uid] = append(own[uid], s.Name)
-		if testenv.Ready(s) {
-			ready[uid] = s.CreationTimestamp.Time
+		live := map[string]bool{}
+		for _, c := range l.Items {
+			live[c.Name] = c.DeletionTimestamp == nil
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		missed = missed[:0]
+		for name := range w.truth {
+			if _, seen := w.deleted[name]; !seen && !live[name] {
+				missed = append(missed, name)
+			}
+		}
+		return len(missed) == 0, nil
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, name := range missed {
+		if _, seen := w.deleted[name]; !seen {
+			w.deleted[name], w.late[name] = time.Now(), true
 		}
 	}
-	for uid, names := range own {
-		if len(names) > 1 {
-			fail("run %d: claim uid %s has %d janitor snapshots: %s", run, uid, len(names), strings.Join(names, ", "))
-		}
+}
+
+func (w *safetyWorld) check(fail func(string, ...any), run int) {
+	snaps, err := truthSnapshots(context.Background(), w.f, w.ns)
+	if err != nil {
+		fail("run %d: %v", run, err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for claim, at := range w.deleted {
-		uid := w.uids[claim]
-		created, ok := ready[uid]
-		if !ok {
-			fail("run %d: %s was deleted without a ready janitor snapshot", run, claim)
+	// No duplicates: a claim gets at most one live snapshot per orphan
+	// episode (its creation, then each pod the test deleted).
+	for name, c := range w.truth {
+		live, episodes := 0, 1
+		for _, s := range snaps {
+			if c.of(s) && !s.Gone {
+				live++
+			}
 		}
-		var lastRelease time.Time
+		for _, p := range w.pods {
+			if p.claim == name && !p.deleteStart.IsZero() {
+				episodes++
+			}
+		}
+		if live > episodes {
+			fail("run %d: %s has %d snapshots for %d orphan episodes:%s", run, name, live, episodes, c.describeSnaps(snaps))
+		}
+	}
+	for claim, at := range w.deleted {
+		c := w.truth[claim]
+		usedUntil := c.Created
 		for name, p := range w.pods {
 			if p.claim != claim {
 				continue
 			}
-			if p.created.Before(at.Add(-time.Second)) && (p.deleted.IsZero() || p.deleted.After(at)) {
+			if !w.late[claim] && p.created.Before(at.Add(-time.Second)) && (p.deleted.IsZero() || p.deleted.After(at)) {
 				fail("run %d: %s was deleted at %s while pod %s (created %s) referenced it", run, claim,
 					at.Format(time.RFC3339Nano), name, p.created.Format(time.RFC3339Nano))
 			}
-			if !p.deleted.IsZero() && p.deleted.Before(at) && p.deleted.After(lastRelease) {
-				lastRelease = p.deleted
+			if !p.deleteStart.IsZero() && p.deleteStart.Before(at) && p.deleteStart.After(usedUntil) {
+				usedUntil = p.deleteStart
 			}
 		}
-		// Snapshot timestamps have one-second resolution.
-		if created.Before(lastRelease.Truncate(time.Second)) {
-			fail("run %d: %s deleted with a snapshot taken at %s, before it was last released at %s", run, claim,
-				created.Format(time.RFC3339), lastRelease.Format(time.RFC3339Nano))
+		if _, ok := c.rescueAfter(snaps, usedUntil); !ok {
+			fail("run %d: %s was deleted (seen at %s) without an intact snapshot of it cut after its last use ended at %s:%s", run, claim,
+				at.UTC().Format(time.RFC3339Nano), usedUntil.UTC().Format(time.RFC3339Nano), c.describeSnaps(snaps))
 		}
 	}
 }
