@@ -24,6 +24,10 @@ import (
 type Fixtures struct {
 	Kube kubernetes.Interface
 	Snap snapclient.Interface
+	// UnusedCondition is false when the control plane runs with the
+	// KEP-5541 gate off: no Unused condition will ever appear (see
+	// WaitIdle).
+	UnusedCondition bool
 }
 
 // NewFixtures returns fixtures for the cluster.
@@ -36,7 +40,7 @@ func (c *Cluster) NewFixtures() (*Fixtures, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Fixtures{Kube: kube, Snap: snap}, nil
+	return &Fixtures{Kube: kube, Snap: snap, UnusedCondition: c.UnusedCondition()}, nil
 }
 
 // ClaimSpec describes a workspace claim.
@@ -361,4 +365,27 @@ func (f *Fixtures) WaitUnused(ctx context.Context, ns, name string) (*corev1.Per
 		}
 		return false
 	})
+}
+
+// WaitIdle is WaitUnused on a control plane that maintains the Unused
+// condition. On one that does not (Fixtures.UnusedCondition false) nothing
+// can be waited for: it returns the claim as it is, and the janitor's own
+// mark is the only record of the claim's idleness. Tests meant to run on
+// both stacks use it instead of WaitUnused.
+func (f *Fixtures) WaitIdle(ctx context.Context, ns, name string) (*corev1.PersistentVolumeClaim, error) {
+	if f.UnusedCondition {
+		return f.WaitUnused(ctx, ns, name)
+	}
+	return f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// UnusedCondition returns the claim's Unused condition, nil when it has
+// none.
+func UnusedCondition(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaimCondition {
+	for i := range c.Status.Conditions {
+		if c.Status.Conditions[i].Type == corev1.PersistentVolumeClaimUnused {
+			return &c.Status.Conditions[i]
+		}
+	}
+	return nil
 }
