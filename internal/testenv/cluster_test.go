@@ -178,24 +178,10 @@ func TestClaimUsedByScheduledPodStaysTerminating(t *testing.T) {
 	}
 }
 
-// protectionBarrier creates a bound claim that no pod uses, deletes it and
-// waits until kube-controller-manager's pvc-protection controller has
-// released it. That controller runs one worker on a FIFO queue, so every
-// claim it had queued before (for its Unused condition, or by a pod's
-// deletion) has been processed by then: a wait on the controller's real
-// work instead of a sleep.
 func protectionBarrier(t *testing.T, f *testenv.Fixtures, ns string) {
 	t.Helper()
-	ctx := context.Background()
-	name := fmt.Sprintf("barrier-%d", time.Now().UnixNano())
-	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: name}); err != nil {
+	if err := f.ProtectionBarrier(context.Background(), ns); err != nil {
 		t.Fatal(err)
-	}
-	if err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.WaitClaimGone(ctx, ns, name); err != nil {
-		t.Fatalf("the pvc-protection controller did not release an unused claim: %v", err)
 	}
 }
 

@@ -108,7 +108,7 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 		// Wait for the orphaned-since of the idle claims (their Unused
 		// condition), then take the snapshots after it.
 		func() error {
-			_, err := f.waitOrphanedSince(ctx, ns, "ws-judy", "ws-mallory", "ws-niaj", "ws-olivia", "ws-peggy", "ws-rupert")
+			_, err := f.WaitOrphanedSince(ctx, ns, "ws-judy", "ws-mallory", "ws-niaj", "ws-olivia", "ws-peggy", "ws-rupert")
 			return err
 		},
 		func() error {
@@ -169,13 +169,14 @@ func (f *Fixtures) waitPastSecondOf(ctx context.Context, ns, name string) error 
 	return waitClock(ctx, c.CreationTimestamp.Add(time.Second))
 }
 
-// waitOrphanedSince waits until the controller manager has set the Unused
+// WaitOrphanedSince waits until the controller manager has set the Unused
 // condition of every claim (when this control plane maintains it) and the
 // clock is past the second of the latest one, so that a snapshot created
-// from then on is cut after every orphaned-since. It returns that latest
+// from then on is cut after every orphaned-since (the API's timestamps have
+// one-second resolution). It returns that latest
 // orphaned-since (the claims' creation on a control plane without the
 // condition, where the janitor's mark will come later still).
-func (f *Fixtures) waitOrphanedSince(ctx context.Context, ns string, names ...string) (time.Time, error) {
+func (f *Fixtures) WaitOrphanedSince(ctx context.Context, ns string, names ...string) (time.Time, error) {
 	var latest time.Time
 	for _, name := range names {
 		c, err := f.WaitIdle(ctx, ns, name)
@@ -197,7 +198,7 @@ func (f *Fixtures) waitOrphanedSince(ctx context.Context, ns string, names ...st
 // than DemoGracePeriod old, with a second to spare for the janitor's
 // rounding up.
 func (f *Fixtures) waitGraceOver(ctx context.Context, ns string, names ...string) error {
-	latest, err := f.waitOrphanedSince(ctx, ns, names...)
+	latest, err := f.WaitOrphanedSince(ctx, ns, names...)
 	if err != nil {
 		return err
 	}

@@ -389,3 +389,27 @@ func UnusedCondition(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeCl
 	}
 	return nil
 }
+
+// ProtectionBarrier creates a bound claim in ns that no pod uses, deletes
+// it and waits until kube-controller-manager's pvc-protection controller
+// has released it. That controller runs one worker on a FIFO queue, and it
+// is also the one that maintains the Unused condition: once the barrier is
+// through, every claim it had queued before (a claim bound, a pod of it
+// deleted, a claim deleted) has been processed. A wait on the controller's
+// real work, where a sleep would only guess.
+func (f *Fixtures) ProtectionBarrier(ctx context.Context, ns string) error {
+	name := fmt.Sprintf("barrier-%d", time.Now().UnixNano())
+	if _, err := f.BoundClaim(ctx, ClaimSpec{Namespace: ns, Name: name}); err != nil {
+		return err
+	}
+	if err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	if err := f.WaitClaimGone(ctx, ns, name); err != nil {
+		return fmt.Errorf("the pvc-protection controller did not release the unused claim %s/%s: %w", ns, name, err)
+	}
+	if err := f.Kube.CoreV1().PersistentVolumes().Delete(ctx, "pv-"+ns+"-"+name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
