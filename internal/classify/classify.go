@@ -29,13 +29,27 @@ func Classify(inv *inventory.Inventory, p Policy, now time.Time) []Decision {
 	if inv == nil || len(inv.Claims) == 0 {
 		return nil
 	}
-	c := classifier{inv: inv, p: p, now: now, ix: buildIndex(inv, p), buf: make([]byte, 0, 256)}
+	trust, _ := UnusedCondition(inv, now)
+	c := classifier{inv: inv, p: p, now: now, condTrusted: trust == ConditionTrusted, ix: &index{}, buf: make([]byte, 0, 256)}
+	c.ix.buildSts(inv)
 	out := make([]Decision, len(inv.Claims))
 	// One backing array for every Decision.OrphanedSince, rather than one
 	// allocation per orphaned claim.
 	since := make([]time.Time, len(inv.Claims))
+	// Two passes: the first decides states 1–6 and every orphan's
+	// orphaned-since, which the second needs for the data times of other
+	// claims' snapshots (SPEC §3 Evidence) and for supersession.
+	orphans := make([]bool, len(inv.Claims))
 	for i := range inv.Claims {
-		c.decide(&out[i], &inv.Claims[i], &since[i])
+		orphans[i] = c.use(&out[i], &inv.Claims[i], &since[i])
+	}
+	c.ix.build(inv, p, out, orphans)
+	for i := range inv.Claims {
+		if orphans[i] {
+			c.orphan(&out[i], &inv.Claims[i])
+			d := &out[i]
+			d.Marks.setPhase(d.State, d.Claim.Labels.Phase, d.Claim.Labels.HasPhase)
+		}
 	}
 	return out
 }
@@ -45,18 +59,24 @@ type classifier struct {
 	p   Policy
 	now time.Time
 	ix  *index
+	// condTrusted: the controller manager maintains the Unused condition
+	// (UnusedCondition); when false the condition's True is ignored.
+	condTrusted bool
 	// buf is scratch space for reasons: each reason costs one allocation,
 	// the final string.
 	buf []byte
 }
 
-func (c *classifier) decide(d *Decision, cl *inventory.Claim, since *time.Time) {
+// use decides states 1–6 and, for a claim that is none of them (an orphan),
+// its orphaned-since and marks; it reports whether the claim is an orphan.
+func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) bool {
 	d.Claim = cl
 	if c.p.WorkspaceLabel != "" {
 		d.Workspace = cl.Labels.Workspace
 	}
-	phaseLabel, hasPhase := cl.Labels.Phase, cl.Labels.HasPhase
-	markRaw, hasMark := cl.Annotations[inventory.AnnotationOrphanedSince]
+	hasPhase := cl.Labels.HasPhase
+	_, hasMark := cl.Annotations[inventory.AnnotationOrphanedSince]
+	hasAttempts := hasAttemptRecord(cl)
 
 	// 1. A claim that is going away is never patched.
 	if cl.DeletionTimestamp != nil {
@@ -65,15 +85,28 @@ func (c *classifier) decide(d *Decision, cl *inventory.Claim, since *time.Time) 
 		c.buf = appendTime(c.buf, *cl.DeletionTimestamp)
 		c.buf = append(c.buf, ')')
 		d.Reason = string(c.buf)
-		return
+		return false
 	}
 
-	// 2.
+	refs := c.referrers(cl)
+	usedNow := len(refs) > 0 || (cl.Unused != nil && cl.Unused.Status == "False")
+
+	// 2. An operator's hold is never overridden, but a use seen while held
+	// still restarts the clock: once the hold is lifted, the claim's
+	// orphaned-since must not predate that use.
 	if how := heldBy(cl); how != "" {
 		d.State = Held
 		d.Reason = how
 		d.Marks.Phase = removeIf(hasPhase)
-		return
+		if usedNow {
+			d.Referrers = refs
+			d.Marks.OrphanedSince = removeIf(hasMark)
+			d.Marks.Attempts = removeIf(hasAttempts)
+			if hasMark {
+				d.Reason = how + "; in use, so its orphaned-since mark is cleared"
+			}
+		}
+		return false
 	}
 
 	// 3.
@@ -85,24 +118,27 @@ func (c *classifier) decide(d *Decision, cl *inventory.Claim, since *time.Time) 
 		d.State = Unbound
 		d.Reason = "claim is " + phase + ", not Bound"
 		d.Marks.Phase = removeIf(hasPhase)
-		return
+		return false
 	}
 
 	// 4. Use clears the janitor's marks: each time a claim becomes orphaned
 	// its clock starts afresh.
-	if refs := c.referrers(cl); len(refs) > 0 {
+	if len(refs) > 0 {
 		d.State = InUse
 		d.Referrers = refs
 		d.Reason = c.usedBy(refs)
 		d.Marks.OrphanedSince = removeIf(hasMark)
 		d.Marks.Phase = removeIf(hasPhase)
-		return
+		d.Marks.Attempts = removeIf(hasAttempts)
+		return false
 	}
 	// The controller manager still counts a pod using the claim (Unused:
 	// False) though none was listed: the pod went before it noticed, or it
 	// lags or is down. Where the two notions of use differ the stricter
 	// wins: the claim is in use until the condition turns True, and its
 	// orphaned-since will be that moment, after whatever the pod wrote.
+	// This holds even when the condition is otherwise ignored for the run:
+	// False can only delay a deletion.
 	if u := cl.Unused; u != nil && u.Status == "False" {
 		d.State = InUse
 		c.buf = append(c.buf[:0], "the claim's Unused condition is False since "...)
@@ -111,7 +147,8 @@ func (c *classifier) decide(d *Decision, cl *inventory.Claim, since *time.Time) 
 		d.Reason = string(c.buf)
 		d.Marks.OrphanedSince = removeIf(hasMark)
 		d.Marks.Phase = removeIf(hasPhase)
-		return
+		d.Marks.Attempts = removeIf(hasAttempts)
+		return false
 	}
 
 	// 5.
@@ -119,93 +156,171 @@ func (c *classifier) decide(d *Decision, cl *inventory.Claim, since *time.Time) 
 		d.State = Young
 		d.Reason = "created " + age.Round(time.Second).String() + " ago, younger than min-age " + c.p.MinAge.String()
 		d.Marks.Phase = removeIf(hasPhase)
-		return
+		return false
 	}
 
-	// 6. Not orphaned (a node may still hold unflushed data), so no
-	// orphaned-since mark is written; one already there is kept.
+	var atts []inventory.Attachment
 	if cl.VolumeName != "" {
-		atts := c.inv.Attachments[cl.VolumeName]
-		for i := range atts {
-			if a := &atts[i]; a.Attached {
-				d.State = Attached
-				d.Reason = "volume " + cl.VolumeName + " is still attached to node " + a.NodeName +
-					" (VolumeAttachment " + a.Name + ")"
-				d.Marks.setPhase(Attached, phaseLabel, hasPhase)
-				return
+		atts = c.inv.Attachments[cl.VolumeName]
+	}
+	ev := OrphanedSince(cl, atts, c.condTrusted, c.now)
+
+	// 6. Not orphaned (a node may still hold unflushed data), so no
+	// orphaned-since mark is written; one already there is kept unless an
+	// attachment created after it shows the volume was used again.
+	for i := range atts {
+		if a := &atts[i]; a.Attached {
+			d.State = Attached
+			d.Reason = "volume " + cl.VolumeName + " is still attached to node " + a.NodeName +
+				" (VolumeAttachment " + a.Name + ")"
+			if ev.UsedAfterMark {
+				d.Marks.OrphanedSince = Remove
+				d.Marks.Attempts = removeIf(hasAttempts)
+				d.Reason += "; attached after its orphaned-since mark: the mark is cleared"
 			}
+			d.Marks.setPhase(Attached, cl.Labels.Phase, hasPhase)
+			return false
 		}
 	}
 
-	// 7–12: orphaned. Orphaned-since is the later of the janitor's mark and
-	// the Unused condition's lastTransitionTime when True.
-	var mark, cond, eff time.Time
+	// 7–12: orphaned.
+	if ev.Known {
+		*since = ev.Since
+		d.OrphanedSince = since
+	}
+	if ev.Mark {
+		d.Marks.OrphanedSince, d.Marks.OrphanedSinceValue = Set, ev.MarkValue
+	}
+	if ev.UsedAfterMark {
+		d.Marks.Attempts = removeIf(hasAttempts)
+	}
+	if ev.Note != "" {
+		d.Reason = ev.Note
+	}
+	return true
+}
+
+// Since is a claim's orphaned-since as decided from its evidence (SPEC §3
+// Marks), with the mark to write.
+type Since struct {
+	// Since is the effective orphaned-since; Known is false when no
+	// trustworthy evidence exists yet.
+	Since time.Time
+	Known bool
+	// Mark: write MarkValue as the claim's pvc-janitor.io/orphaned-since.
+	Mark      bool
+	MarkValue time.Time
+	// UsedAfterMark: a VolumeAttachment of the claim's volume was created
+	// after its mark (or after the condition's time): the volume was used
+	// again, so that evidence is void and the clock restarts.
+	UsedAfterMark bool
+	// Note says which evidence was ignored and why ("" when none).
+	Note string
+}
+
+// OrphanedSince decides when cl stopped being used, for a claim that no pod
+// or workload references (SPEC §3 Marks). The evidence is the janitor's mark
+// and the Unused condition (when condTrusted), the later of the two; evidence
+// that cannot be true (a mark that does not parse or predates the claim, a
+// condition without a lastTransitionTime or with one before the claim's
+// creation) is ignored; a VolumeAttachment of the claim's volume created after
+// either is a use that voids it. Without evidence, the claim is marked with
+// now (the API server's clock after the use lists were read) rounded up to
+// the next second, and its orphaned-since is not known yet.
+func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted bool, now time.Time) Since {
+	var out Since
+	var notes []string
+	var floor time.Time // the latest use the attachments show
+	var floorBy string
+	for i := range atts {
+		if atts[i].Created.After(floor) {
+			floor, floorBy = atts[i].Created, atts[i].Name
+		}
+	}
+	var mark time.Time
 	markOK := false
-	if hasMark {
-		if t, err := time.Parse(time.RFC3339, markRaw); err == nil {
+	if raw, ok := cl.Annotations[inventory.AnnotationOrphanedSince]; ok {
+		t, err := time.Parse(time.RFC3339, raw)
+		switch {
+		case err != nil:
+			notes = append(notes, "its orphaned-since mark "+strconv.Quote(raw)+" does not parse: ignored")
+		case t.Before(cl.CreationTimestamp):
+			notes = append(notes, "its orphaned-since mark "+raw+" predates the claim's creation (copied from another claim?): ignored")
+		case t.Before(floor):
+			out.UsedAfterMark = true
+			notes = append(notes, "VolumeAttachment "+floorBy+" was created after its orphaned-since mark "+raw+": used again, the clock restarts")
+		default:
 			mark, markOK = t, true
 		}
 	}
-	condOK := cl.Unused != nil && cl.Unused.Status == "True"
-	if condOK {
-		cond = cl.Unused.LastTransitionTime
+	var cond time.Time
+	condOK := false
+	if u := cl.Unused; u != nil && u.Status == "True" {
+		t := u.LastTransitionTime
+		switch {
+		case !condTrusted:
+			// Said once per run by the report's unusedCondition.
+		case t.IsZero():
+			notes = append(notes, "its Unused condition has no lastTransitionTime: ignored")
+		case t.Before(cl.CreationTimestamp):
+			notes = append(notes, "its Unused condition's lastTransitionTime predates the claim's creation: ignored")
+		case t.Before(floor):
+			notes = append(notes, "its Unused condition's lastTransitionTime predates VolumeAttachment "+floorBy+": ignored")
+		default:
+			cond, condOK = ceilSecs(t), true
+		}
 	}
-	effOK := markOK || condOK
 	switch {
 	case markOK && condOK:
-		eff = mark
+		out.Since, out.Known = mark, true
 		if cond.After(mark) {
-			eff = cond
+			// Used again between two runs: the condition moved forward.
+			out.Since = cond
+			out.Mark, out.MarkValue = true, cond
 		}
 	case markOK:
-		eff = mark
+		out.Since, out.Known = mark, true
 	case condOK:
-		eff = cond
+		out.Since, out.Known = cond, true
+		out.Mark, out.MarkValue = true, cond
+	default:
+		out.Mark, out.MarkValue = true, ceilSecs(now)
 	}
-	if effOK {
-		*since = eff
-		d.OrphanedSince = since
+	if len(notes) > 0 {
+		out.Note = strings.Join(notes, "; ")
 	}
-	switch {
-	case !markOK && condOK:
-		d.Marks.OrphanedSince, d.Marks.OrphanedSinceValue = Set, secs(cond)
-	case !markOK:
-		d.Marks.OrphanedSince, d.Marks.OrphanedSinceValue = Set, secs(c.now)
-	case condOK && secs(cond).After(mark):
-		// Used again between two runs: the condition moved forward.
-		d.Marks.OrphanedSince, d.Marks.OrphanedSinceValue = Set, secs(cond)
-	}
-	c.orphan(d, cl, eff, effOK)
-	d.Marks.setPhase(d.State, phaseLabel, hasPhase)
+	return out
 }
 
-// orphan decides among states 7–12.
-func (c *classifier) orphan(d *Decision, cl *inventory.Claim, eff time.Time, effOK bool) {
+// orphan decides among states 7–12 for a claim that use found orphaned.
+func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
+	eff, effOK := time.Time{}, d.OrphanedSince != nil
+	if effOK {
+		eff = *d.OrphanedSince
+	}
+	note := d.Reason
+	d.Reason = ""
 	// One walk over the snapshots whose source has this claim's name finds
-	// the rescue, the janitor's own pending snapshot and the snapshots of an
-	// earlier claim of the same name (another source, as far as
-	// supersession goes).
-	var rescue, own, otherUID *inventory.Snapshot
+	// the rescue and the janitor's own pending snapshot of this orphan
+	// period.
+	var rescue, own *inventory.Snapshot
 	if head, ok := c.ix.bySource[nsName{cl.Namespace, cl.Name}]; ok {
 		for j := head; j >= 0; j = c.ix.snapNext[j] {
 			s := c.ix.snaps[j]
 			if s.SourceUID != "" && s.SourceUID != cl.UID {
-				if d.Workspace != "" && s.Workspace == d.Workspace && !s.Superseded && s.DeletionTimestamp == nil &&
-					(otherUID == nil || newerSnap(s, otherUID)) {
-					otherUID = s
-				}
-				continue
+				continue // another claim of the same name
 			}
 			if s.DeletionTimestamp != nil {
 				continue
 			}
-			if s.ReadyToUse {
-				if c.rescues(s, cl, eff, effOK) && (rescue == nil || newerSnap(s, rescue)) {
+			if ok, _ := Intact(s, c.inv.Contents); ok {
+				if c.rescues(s, cl, eff, effOK) && (rescue == nil || newerCut(s, rescue)) {
 					rescue = s
 				}
 				continue
 			}
-			if s.ManagedByJanitor && s.SourceUID == cl.UID && !s.Superseded && (own == nil || newerSnap(s, own)) {
+			if s.ManagedByJanitor && s.SourceUID == cl.UID && !s.Superseded && c.current(s, eff, effOK) &&
+				(own == nil || newerSnap(s, own)) {
 				own = s
 			}
 		}
@@ -219,38 +334,58 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim, eff time.Time, eff
 		c.buf = append(c.buf, cl.Namespace...)
 		c.buf = append(c.buf, '/')
 		c.buf = append(c.buf, rescue.Name...)
-		c.buf = append(c.buf, " (ready, created "...)
-		c.buf = appendTime(c.buf, rescue.CreationTimestamp)
+		c.buf = append(c.buf, " (intact, cut "...)
+		c.buf = appendTime(c.buf, CutTime(rescue))
 		c.buf = append(c.buf, ')')
-		d.Reason = string(c.buf)
+		d.Reason = c.withNote(note)
 		return
 	}
 
 	// 8.
-	if d.Workspace != "" && c.superseded(d, cl, otherUID) {
+	if d.Workspace != "" && c.superseded(d, cl, eff, effOK) {
 		return
 	}
 
 	// 9, 10.
-	if own != nil {
+	if own != nil && own.Error != nil {
 		d.Snapshot = own
+		d.State = SnapshotFailed
 		c.buf = append(c.buf[:0], "snapshot "...)
 		c.buf = append(c.buf, cl.Namespace...)
 		c.buf = append(c.buf, '/')
 		c.buf = append(c.buf, own.Name...)
-		if own.Error != nil {
-			d.State = SnapshotFailed
-			c.buf = append(c.buf, " failed: "...)
-			msg := own.Error.Message
-			if msg == "" {
-				msg = "status.error without a message"
-			}
-			c.buf = append(c.buf, msg...)
+		c.buf = append(c.buf, " failed: "...)
+		msg := own.Error.Message
+		if msg == "" {
+			msg = "status.error without a message"
+		}
+		c.buf = append(c.buf, msg...)
+		d.Reason = c.withNote(note)
+		return
+	}
+	if n, next, ok := attemptRecord(cl); ok && n > 0 && c.now.Before(next) {
+		d.State = SnapshotFailed
+		c.buf = append(c.buf[:0], strconv.Itoa(n)...)
+		c.buf = append(c.buf, " snapshot attempts failed; the next is due at "...)
+		c.buf = appendTime(c.buf, next)
+		d.Reason = c.withNote(note)
+		return
+	}
+	if own != nil {
+		d.Snapshot = own
+		d.State = Snapshotting
+		c.buf = append(c.buf[:0], "snapshot "...)
+		c.buf = append(c.buf, cl.Namespace...)
+		c.buf = append(c.buf, '/')
+		c.buf = append(c.buf, own.Name...)
+		if own.ReadyToUse {
+			_, why := Intact(own, c.inv.Contents)
+			c.buf = append(c.buf, " is ready but not intact: "...)
+			c.buf = append(c.buf, why...)
 		} else {
-			d.State = Snapshotting
 			c.buf = append(c.buf, " is not ready yet"...)
 		}
-		d.Reason = string(c.buf)
+		d.Reason = c.withNote(note)
 		return
 	}
 
@@ -271,11 +406,34 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim, eff time.Time, eff
 		c.buf = append(c.buf, "; orphaned since "...)
 		c.buf = appendTime(c.buf, eff)
 	}
-	d.Reason = string(c.buf)
+	d.Reason = c.withNote(note)
 }
 
-// rescues reports whether the ready snapshot s, whose source is cl, counts as
-// cl's rescue.
+// withNote finishes the reason in c.buf with the evidence note, if any.
+func (c *classifier) withNote(note string) string {
+	if note != "" {
+		c.buf = append(c.buf, "; "...)
+		c.buf = append(c.buf, note...)
+	}
+	return string(c.buf)
+}
+
+// current reports whether the janitor's own snapshot s belongs to the
+// claim's current orphan period: one taken for an earlier period (the claim
+// was used since) is stale, neither progress nor a failure of this period.
+func (c *classifier) current(s *inventory.Snapshot, eff time.Time, effOK bool) bool {
+	if !effOK {
+		return true
+	}
+	if s.OrphanedSince != nil {
+		return !s.OrphanedSince.Before(eff)
+	}
+	return !s.CreationTimestamp.Before(eff)
+}
+
+// rescues reports whether the intact snapshot s, whose source is cl, counts
+// as cl's rescue: cut at or after its orphaned-since, and created after the
+// claim itself.
 func (c *classifier) rescues(s *inventory.Snapshot, cl *inventory.Claim, eff time.Time, effOK bool) bool {
 	// A snapshot older than the claim cannot hold its data: it is of an
 	// earlier claim of the same name, even when trusting existing snapshots.
@@ -285,76 +443,171 @@ func (c *classifier) rescues(s *inventory.Snapshot, cl *inventory.Claim, eff tim
 	if c.p.TrustExistingSnapshots {
 		return true
 	}
-	return effOK && !s.CreationTimestamp.Before(eff)
+	return effOK && !CutTime(s).Before(eff)
 }
 
-// superseded decides state 8 for a claim of a named workspace; otherUID is
-// the newest evidence snapshot of an earlier claim with cl's name.
-func (c *classifier) superseded(d *Decision, cl *inventory.Claim, otherUID *inventory.Snapshot) bool {
+// superseded decides state 8 for a claim of a named workspace: the
+// workspace moved on without this claim's last data. It also decides
+// whether the evidence is durable enough for a discard.
+func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time, effOK bool) bool {
 	e, ok := c.ix.ws[nsName{cl.Namespace, d.Workspace}]
 	if !ok {
 		e = emptyWS
 	}
-
-	// The newest claim of the workspace other than cl.
+	// The newest claim of the workspace other than cl (Lost claims are not
+	// indexed: they hold no data).
+	var newer *inventory.Claim
 	j := e.claims.a
 	if j >= 0 && c.inv.Claims[j].UID == cl.UID {
 		j = e.claims.b
 	}
 	if j >= 0 {
 		if n := &c.inv.Claims[j]; n.UID != cl.UID && n.CreationTimestamp.After(cl.CreationTimestamp) {
-			d.State = Superseded
-			c.buf = append(c.buf[:0], "superseded by newer claim "...)
-			c.buf = append(c.buf, n.Namespace...)
-			c.buf = append(c.buf, '/')
-			c.buf = append(c.buf, n.Name...)
-			c.buf = append(c.buf, " of workspace "...)
-			c.buf = append(c.buf, d.Workspace...)
-			c.buf = append(c.buf, ", created "...)
-			c.buf = appendTime(c.buf, n.CreationTimestamp)
-			d.Reason = string(c.buf)
-			return true
+			newer = n
 		}
 	}
-
-	// The newest evidence snapshot of the workspace whose source is not cl.
-	ev := otherUID
-	j = e.snaps.a
-	if j >= 0 && c.ix.snaps[j].SourceClaim == cl.Name {
-		j = e.snaps.b
+	// The snapshot of the workspace, from another claim, with the newest
+	// data time after this claim's orphaned-since; and the newest durable
+	// one (an intact rescue of the janitor's, whose data time is recorded).
+	var ev, durable *inventory.Snapshot
+	var evT, durT time.Time
+	if effOK {
+		for k := e.snaps; k >= 0; k = c.ix.wsNext[k] {
+			s := c.ix.snaps[k]
+			if !c.fromOtherClaim(s, cl) || s.Error != nil {
+				continue
+			}
+			t := c.dataTime(s)
+			if !t.After(eff) {
+				continue
+			}
+			if ev == nil || t.After(evT) || (t.Equal(evT) && s.Name > ev.Name) {
+				ev, evT = s, t
+			}
+			if ok, _ := Intact(s, c.inv.Contents); ok && DataTimeKnown(s) &&
+				(durable == nil || t.After(durT) || (t.Equal(durT) && s.Name > durable.Name)) {
+				durable, durT = s, t
+			}
+		}
 	}
-	if j >= 0 && (ev == nil || newerSnap(c.ix.snaps[j], ev)) {
-		ev = c.ix.snaps[j]
-	}
-	if ev == nil || !ev.CreationTimestamp.After(cl.CreationTimestamp) {
+	if newer == nil && ev == nil {
 		return false
 	}
 	d.State = Superseded
-	d.Snapshot = ev
-	c.buf = append(c.buf[:0], "superseded by newer snapshot "...)
-	c.buf = append(c.buf, cl.Namespace...)
-	c.buf = append(c.buf, '/')
-	c.buf = append(c.buf, ev.Name...)
-	c.buf = append(c.buf, " of workspace "...)
-	c.buf = append(c.buf, d.Workspace...)
-	switch {
-	case ev.SourceClaim == "":
-		c.buf = append(c.buf, " (pre-provisioned)"...)
-	case ev.SourceClaim == cl.Name:
-		c.buf = append(c.buf, " (of an earlier claim "...)
-		c.buf = append(c.buf, ev.SourceClaim...)
-		c.buf = append(c.buf, " with UID "...)
-		c.buf = append(c.buf, ev.SourceUID...)
-		c.buf = append(c.buf, ')')
-	default:
-		c.buf = append(c.buf, " (of claim "...)
-		c.buf = append(c.buf, ev.SourceClaim...)
-		c.buf = append(c.buf, ')')
+	if newer != nil {
+		c.buf = append(c.buf[:0], "superseded by newer claim "...)
+		c.buf = append(c.buf, newer.Namespace...)
+		c.buf = append(c.buf, '/')
+		c.buf = append(c.buf, newer.Name...)
+		c.buf = append(c.buf, " of workspace "...)
+		c.buf = append(c.buf, d.Workspace...)
+		c.buf = append(c.buf, ", created "...)
+		c.buf = appendTime(c.buf, newer.CreationTimestamp)
+	} else {
+		d.Snapshot = ev
+		c.buf = append(c.buf[:0], "superseded by newer snapshot "...)
+		c.buf = append(c.buf, cl.Namespace...)
+		c.buf = append(c.buf, '/')
+		c.buf = append(c.buf, ev.Name...)
+		c.buf = append(c.buf, " of workspace "...)
+		c.buf = append(c.buf, d.Workspace...)
+		switch {
+		case ev.SourceClaim == "":
+			c.buf = append(c.buf, " (pre-provisioned)"...)
+		case ev.SourceClaim == cl.Name:
+			c.buf = append(c.buf, " (of an earlier claim "...)
+			c.buf = append(c.buf, ev.SourceClaim...)
+			c.buf = append(c.buf, ')')
+		default:
+			c.buf = append(c.buf, " (of claim "...)
+			c.buf = append(c.buf, ev.SourceClaim...)
+			c.buf = append(c.buf, ')')
+		}
+		c.buf = append(c.buf, ", data time "...)
+		c.buf = appendTime(c.buf, evT)
 	}
-	c.buf = append(c.buf, ", created "...)
-	c.buf = appendTime(c.buf, ev.CreationTimestamp)
+	if effOK {
+		c.buf = append(c.buf, ", after this claim's orphaned-since "...)
+		c.buf = appendTime(c.buf, eff)
+	}
 	d.Reason = string(c.buf)
+
+	// Durable evidence for a discard.
+	switch {
+	case !effOK:
+		d.DiscardReason = "kept: this claim's orphaned-since is not known yet"
+	case durable != nil:
+		d.Discard = true
+		d.DiscardReason = "newer data of the workspace is in intact rescue " + durable.Name + " (data time " +
+			durT.UTC().Format(time.RFC3339) + ")"
+		if d.Snapshot == nil {
+			d.Snapshot = durable
+		}
+	case e.inUse != nil:
+		d.Discard = true
+		d.DiscardReason = "claim " + e.inUse.Name + " of the workspace is in use now"
+	default:
+		d.DiscardReason = "kept: no durable evidence of newer data (a newer claim that is not in use, or a snapshot that is not an intact rescue of the janitor's, proves nothing)"
+	}
 	return true
+}
+
+// fromOtherClaim reports whether snapshot s, of cl's workspace, is the
+// data of a claim other than cl: another name, none (pre-provisioned), or an
+// earlier claim of the same name (another UID, or taken before cl existed).
+func (c *classifier) fromOtherClaim(s *inventory.Snapshot, cl *inventory.Claim) bool {
+	switch {
+	case s.SourceClaim == "" || s.SourceClaim != cl.Name:
+		return true
+	case s.SourceUID != "":
+		return s.SourceUID != cl.UID
+	default:
+		return s.CreationTimestamp.Before(cl.CreationTimestamp)
+	}
+}
+
+// dataTime is DataTime with the source claim looked up in the inventory.
+func (c *classifier) dataTime(s *inventory.Snapshot) time.Time {
+	if s.ManagedByJanitor && s.OrphanedSince != nil {
+		return DataTime(s, nil)
+	}
+	var src *time.Time
+	if s.SourceClaim != "" {
+		if i, ok := c.ix.byName[nsName{s.Namespace, s.SourceClaim}]; ok {
+			cl := &c.inv.Claims[i]
+			if (s.SourceUID == "" || s.SourceUID == cl.UID) && !s.CreationTimestamp.Before(cl.CreationTimestamp) {
+				src = c.ix.since[i]
+			}
+		}
+	}
+	return DataTime(s, src)
+}
+
+// hasAttemptRecord reports whether cl carries the rescue attempt record.
+func hasAttemptRecord(cl *inventory.Claim) bool {
+	_, a := cl.Annotations[inventory.AnnotationRescueAttempts]
+	_, n := cl.Annotations[inventory.AnnotationNextAttempt]
+	return a || n
+}
+
+// attemptRecord reads the claim's record of failed snapshot attempts
+// (SPEC §5). ok is false when there is none or it does not parse (then
+// nothing is held back: a new attempt is the safe side).
+func attemptRecord(cl *inventory.Claim) (n int, next time.Time, ok bool) {
+	a, okA := cl.Annotations[inventory.AnnotationRescueAttempts]
+	t, okT := cl.Annotations[inventory.AnnotationNextAttempt]
+	if !okA || !okT {
+		return 0, time.Time{}, false
+	}
+	n, err := strconv.Atoi(a)
+	if err != nil || n < 0 {
+		return 0, time.Time{}, false
+	}
+	next, err = time.Parse(time.RFC3339, t)
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	return n, next, true
 }
 
 // referrers returns what keeps cl in use: the referrers the reader found,

@@ -39,6 +39,7 @@ func benchInventory(n int) *inventory.Inventory {
 		PVs:         make(map[string]inventory.PV, n),
 		Attachments: map[string][]inventory.Attachment{},
 		Snapshots:   map[string][]inventory.Snapshot{},
+		Contents:    map[string]inventory.Content{},
 		ServerTime:  now,
 	}
 	perNS := n / benchNamespaces
@@ -123,6 +124,16 @@ func benchInventory(n int) *inventory.Inventory {
 		}
 		inv.PVs[c.VolumeName] = inventory.PV{Name: c.VolumeName, CSIDriver: "csi.example.com", VolumeHandle: "vol-" + strconv.Itoa(i)}
 		inv.Claims = append(inv.Claims, c)
+	}
+	// Every ready snapshot is bound to an intact content, as on a cluster.
+	for _, list := range inv.Snapshots {
+		for j := range list {
+			if s := &list[j]; s.ReadyToUse {
+				s.ContentName = "snapcontent-" + string(s.UID)
+				inv.Contents[s.ContentName] = inventory.Content{Name: s.ContentName, DeletionPolicy: "Delete",
+					Snapshot: s.Key(), SnapshotUID: s.UID, HasHandle: true}
+			}
+		}
 	}
 	return inv
 }

@@ -165,7 +165,30 @@ func build(opts ...invOpt) *inventory.Inventory {
 	for _, c := range inv.Claims {
 		inv.PVs[c.VolumeName] = inventory.PV{Name: c.VolumeName, CSIDriver: "csi.example.com", VolumeHandle: "h-" + c.VolumeName}
 	}
+	// A ready snapshot is bound to an intact content unless the case says
+	// otherwise (contentOf).
+	for ns, list := range inv.Snapshots {
+		for j := range list {
+			s := &list[j]
+			if s.ReadyToUse && s.ContentName == "" {
+				s.ContentName = "content-" + s.Name
+				if _, ok := inv.Contents[s.ContentName]; !ok {
+					inv.Contents[s.ContentName] = inventory.Content{Name: s.ContentName, DeletionPolicy: "Retain",
+						Snapshot: inventory.Key{Namespace: ns, Name: s.Name}, SnapshotUID: s.UID, HasHandle: true}
+				}
+			}
+		}
+	}
 	return inv
+}
+
+// contentOf sets the content of snapshot snap (which must be bound to
+// "content-"+snap by build) to c.
+func contentOf(snap string, c inventory.Content) invOpt {
+	return func(inv *inventory.Inventory) {
+		c.Name = "content-" + snap
+		inv.Contents[c.Name] = c
+	}
 }
 
 type want struct {
@@ -177,6 +200,10 @@ type want struct {
 	snapshot string
 	// referrers is len(Decision.Referrers).
 	referrers int
+	// discard, when set, is Decision.Discard; discardWhy a substring of
+	// Decision.DiscardReason.
+	discard    *bool
+	discardWhy string
 }
 
 // Mark shorthands.
@@ -190,7 +217,7 @@ func setBoth(t time.Time, s State) Marks {
 
 func sameMarks(a, b Marks) bool {
 	return a.OrphanedSince == b.OrphanedSince && a.OrphanedSinceValue.Equal(b.OrphanedSinceValue) &&
-		a.Phase == b.Phase && a.PhaseValue == b.PhaseValue
+		a.Phase == b.Phase && a.PhaseValue == b.PhaseValue && a.Attempts == b.Attempts
 }
 
 func fmtMarks(m Marks) string {
@@ -202,6 +229,9 @@ func fmtMarks(m Marks) string {
 	s += " phase=" + name[m.Phase]
 	if m.Phase == Set {
 		s += "(" + string(m.PhaseValue) + ")"
+	}
+	if m.Attempts != Keep {
+		s += " attempts=" + name[m.Attempts]
 	}
 	return s
 }
@@ -363,7 +393,7 @@ var cases = []classifyCase{
 		name: "7 rescued",
 		inv: []invOpt{claims(pvc("a", marked(ago(2*time.Hour)))),
 			snaps(snap("s1", "a", ready, sourceUID("uid-a"), snapAt(ago(time.Hour))))},
-		want: want{state: Rescued, reason: "rescued by snapshot ws/s1 (ready, created 2026-01-02T02:00:00Z)",
+		want: want{state: Rescued, reason: "rescued by snapshot ws/s1 (intact, cut 2026-01-02T02:00:00Z)",
 			since: tp(ago(2 * time.Hour)), marks: setPhase(Rescued), snapshot: "s1"},
 	},
 	{
@@ -390,8 +420,8 @@ var cases = []classifyCase{
 	{
 		name: "8 superseded by a newer snapshot of another claim of the workspace",
 		inv: []invOpt{claims(pvc("a", workspace("w"), marked(ago(2*time.Hour)))),
-			snaps(snap("b-snap", "b", ready, inWorkspace("w"), snapAt(ago(20*time.Hour))))},
-		want: want{state: Superseded, reason: "superseded by newer snapshot ws/b-snap of workspace w (of claim b), created 2026-01-01T07:00:00Z",
+			snaps(snap("b-snap", "b", ready, inWorkspace("w"), snapAt(ago(time.Hour))))},
+		want: want{state: Superseded, reason: "superseded by newer snapshot ws/b-snap of workspace w (of claim b), data time 2026-01-02T02:00:00Z, after this claim's orphaned-since 2026-01-02T01:00:00Z",
 			since: tp(ago(2 * time.Hour)), marks: setPhase(Superseded), snapshot: "b-snap"},
 	},
 	{
@@ -429,7 +459,7 @@ var cases = []classifyCase{
 	{
 		name: "held beats in use",
 		inv:  []invOpt{claims(pvc("a", label(inventory.KeyHold, "true"))), refs("a", pod("p", "volume d"))},
-		want: want{state: Held, reason: "held by label", marks: keep},
+		want: want{state: Held, reason: "held by label", marks: keep, referrers: 1},
 	},
 	{
 		name: "terminating beats held",
@@ -478,7 +508,7 @@ var cases = []classifyCase{
 	},
 	{
 		name: "snapshot failed beats grace",
-		inv:  []invOpt{claims(pvc("a", marked(ago(5*time.Minute)))), snaps(ownSnap("a-rescue", "a", failed("no class")))},
+		inv:  []invOpt{claims(pvc("a", marked(ago(5*time.Minute)))), snaps(ownSnap("a-rescue", "a", failed("no class"), snapAt(ago(4*time.Minute))))},
 		want: want{state: SnapshotFailed, reason: "failed: no class", since: tp(ago(5 * time.Minute)), marks: setPhase(SnapshotFailed), snapshot: "a-rescue"},
 	},
 
@@ -571,10 +601,10 @@ var cases = []classifyCase{
 			marks: setBoth(ago(2*time.Hour), Orphaned)},
 	},
 	{
-		name: "unused condition with sub-second time: mark at whole seconds",
+		name: "unused condition with sub-second time: mark rounded up to whole seconds",
 		inv:  []invOpt{claims(pvc("a", unused("True", ago(2*time.Hour).Add(300*time.Millisecond))))},
-		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T01:00:00Z", since: tp(ago(2 * time.Hour).Add(300 * time.Millisecond)),
-			marks: setBoth(ago(2*time.Hour), Orphaned)},
+		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T01:00:01Z", since: tp(ago(2 * time.Hour).Add(time.Second)),
+			marks: setBoth(ago(2*time.Hour).Add(time.Second), Orphaned)},
 	},
 	{
 		name: "unused condition False is use, even with no pod listed",
@@ -632,15 +662,15 @@ var cases = []classifyCase{
 		name: "snapshot of this claim does not hide an older snapshot of another claim",
 		inv: []invOpt{claims(pvc("a", workspace("w"), marked(ago(2*time.Hour)))),
 			snaps(snap("a-user-snap", "a", inWorkspace("w"), snapAt(ago(time.Minute))),
-				snap("b-snap", "b", inWorkspace("w"), snapAt(ago(10*time.Hour))))},
+				snap("b-snap", "b", inWorkspace("w"), snapAt(ago(90*time.Minute))))},
 		want: want{state: Superseded, reason: "superseded by newer snapshot ws/b-snap", since: tp(ago(2 * time.Hour)), marks: setPhase(Superseded), snapshot: "b-snap"},
 	},
 	{
-		name: "snapshot of an earlier claim with this name supersedes when newer than this claim",
+		name: "snapshot of an earlier claim with this name supersedes when its data is newer than this claim's orphaned-since",
 		inv: []invOpt{claims(pvc("a", workspace("w"), marked(ago(2*time.Hour)))),
 			snaps(snap("a-user-snap", "a", inWorkspace("w"), snapAt(ago(time.Minute))),
-				snap("old-a-copy", "a", inWorkspace("w"), sourceUID("uid-earlier-a"), snapAt(ago(10*time.Hour))))},
-		want: want{state: Superseded, reason: "ws/old-a-copy of workspace w (of an earlier claim a with UID uid-earlier-a)",
+				snap("old-a-copy", "a", inWorkspace("w"), sourceUID("uid-earlier-a"), snapAt(ago(90*time.Minute))))},
+		want: want{state: Superseded, reason: "ws/old-a-copy of workspace w (of an earlier claim a)",
 			since: tp(ago(2 * time.Hour)), marks: setPhase(Superseded), snapshot: "old-a-copy"},
 	},
 	{
@@ -788,11 +818,14 @@ func checkDecision(t *testing.T, d Decision, w want) {
 	if len(d.Referrers) != w.referrers {
 		t.Errorf("referrers = %v, want %d of them", d.Referrers, w.referrers)
 	}
+	if w.discard != nil && (d.Discard != *w.discard || !strings.Contains(d.DiscardReason, w.discardWhy)) {
+		t.Errorf("discard = %v (%q), want %v (%q)", d.Discard, d.DiscardReason, *w.discard, w.discardWhy)
+	}
 }
 
 func TestClassify(t *testing.T) {
 	seen := map[string]bool{}
-	for _, tc := range cases {
+	for _, tc := range allCases() {
 		if seen[tc.name] {
 			t.Fatalf("duplicate case name %q", tc.name)
 		}
@@ -812,7 +845,7 @@ func TestClassify(t *testing.T) {
 // spec has at least one case.
 func TestClassifyCoversEveryState(t *testing.T) {
 	covered := map[State]bool{}
-	for _, tc := range cases {
+	for _, tc := range allCases() {
 		covered[tc.want.state] = true
 	}
 	for _, s := range States {
@@ -837,13 +870,17 @@ func applyMarks(c inventory.Claim, m Marks) inventory.Claim {
 	case Remove:
 		c.Labels.Phase, c.Labels.HasPhase = "", false
 	}
+	if m.Attempts == Remove {
+		delete(c.Annotations, inventory.AnnotationRescueAttempts)
+		delete(c.Annotations, inventory.AnnotationNextAttempt)
+	}
 	return c
 }
 
 // TestClassifyMarksIdempotent applies each case's marks and classifies again:
 // the state must not move and nothing more may be written.
 func TestClassifyMarksIdempotent(t *testing.T) {
-	for _, tc := range cases {
+	for _, tc := range allCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			inv, p := buildCase(tc)
 			first := Classify(inv, p, now)
@@ -916,8 +953,7 @@ func TestClassifyDeterministic(t *testing.T) {
 		ss = append(ss, snap("s"+strconv.Itoa(i), "a", ready, snapAt(ago(time.Hour))))
 	}
 	for k := range len(ss) {
-		inv := build(claims(pvc("a", marked(ago(2*time.Hour)))))
-		inv.Snapshots["ws"] = append(append([]inventory.Snapshot{}, ss[k:]...), ss[:k]...)
+		inv := build(claims(pvc("a", marked(ago(2*time.Hour)))), snaps(append(append([]inventory.Snapshot{}, ss[k:]...), ss[:k]...)...))
 		d := Classify(inv, defaultPolicy(), now)[0]
 		if d.State != Rescued || d.Snapshot.Name != "s9" {
 			t.Fatalf("rotation %d: state %s by %v, want Rescued by s9 (the greatest name among equals)", k, d.State, d.Snapshot)
@@ -940,16 +976,20 @@ func TestStsOrdinal(t *testing.T) {
 
 // TestClassifyMarksWholeSeconds: the API server's clock may carry fractions
 // (a Date header does not, a caller's time.Time may); the mark is whole
-// seconds, so that writing it as RFC 3339 and reading it back is a no-op.
+// seconds, rounded up, so that writing it as RFC 3339 and reading it back is
+// a no-op.
 func TestClassifyMarksWholeSeconds(t *testing.T) {
 	at := now.Add(700 * time.Millisecond)
 	inv := build(claims(pvc("a")))
 	d := Classify(inv, defaultPolicy(), at)[0]
-	if d.Marks.OrphanedSince != Set || !d.Marks.OrphanedSinceValue.Equal(now) || d.Marks.OrphanedSinceValue.Location() != time.UTC {
-		t.Fatalf("marks = %s, want orphaned-since set to %s in UTC", fmtMarks(d.Marks), now.Format(time.RFC3339))
+	// Rounded up, never down: a use that ended during the pod list ended
+	// before the mark (SPEC §3 Marks).
+	want := now.Add(time.Second)
+	if d.Marks.OrphanedSince != Set || !d.Marks.OrphanedSinceValue.Equal(want) || d.Marks.OrphanedSinceValue.Location() != time.UTC {
+		t.Fatalf("marks = %s, want orphaned-since set to %s in UTC", fmtMarks(d.Marks), want.Format(time.RFC3339))
 	}
 	inv.Claims[0] = applyMarks(inv.Claims[0], d.Marks)
-	if d := Classify(inv, defaultPolicy(), at.Add(time.Minute))[0]; d.Marks.Changed() || !d.OrphanedSince.Equal(now) {
+	if d := Classify(inv, defaultPolicy(), at.Add(time.Minute))[0]; d.Marks.Changed() || !d.OrphanedSince.Equal(want) {
 		t.Errorf("after marking: marks %s, orphanedSince %s", fmtMarks(d.Marks), fmtTime(d.OrphanedSince))
 	}
 }

@@ -11,17 +11,23 @@ import (
 // StatefulSet claim prefix.
 type nsName struct{ ns, name string }
 
-// top2 holds two indexes (-1 when empty). For claims of a workspace: the
-// newest claim and the next newest. For evidence snapshots of a workspace:
-// the newest snapshot and the newest one whose source claim name differs from
-// the first one's, which is all that "the newest snapshot whose source is not
-// claim C" needs, whatever C is.
+// top2 holds two indexes (-1 when empty): the newest claim of a workspace
+// and the next newest.
 type top2 struct{ a, b int32 }
 
 // wsEntry is what a workspace's supersession check needs.
-type wsEntry struct{ claims, snaps top2 }
+type wsEntry struct {
+	// claims: the two newest claims that are not Lost.
+	claims top2
+	// snaps heads the chain (through index.wsNext) of the workspace's
+	// snapshots that can show that it moved on (not archives, not being
+	// deleted); -1 when none.
+	snaps int32
+	// inUse is a claim of the workspace that is in use now, if any.
+	inUse *inventory.Claim
+}
 
-var emptyWS = wsEntry{top2{-1, -1}, top2{-1, -1}}
+var emptyWS = wsEntry{claims: top2{-1, -1}, snaps: -1}
 
 // index is built once per Classify call so that each claim costs a few map
 // look-ups instead of a scan of the inventory. Lists are chained through
@@ -34,18 +40,25 @@ type index struct {
 	// that source; snapNext chains the others.
 	bySource map[nsName]int32
 	snapNext []int32
-	// ws maps (namespace, workspace) to its newest claims and to its newest
-	// snapshots that can show that the workspace moved on (not archives, not
-	// being deleted). Nil without a workspace label.
-	ws map[nsName]wsEntry
+	// ws maps (namespace, workspace) to its entry; wsNext chains its
+	// snapshots. Nil without a workspace label.
+	ws     map[nsName]wsEntry
+	wsNext []int32
+	// byName maps (namespace, claim name) to the claim's index, and since
+	// holds each orphan's orphaned-since (nil when unknown or not an
+	// orphan): the data time of another tool's snapshot depends on its
+	// source claim's. Nil when there are no snapshots.
+	byName map[nsName]int32
+	since  []*time.Time
 	// sts maps (namespace, "<template>-<statefulset>") to the first
 	// StatefulSet template producing that prefix; stsNext chains the others.
 	sts     map[nsName]int32
 	stsNext []int32
 }
 
-func buildIndex(inv *inventory.Inventory, p Policy) *index {
-	ix := &index{}
+// build indexes inv for the second pass of Classify; ds holds the
+// first pass's decisions (states 1–6, orphaned-since of orphans).
+func (ix *index) build(inv *inventory.Inventory, p Policy, ds []Decision, orphans []bool) {
 	if p.WorkspaceLabel != "" {
 		ix.ws = make(map[nsName]wsEntry, len(inv.Claims))
 		for i := range inv.Claims {
@@ -59,7 +72,12 @@ func buildIndex(inv *inventory.Inventory, p Policy) *index {
 			if !ok {
 				e = emptyWS
 			}
-			e.claims = pushClaim(inv.Claims, e.claims, int32(i))
+			if c.Phase != "Lost" {
+				e.claims = pushClaim(inv.Claims, e.claims, int32(i))
+			}
+			if ds[i].State == InUse && e.inUse == nil {
+				e.inUse = c
+			}
 			ix.ws[k] = e
 		}
 	}
@@ -69,9 +87,21 @@ func buildIndex(inv *inventory.Inventory, p Policy) *index {
 		n += len(list)
 	}
 	if n > 0 {
+		ix.byName = make(map[nsName]int32, len(inv.Claims))
+		ix.since = make([]*time.Time, len(inv.Claims))
+		for i := range inv.Claims {
+			c := &inv.Claims[i]
+			ix.byName[nsName{c.Namespace, c.Name}] = int32(i)
+			if orphans[i] {
+				ix.since[i] = ds[i].OrphanedSince
+			}
+		}
 		ix.snaps = make([]*inventory.Snapshot, 0, n)
 		ix.snapNext = make([]int32, 0, n)
 		ix.bySource = make(map[nsName]int32, n)
+		if ix.ws != nil {
+			ix.wsNext = make([]int32, n)
+		}
 		for ns, list := range inv.Snapshots {
 			for j := range list {
 				s := &list[j]
@@ -89,14 +119,19 @@ func buildIndex(inv *inventory.Inventory, p Policy) *index {
 					// supersede any claim in scope: no entry needed.
 					wk := nsName{ns, s.Workspace}
 					if e, ok := ix.ws[wk]; ok {
-						e.snaps = ix.pushSnap(e.snaps, i)
+						ix.wsNext[i] = e.snaps
+						e.snaps = i
 						ix.ws[wk] = e
 					}
 				}
 			}
 		}
 	}
+}
 
+// buildSts indexes the StatefulSet claim templates, which the first pass
+// needs to find referrers.
+func (ix *index) buildSts(inv *inventory.Inventory) {
 	if len(inv.StatefulSetTemplates) > 0 {
 		ix.sts = make(map[nsName]int32, len(inv.StatefulSetTemplates))
 		ix.stsNext = make([]int32, len(inv.StatefulSetTemplates))
@@ -110,7 +145,6 @@ func buildIndex(inv *inventory.Inventory, p Policy) *index {
 			ix.sts[k] = int32(i)
 		}
 	}
-	return ix
 }
 
 // newerSnap orders snapshots by creation, then by name so that the choice
@@ -122,29 +156,13 @@ func newerSnap(a, b *inventory.Snapshot) bool {
 	return a.Name > b.Name
 }
 
-// pushSnap keeps t.a the newest snapshot and t.b the newest one whose source
-// claim name differs from t.a's.
-func (ix *index) pushSnap(t top2, i int32) top2 {
-	s := ix.snaps[i]
-	if t.a < 0 {
-		t.a = i
-		return t
+// newerCut orders snapshots by cut time, then by name.
+func newerCut(a, b *inventory.Snapshot) bool {
+	ta, tb := CutTime(a), CutTime(b)
+	if !ta.Equal(tb) {
+		return ta.After(tb)
 	}
-	a := ix.snaps[t.a]
-	if s.SourceClaim == a.SourceClaim {
-		if newerSnap(s, a) {
-			t.a = i
-		}
-		return t
-	}
-	if newerSnap(s, a) {
-		t.a, t.b = i, t.a
-		return t
-	}
-	if t.b < 0 || newerSnap(s, ix.snaps[t.b]) {
-		t.b = i
-	}
-	return t
+	return a.Name > b.Name
 }
 
 // pushClaim keeps t.a the newest claim and t.b the next newest. Ties keep the
@@ -176,7 +194,3 @@ func stsOrdinal(name string) (prefix string, ok bool) {
 	}
 	return name[:i], true
 }
-
-// secs drops sub-second precision: marks are written as RFC 3339 without
-// fractions, and comparing at that precision keeps classification idempotent.
-func secs(t time.Time) time.Time { return t.Truncate(time.Second).UTC() }

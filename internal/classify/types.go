@@ -65,10 +65,16 @@ type Marks struct {
 	OrphanedSinceValue time.Time // when OrphanedSince == Set
 	Phase              MarkAction
 	PhaseValue         State // when Phase == Set
+	// Attempts is Remove when a use was seen: the attempt record
+	// (pvc-janitor.io/rescue-attempts and next-attempt) belongs to the
+	// orphan period that the use ended. Never Set here: rescue writes it.
+	Attempts MarkAction
 }
 
 // Changed reports whether applying m would change the claim.
-func (m Marks) Changed() bool { return m.OrphanedSince != Keep || m.Phase != Keep }
+func (m Marks) Changed() bool {
+	return m.OrphanedSince != Keep || m.Phase != Keep || m.Attempts != Keep
+}
 
 // Decision is the outcome for one claim.
 type Decision struct {
@@ -91,4 +97,10 @@ type Decision struct {
 	Referrers []inventory.Referrer
 	// Marks to write.
 	Marks Marks
+	// Discard is true for a Superseded claim when the evidence that the
+	// workspace moved on is durable and its time known (SPEC §3 state 8):
+	// only then may --superseded=discard delete it without a snapshot.
+	// DiscardReason says why or why not.
+	Discard       bool
+	DiscardReason string
 }

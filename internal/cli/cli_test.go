@@ -54,6 +54,8 @@ type report struct {
 			Error      string
 		}
 	}
+	UnusedCondition string
+	Snapshots       []struct{ Namespace, Name, SourceClaim, Action, Reason, DeletionPolicy string }
 }
 
 func parse(t *testing.T, s string) report {
@@ -253,7 +255,7 @@ func TestScanClassifiesAndMarksTheDemoFleet(t *testing.T) {
 			t.Errorf("at-risk claim %s listed after a safe one", c.Name)
 		}
 		seenSafe = seenSafe || !risky
-		wantRisk := map[string]bool{"Held": true, "Grace": true, "Orphaned": true, "Snapshotting": true,
+		wantRisk := map[string]bool{"InUse": true, "Young": true, "Held": true, "Grace": true, "Orphaned": true, "Snapshotting": true,
 			"SnapshotFailed": true, "Attached": true, "Superseded": true}[c.State]
 		if risky != wantRisk {
 			t.Errorf("guard: %s (%s) at-risk=%v", c.Name, c.State, risky)
@@ -261,6 +263,9 @@ func TestScanClassifiesAndMarksTheDemoFleet(t *testing.T) {
 	}
 }
 
+// TestGuardPassesOnlyWhenNothingIsLost is SPEC §4's gate: live data, a
+// rescue a teardown can delete, and a scope that is suspiciously small each
+// fail it; it passes once nothing in scope would be lost.
 func TestGuardPassesOnlyWhenNothingIsLost(t *testing.T) {
 	ctx := context.Background()
 	f, err := env.NewFixtures()
@@ -274,10 +279,49 @@ func TestGuardPassesOnlyWhenNothingIsLost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A claim out of scope (no workspace label) with a rescue of the
+	// janitor's: while the claim exists, the rescue is not its only copy.
+	reaped, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "reaped"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Snapshot(ctx, ns, "reaped-rescue", "reaped", testenv.SnapshotClassDelete,
+		map[string]string{"app.kubernetes.io/managed-by": "pvc-janitor"},
+		map[string]string{"pvc-janitor.io/source-uid": string(reaped.UID), "pvc-janitor.io/source-name": "reaped"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "p", Claims: []string{"used"}}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1100 * time.Millisecond) // snapshots strictly after orphaned-since
+	sel := []string{"-n", ns, "-l", "app.kubernetes.io/part-of=demo-workspaces", "--min-age", "0s", "--grace-period", "0s"}
+	// Mark the orphans (on any cluster, with or without the Unused
+	// condition), then rescue them once the server's clock (this host's)
+	// has passed the marks, so that the snapshots are cut after them.
+	if code, _, stderr := run(t, append([]string{"scan", "--lock-namespace", ns}, sel...)...); code != 0 {
+		t.Fatalf("scan: exit %d: %s", code, stderr)
+	}
+	var marks []time.Time
+	for _, n := range []string{"kept", "risky"} {
+		c, err := f.WaitClaim(ctx, ns, n, func(c *corev1.PersistentVolumeClaim) bool {
+			return c.Annotations["pvc-janitor.io/orphaned-since"] != ""
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := time.Parse(time.RFC3339, c.Annotations["pvc-janitor.io/orphaned-since"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		marks = append(marks, m)
+	}
+	for _, m := range marks {
+		for deadline := time.Now().Add(10 * time.Second); !time.Now().After(m.Add(time.Second)); {
+			if time.Now().After(deadline) {
+				t.Fatalf("the clock did not pass the mark %s", m)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	if _, err := f.Snapshot(ctx, ns, "kept-snap", "kept", testenv.SnapshotClassRetain, nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -289,17 +333,75 @@ func TestGuardPassesOnlyWhenNothingIsLost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	args := []string{"guard", "-n", ns, "-l", "app.kubernetes.io/part-of=demo-workspaces", "--min-age", "0s", "--grace-period", "0s", "-o", "json"}
+	args := append(append([]string{"guard"}, sel...), "-o", "json")
+	risky := func(out string) map[string]string {
+		t.Helper()
+		got := map[string]string{}
+		for _, c := range parse(t, out).Claims {
+			if c.Action == "at-risk" {
+				got[c.Name] = c.Reason
+			}
+		}
+		return got
+	}
 	code, out, stderr := run(t, args...)
 	if code != 3 {
-		t.Fatalf("guard with a Delete-policy rescue: exit %d, want 3\n%s\n%s", code, out, stderr)
+		t.Fatalf("guard with a claim in use and a Delete-policy rescue: exit %d, want 3\n%s\n%s", code, out, stderr)
 	}
-	if !strings.Contains(out, "deletionPolicy Delete") {
-		t.Errorf("guard does not say why risky is at risk:\n%s", out)
+	got := risky(out)
+	if len(got) != 2 || !strings.Contains(got["used"], "in use") || !strings.Contains(got["risky"], "deletionPolicy Delete") {
+		t.Errorf("at-risk claims = %v, want used (in use) and risky (deletionPolicy Delete)", got)
+	}
+	// --allow-delete-policy accepts the Delete rescue, never live data.
+	code, out, stderr = run(t, append(args, "--allow-delete-policy")...)
+	if code != 3 {
+		t.Fatalf("guard --allow-delete-policy with a claim in use: exit %d, want 3\n%s\n%s", code, out, stderr)
+	}
+	if got := risky(out); len(got) != 1 || got["used"] == "" {
+		t.Errorf("at-risk claims = %v, want only used", got)
+	}
+	// The workspace stops for good: its pod and its claim are deleted.
+	if err := f.ForceDeletePod(ctx, ns, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "used", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WaitClaimGone(ctx, ns, "used"); err != nil {
+		t.Fatal(err)
 	}
 	code, out, stderr = run(t, append(args, "--allow-delete-policy")...)
 	if code != 0 {
 		t.Fatalf("guard --allow-delete-policy: exit %d, want 0\n%s\n%s", code, out, stderr)
+	}
+	// Once its claim is gone, the janitor's rescue is the only copy: a
+	// Delete policy fails the gate (path 4), listed under snapshots.
+	if err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "reaped", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WaitClaimGone(ctx, ns, "reaped"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = run(t, args...)
+	if code != 3 {
+		t.Fatalf("guard with the only copy of a reaped claim under deletionPolicy Delete: exit %d, want 3\n%s\n%s", code, out, stderr)
+	}
+	if r := parse(t, out); len(r.Snapshots) != 1 || r.Snapshots[0].Name != "reaped-rescue" || r.Snapshots[0].Action != "at-risk" ||
+		!strings.Contains(r.Snapshots[0].Reason, "the only copy of claim reaped") {
+		t.Errorf("snapshots = %+v, want reaped-rescue at risk as the only copy", r.Snapshots)
+	}
+	code, out, stderr = run(t, append(args, "--allow-delete-policy")...)
+	if code != 0 {
+		t.Fatalf("guard --allow-delete-policy after the reap: exit %d, want 0\n%s\n%s", code, out, stderr)
+	}
+	// A scope smaller than --min-claims fails the gate, as does an empty one.
+	code, out, stderr = run(t, append(args, "--allow-delete-policy", "--min-claims", "3")...)
+	if code != 3 || !strings.Contains(stderr, "fewer than --min-claims 3") {
+		t.Errorf("guard --min-claims 3 with 2 claims: exit %d, want 3 naming --min-claims\n%s\n%s", code, out, stderr)
+	}
+	code, _, stderr = run(t, "guard", "-n", ns, "-l", "app.kubernetes.io/part-of=typo", "--min-claims", "1", "-o", "json")
+	if code != 3 || !strings.Contains(stderr, "0 claims in scope") {
+		t.Errorf("guard on an empty scope with --min-claims 1: exit %d, want 3\n%s", code, stderr)
 	}
 }
 

@@ -149,8 +149,10 @@ func (s *session) newReport(command string, dryRun bool) *report.Report {
 	return report.New(command, dryRun, s.clients.Cluster, s.started)
 }
 
-// addMarks records the marking outcome of each claim as its report action.
+// addMarks records the marking outcome of each claim as its report action,
+// and whether the scan trusted the Unused condition.
 func addMarks(r *report.Report, res *janitor.ScanResult) {
+	r.UnusedCondition = res.UnusedCondition
 	for i, o := range res.Marks.Outcomes {
 		cl := res.Decisions[i].Claim
 		if e := r.Entry(cl.Namespace, cl.Name); e != nil {

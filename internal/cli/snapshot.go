@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
 	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
@@ -25,11 +24,15 @@ func newSnapshotCommand(s Streams) *cobra.Command {
 		Short: "Scan, then rescue every Orphaned claim into a VolumeSnapshot",
 		Long: `snapshot scans (and marks), then creates a VolumeSnapshot of every Orphaned claim
 (and of Superseded ones under --superseded=archive), waits until each is
-readyToUse (bounded by --snapshot-timeout), and reports. A snapshot whose
-status.error persists for --snapshot-error-grace is deleted and recreated, at
-most --snapshot-attempts times. Superseded claims never get an ordinary
-snapshot: it could be restored over the user's newer work. --dry-run creates
-nothing.`,
+intact (ready, no error, bound to its content; bounded by --snapshot-timeout),
+and reports. Just before each create the claim is re-checked on a fresh read of
+its namespace: a claim used again, or superseded since the scan, is skipped.
+A snapshot whose status.error persists for --snapshot-error-grace is deleted and
+recreated, at most --snapshot-attempts times; then it is deleted, and the claim
+records the failed attempts and when the next run may try again
+(--snapshot-retry-backoff, doubled per failed run, at most 24h). Superseded
+claims never get an ordinary snapshot: it could be restored over the user's
+newer work. --dry-run creates nothing.`,
 		Example: `  janitor snapshot -n workspaces -l app=ide --workspace-label workspace-id
   janitor snapshot -A -l app=ide --superseded archive --snapshot-class csi-retain`,
 		Args: noArgs,
@@ -55,9 +58,10 @@ nothing.`,
 // command's (exit 4 for failed rescues).
 func (sess *session) snapshot(ctx context.Context, r *report.Report, progressOut io.Writer) (*janitor.ScanResult, error) {
 	cfg := sess.cfg
-	ropts := rescue.Options{Class: cfg.SnapshotClass, Superseded: cfg.Superseded, WorkspaceLabel: cfg.WorkspaceLabel,
+	ropts := rescue.Options{Class: cfg.SnapshotClass, Superseded: cfg.Superseded, Policy: sess.policy(),
+		WorkspaceLabel: cfg.WorkspaceLabel, Selector: sess.scope.Selector,
 		Timeout: cfg.SnapshotTimeout, ErrorGrace: cfg.SnapshotErrorGrace, Attempts: cfg.SnapshotAttempts,
-		Concurrency: cfg.Concurrency, DryRun: cfg.DryRun, Retry: sess.retry}
+		RetryBackoff: cfg.SnapshotRetryBackoff, Concurrency: cfg.Concurrency, DryRun: cfg.DryRun, Retry: sess.retry}
 	// An unknown class is bad input: refused before anything is written.
 	if err := rescue.ValidateClass(ctx, sess.clients, ropts); err != nil {
 		return nil, exitcode.New(exitcode.Usage, err)
@@ -95,11 +99,13 @@ func (sess *session) snapshot(ctx context.Context, r *report.Report, progressOut
 		}
 		if o.Snapshot != "" {
 			e.Snapshot = &report.SnapshotRef{Name: o.Snapshot, ReadyToUse: o.Ready}
-			if o.Action == rescue.ActionFailed || o.Action == rescue.ActionConflict {
+			if o.Failed() {
 				e.Snapshot.Error = o.Message
 			}
 		}
-		if o.State == classify.SnapshotFailed {
+		// A claim skipped by rule (used again, superseded, next attempt
+		// not due) is reported, not a failure of the run.
+		if o.Failed() {
 			failed = append(failed, fmt.Errorf("%s/%s: %s", d.Claim.Namespace, d.Claim.Name, o.Message))
 		}
 	}

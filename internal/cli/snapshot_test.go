@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
@@ -36,6 +39,30 @@ func orphan(t *testing.T, f *testenv.Fixtures, ns, name, ws, handle string) stri
 		t.Fatal(err)
 	}
 	return string(c.UID)
+}
+
+// unusedSince is the lastTransitionTime of the claim's Unused condition:
+// before any run has marked it, the claim's orphaned-since.
+func unusedSince(t *testing.T, f *testenv.Fixtures, ns, name string) time.Time {
+	t.Helper()
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == "Unused" && cond.Status == corev1.ConditionTrue {
+			return cond.LastTransitionTime.Time
+		}
+	}
+	t.Fatalf("claim %s has no Unused: True condition", name)
+	return time.Time{}
+}
+
+// specName is SPEC §5's rescue name, computed here from the formula (not by
+// rescue.Name): <claim>-rescue-<first 10 hex of sha256(uid "/" RFC 3339)>.
+func specName(claim, uid string, since time.Time) string {
+	sum := sha256.Sum256([]byte(uid + "/" + since.UTC().Format(time.RFC3339)))
+	return claim + "-rescue-" + hex.EncodeToString(sum[:])[:10]
 }
 
 func snapArgs(ns string, extra ...string) []string {
@@ -80,12 +107,20 @@ func TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing(t *testing.T) {
 		t.Fatalf("%d snapshots, want 1", len(snaps))
 	}
 	s := snaps[0]
-	if s.Name != rescue.Name("ws-a", toUID(uid)) || s.Annotations["pvc-janitor.io/source-uid"] != uid ||
+	c, _ := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), "ws-a", metav1.GetOptions{})
+	mark := c.Annotations["pvc-janitor.io/orphaned-since"]
+	since, err := time.Parse(time.RFC3339, mark)
+	if err != nil {
+		t.Fatalf("claim mark %q: %v", mark, err)
+	}
+	if want := specName("ws-a", uid, since); s.Name != want {
+		t.Errorf("rescue named %s, want %s (SPEC §5, from the UID and the orphaned-since %s)", s.Name, want, mark)
+	}
+	if s.Annotations["pvc-janitor.io/source-uid"] != uid ||
 		s.Labels["app.kubernetes.io/managed-by"] != "pvc-janitor" || s.Labels["workspace"] != "a" ||
-		s.Annotations["pvc-janitor.io/orphaned-since"] == "" || !testenv.Ready(&s) {
+		s.Annotations["pvc-janitor.io/orphaned-since"] != mark || !testenv.Ready(&s) {
 		t.Fatalf("rescue snapshot not as specified: %+v", s.ObjectMeta)
 	}
-	c, _ := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), "ws-a", metav1.GetOptions{})
 	if c.Labels["pvc-janitor.io/phase"] != "Rescued" {
 		t.Errorf("phase label %q, want Rescued", c.Labels["pvc-janitor.io/phase"])
 	}
@@ -151,15 +186,22 @@ func TestSnapshotWaitsForSlowDriverAndSurvivesTransientErrors(t *testing.T) {
 	}
 }
 
+// TestSnapshotPermanentFailureIsSnapshotFailedAfterAttempts: a snapshot
+// whose error outlasts every attempt is deleted (its finalizer must not keep
+// the owner from deleting the claim), its error stays in the report, the
+// Event and the claim's attempt record; the next run does not try before the
+// record says, and then makes one attempt, not --snapshot-attempts.
 func TestSnapshotPermanentFailureIsSnapshotFailedAfterAttempts(t *testing.T) {
+	ctx := context.Background()
 	f, _ := env.NewFixtures()
 	ns := env.Namespace(t)
 	if err := csidriver.SetFault(env.DriverStateDir, ns+"-broken", csidriver.Fault{PermanentError: "disk on fire"}); err != nil {
 		t.Fatal(err)
 	}
-	orphan(t, f, ns, "ws-broken", "b", ns+"-broken")
+	uid := orphan(t, f, ns, "ws-broken", "b", ns+"-broken")
+	args := snapArgs(ns, "--snapshot-error-grace", "1s", "--snapshot-attempts", "2", "--snapshot-timeout", "60s", "--snapshot-retry-backoff", "1h")
 	start := time.Now()
-	code, out, stderr := run(t, snapArgs(ns, "--snapshot-error-grace", "1s", "--snapshot-attempts", "2", "--snapshot-timeout", "60s")...)
+	code, out, stderr := run(t, args...)
 	if code != 4 {
 		t.Fatalf("exit %d, want 4: %s", code, stderr)
 	}
@@ -167,16 +209,75 @@ func TestSnapshotPermanentFailureIsSnapshotFailedAfterAttempts(t *testing.T) {
 		t.Errorf("took %v, beyond the timeout", el)
 	}
 	st, act, reason := entry(t, parse(t, out), "ws-broken")
-	if st != "SnapshotFailed" || act != rescue.ActionFailed || !strings.Contains(reason, "after 2 attempts") || !strings.Contains(reason, "disk on fire") {
+	if st != "SnapshotFailed" || act != rescue.ActionFailed || !strings.Contains(reason, "after 2 attempts") ||
+		!strings.Contains(reason, "disk on fire") || !strings.Contains(reason, "deleted") {
 		t.Fatalf("state %s action %s reason %q", st, act, reason)
 	}
-	snaps := snapshots(t, f, ns)
-	if len(snaps) != 1 || snaps[0].Annotations["pvc-janitor.io/attempt"] != "2" {
-		t.Fatalf("want the second attempt's snapshot left for inspection, got %d", len(snaps))
+	if snaps := snapshots(t, f, ns); len(snaps) != 0 {
+		t.Fatalf("the given-up snapshot %s is still there: its finalizer would hold the claim", snaps[0].Name)
 	}
-	ev, _ := f.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.kind=PersistentVolumeClaim,reason=SnapshotFailed"})
-	if len(ev.Items) != 1 || ev.Items[0].Type != "Warning" {
+	ev, _ := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=PersistentVolumeClaim,reason=SnapshotFailed"})
+	if len(ev.Items) != 1 || ev.Items[0].Type != "Warning" || !strings.Contains(ev.Items[0].Message, "disk on fire") {
 		t.Errorf("SnapshotFailed events: %+v", ev.Items)
+	}
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-broken", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, perr := time.Parse(time.RFC3339, c.Annotations["pvc-janitor.io/next-attempt"])
+	if c.Annotations["pvc-janitor.io/rescue-attempts"] != "2" || perr != nil ||
+		next.Before(time.Now().Add(50*time.Minute)) || next.After(time.Now().Add(70*time.Minute)) {
+		t.Fatalf("attempt record %v, want 2 attempts and the next in about 1h", c.Annotations)
+	}
+	if c.Labels["pvc-janitor.io/phase"] != "SnapshotFailed" {
+		t.Errorf("phase label %q", c.Labels["pvc-janitor.io/phase"])
+	}
+
+	// Not due: the next run leaves it alone (and that is no failure of the run).
+	code, out, stderr = run(t, args...)
+	if code != 0 {
+		t.Fatalf("run before the next attempt: exit %d: %s", code, stderr)
+	}
+	if st, act, reason := entry(t, parse(t, out), "ws-broken"); st != "SnapshotFailed" || act != rescue.ActionSkipped || !strings.Contains(reason, "next is due") {
+		t.Fatalf("before the next attempt: state %s action %s reason %q", st, act, reason)
+	}
+	if n := len(snapshots(t, f, ns)); n != 0 {
+		t.Fatalf("a run before the next attempt created %d snapshots", n)
+	}
+
+	// Due (the test moves the record back): one attempt, not two, and the
+	// backoff doubles.
+	patch := `{"metadata":{"annotations":{"pvc-janitor.io/next-attempt":"2000-01-01T00:00:00Z"}}}`
+	if _, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, "ws-broken", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = run(t, args...)
+	if code != 4 {
+		t.Fatalf("due run: exit %d, want 4: %s", code, stderr)
+	}
+	if _, _, reason := entry(t, parse(t, out), "ws-broken"); !strings.Contains(reason, "after 3 attempts") {
+		t.Fatalf("due run: reason %q, want 3 attempts in all (one in this run)", reason)
+	}
+	c, _ = f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-broken", metav1.GetOptions{})
+	next, _ = time.Parse(time.RFC3339, c.Annotations["pvc-janitor.io/next-attempt"])
+	if c.Annotations["pvc-janitor.io/rescue-attempts"] != "3" || next.Before(time.Now().Add(110*time.Minute)) {
+		t.Fatalf("attempt record after the second failed run %v, want 3 attempts and the next in about 2h", c.Annotations)
+	}
+
+	// The volume recovers; once due, a rescue clears the record.
+	if err := csidriver.ClearFault(env.DriverStateDir, ns+"-broken"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, "ws-broken", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = run(t, args...)
+	if code != 0 {
+		t.Fatalf("recovered run: exit %d: %s\n%s", code, out, stderr)
+	}
+	c, _ = f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-broken", metav1.GetOptions{})
+	if _, ok := c.Annotations["pvc-janitor.io/rescue-attempts"]; ok || c.Annotations["pvc-janitor.io/next-attempt"] != "" || string(c.UID) != uid {
+		t.Errorf("a successful rescue must clear the attempt record: %v", c.Annotations)
 	}
 }
 
@@ -238,7 +339,7 @@ func TestSnapshotNameTakenByAnotherClaimIsAConflict(t *testing.T) {
 	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "someone-else"}); err != nil {
 		t.Fatal(err)
 	}
-	name := rescue.Name("ws-a", toUID(uid))
+	name := specName("ws-a", uid, unusedSince(t, f, ns, "ws-a"))
 	squatter, err := f.Snapshot(ctx, ns, name, "someone-else", "", nil, map[string]string{"pvc-janitor.io/source-uid": "another-uid"})
 	if err != nil {
 		t.Fatal(err)
@@ -419,5 +520,191 @@ func TestGuardRescueSnapshotsFirst(t *testing.T) {
 	}
 	if g.DryRun {
 		t.Error("guard --rescue acted but its report says dry run")
+	}
+}
+
+// TestSnapshotRechecksEachClaimJustBeforeItsCreate (issue 12 paths 1 and 3):
+// the pods were listed once, at the scan; while the run waits for its first
+// snapshot (one at a time), a pod starts using the second claim and a newer
+// claim of the third one's workspace appears. Each claim is re-checked just
+// before its own create: neither gets a snapshot.
+func TestSnapshotRechecksEachClaimJustBeforeItsCreate(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	orphan(t, f, ns, "ws-a-slow", "a", ns+"-slow")
+	orphan(t, f, ns, "ws-b", "b", "")
+	orphan(t, f, ns, "ws-c", "c", "")
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, stderr := run(t, snapArgs(ns, "--concurrency", "1", "--snapshot-timeout", "20s")...)
+		done <- result{code, out, stderr}
+	}()
+	// The run is waiting for ws-a-slow's snapshot (an hour from ready):
+	// ws-b and ws-c have not been created yet.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(snapshots(t, f, ns)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the run created no snapshot")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide-b", Claims: []string{"ws-b"}, Scheduled: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Creation times are whole seconds: the newer claim must be a second
+	// younger than ws-c at least.
+	time.Sleep(1100 * time.Millisecond)
+	labels := map[string]string{"app.kubernetes.io/part-of": "demo-workspaces", "workspace": "c"}
+	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "ws-c-2", Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.code != 4 { // ws-a-slow timed out
+		t.Fatalf("exit %d, want 4 (the slow one timed out): %s\n%s", res.code, res.out, res.err)
+	}
+	r := parse(t, res.out)
+	if st, act, reason := entry(t, r, "ws-b"); st != "InUse" || act != rescue.ActionSkipped || !strings.Contains(reason, "ide-b") {
+		t.Errorf("ws-b: state %s action %s reason %q, want InUse, skipped, naming the pod", st, act, reason)
+	}
+	if st, act, reason := entry(t, r, "ws-c"); st != "Superseded" || act != rescue.ActionSkipped || !strings.Contains(reason, "ws-c-2") {
+		t.Errorf("ws-c: state %s action %s reason %q, want Superseded, skipped, naming ws-c-2", st, act, reason)
+	}
+	for _, s := range snapshots(t, f, ns) {
+		if src := *s.Spec.Source.PersistentVolumeClaimName; src != "ws-a-slow" {
+			t.Errorf("snapshot %s of %s taken after the re-check should have stopped it", s.Name, src)
+		}
+	}
+	// The slow one, not ready at the timeout, is never deleted.
+	if snaps := snapshots(t, f, ns); len(snaps) != 1 {
+		t.Errorf("%d snapshots, want the slow one kept", len(snaps))
+	}
+}
+
+// TestSnapshotBeingDeletedIsNoRescue (issue 12 path 9): a snapshot of ours
+// under the rescue's name that is being deleted is never reported as ready;
+// the run waits for it to go, then creates the rescue anew.
+func TestSnapshotBeingDeletedIsNoRescue(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	uid := orphan(t, f, ns, "ws-a", "a", "")
+	name := specName("ws-a", uid, unusedSince(t, f, ns, "ws-a"))
+	old, err := f.Snapshot(ctx, ns, name, "ws-a", "", map[string]string{"app.kubernetes.io/managed-by": "pvc-janitor", "workspace": "a"},
+		map[string]string{"pvc-janitor.io/source-uid": uid, "pvc-janitor.io/source-name": "ws-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WaitSnapshot(ctx, ns, name, 30*time.Second, testenv.Ready); err != nil {
+		t.Fatal(err)
+	}
+	// A finalizer of the test's keeps it in deletion.
+	hold := `{"metadata":{"finalizers":["example.com/hold"]}}`
+	if _, err := f.Snap.SnapshotV1().VolumeSnapshots(ns).Patch(ctx, name, "application/merge-patch+json", []byte(hold), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Snap.SnapshotV1().VolumeSnapshots(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := run(t, snapArgs(ns, "--snapshot-timeout", "3s")...)
+	if code != 4 {
+		t.Fatalf("exit %d, want 4: %s\n%s", code, out, stderr)
+	}
+	if st, _, reason := entry(t, parse(t, out), "ws-a"); st == "Rescued" || !strings.Contains(reason, "still exists") {
+		t.Fatalf("a snapshot being deleted was taken for a rescue: state %s reason %q", st, reason)
+	}
+	// Let it go: the rerun makes a new one.
+	release := `{"metadata":{"finalizers":null}}`
+	if _, err := f.Snap.SnapshotV1().VolumeSnapshots(ns).Patch(ctx, name, "application/merge-patch+json", []byte(release), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = run(t, snapArgs(ns)...)
+	if code != 0 {
+		t.Fatalf("rerun exit %d: %s\n%s", code, out, stderr)
+	}
+	if st, act, _ := entry(t, parse(t, out), "ws-a"); st != "Rescued" || act != rescue.ActionCreated {
+		t.Fatalf("rerun: state %s action %s, want Rescued snapshot-created", st, act)
+	}
+	snaps := snapshots(t, f, ns)
+	if len(snaps) != 1 || snaps[0].UID == old.UID || snaps[0].Name != name {
+		t.Fatalf("want one new snapshot %s, got %d", name, len(snaps))
+	}
+}
+
+// TestRescueOfAnEarlierOrphanedSinceStaysBeside: a claim rescued, used
+// again and orphaned anew gets a new rescue under a new name; the stale one
+// (ready, ours) is left for retention, never replaced under its name.
+func TestRescueOfAnEarlierOrphanedSinceStaysBeside(t *testing.T) {
+	ctx := context.Background()
+	f, _ := env.NewFixtures()
+	ns := env.Namespace(t)
+	uid := orphan(t, f, ns, "ws-a", "a", "")
+	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	first := snapshots(t, f, ns)
+	if len(first) != 1 {
+		t.Fatalf("%d snapshots after the first rescue", len(first))
+	}
+	before := unusedSince(t, f, ns, "ws-a")
+	// Used again (a second later at least: times are whole seconds), then
+	// orphaned anew.
+	time.Sleep(1100 * time.Millisecond)
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide-a", Claims: []string{"ws-a"}, Scheduled: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WaitClaim(ctx, ns, "ws-a", func(c *corev1.PersistentVolumeClaim) bool {
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == "Unused" && cond.Status == corev1.ConditionFalse {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ForceDeletePod(ctx, ns, "ide-a"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.WaitClaim(ctx, ns, "ws-a", func(c *corev1.PersistentVolumeClaim) bool {
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == "Unused" && cond.Status == corev1.ConditionTrue && cond.LastTransitionTime.After(before) {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := unusedSince(t, f, ns, "ws-a")
+	code, out, stderr := run(t, snapArgs(ns)...)
+	if code != 0 {
+		t.Fatalf("second rescue: exit %d: %s\n%s", code, out, stderr)
+	}
+	if st, act, _ := entry(t, parse(t, out), "ws-a"); st != "Rescued" || act != rescue.ActionCreated {
+		t.Fatalf("second rescue: state %s action %s", st, act)
+	}
+	want := specName("ws-a", uid, since)
+	var sawOld, sawNew bool
+	for _, s := range snapshots(t, f, ns) {
+		switch {
+		case s.UID == first[0].UID:
+			sawOld = true
+		case s.Name == want && testenv.Ready(&s):
+			sawNew = true
+		default:
+			t.Errorf("unexpected snapshot %s", s.Name)
+		}
+	}
+	if !sawOld || !sawNew || first[0].Name == want {
+		t.Fatalf("want the stale rescue %s kept beside the new %s (claim %s): old %v new %v", first[0].Name, want, c.UID, sawOld, sawNew)
 	}
 }

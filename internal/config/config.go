@@ -124,6 +124,9 @@ type Config struct {
 	SnapshotErrorGrace time.Duration
 	// SnapshotAttempts bounds how often a snapshot is created.
 	SnapshotAttempts int
+	// SnapshotRetryBackoff is how long after a run whose attempts failed
+	// the next run may try again; doubled per failed run, at most 24h.
+	SnapshotRetryBackoff time.Duration
 
 	// Concurrency is how many claims are worked on at once.
 	Concurrency int
@@ -145,6 +148,8 @@ type Config struct {
 	AllowDeletePolicy bool
 	// Rescue makes guard run snapshot first.
 	Rescue bool
+	// MinClaims fails the guard when fewer claims are in scope.
+	MinClaims int
 
 	// MetricsFile receives the run's metrics in the Prometheus text format.
 	MetricsFile string
@@ -227,6 +232,7 @@ func (c *Config) Redacted() map[string]any {
 		"snapshot-timeout":         c.SnapshotTimeout.String(),
 		"snapshot-error-grace":     c.SnapshotErrorGrace.String(),
 		"snapshot-attempts":        c.SnapshotAttempts,
+		"snapshot-retry-backoff":   c.SnapshotRetryBackoff.String(),
 		"concurrency":              c.Concurrency,
 		"qps":                      c.QPS,
 		"burst":                    c.Burst,
@@ -236,6 +242,7 @@ func (c *Config) Redacted() map[string]any {
 		"lock-duration":            c.LockDuration.String(),
 		"allow-delete-policy":      c.AllowDeletePolicy,
 		"rescue":                   c.Rescue,
+		"min-claims":               c.MinClaims,
 		"metrics-file":             c.MetricsFile,
 		"pushgateway":              redactURL(c.Pushgateway),
 		"notify-webhook":           redactSecret(c.NotifyWebhook),

@@ -117,6 +117,7 @@ func TestLoad(t *testing.T) {
 				eq(t, "SnapshotTimeout", c.SnapshotTimeout, 10*time.Minute)
 				eq(t, "SnapshotErrorGrace", c.SnapshotErrorGrace, 2*time.Minute)
 				eq(t, "SnapshotAttempts", c.SnapshotAttempts, 3)
+				eq(t, "SnapshotRetryBackoff", c.SnapshotRetryBackoff, 10*time.Minute)
 				eq(t, "Concurrency", c.Concurrency, 4)
 				eq(t, "QPS", c.QPS, float32(50))
 				eq(t, "Burst", c.Burst, 100)
@@ -179,6 +180,7 @@ snapshot-class: ~
 snapshot-timeout: 5m
 snapshot-error-grace: 1m
 snapshot-attempts: 5
+snapshot-retry-backoff: 1h
 concurrency: 8
 qps: 12.5
 burst: 20
@@ -209,6 +211,7 @@ allow-delete-policy: true
 				eq(t, "SnapshotTimeout", c.SnapshotTimeout, 5*time.Minute)
 				eq(t, "SnapshotErrorGrace", c.SnapshotErrorGrace, time.Minute)
 				eq(t, "SnapshotAttempts", c.SnapshotAttempts, 5)
+				eq(t, "SnapshotRetryBackoff", c.SnapshotRetryBackoff, time.Hour)
 				eq(t, "Concurrency", c.Concurrency, 8)
 				eq(t, "QPS", c.QPS, float32(12.5))
 				eq(t, "Burst", c.Burst, 20)
@@ -274,6 +277,11 @@ allow-delete-policy: true
 		{name: "negative min-age", args: []string{"--min-age", "-1m"}, wantErr: "--min-age: must not be negative, got -1m0s", exact: true},
 		{name: "zero api-timeout", args: []string{"--api-timeout", "0"}, wantErr: "--api-timeout: must be greater than 0, got 0s", exact: true},
 		{name: "zero snapshot-timeout", args: []string{"--snapshot-timeout", "0s"}, wantErr: "--snapshot-timeout: must be greater than 0"},
+		{name: "zero snapshot-retry-backoff", env: map[string]string{"JANITOR_SNAPSHOT_RETRY_BACKOFF": "0s"}, wantErr: "--snapshot-retry-backoff: must be greater than 0, got 0s (from JANITOR_SNAPSHOT_RETRY_BACKOFF)", exact: true},
+		{name: "JANITOR_SNAPSHOT_RETRY_BACKOFF", env: map[string]string{"JANITOR_SNAPSHOT_RETRY_BACKOFF": "30m"},
+			check: func(t *testing.T, c *Config) { eq(t, "SnapshotRetryBackoff", c.SnapshotRetryBackoff, 30*time.Minute) }},
+		{name: "snapshot-retry-backoff flag", args: []string{"--snapshot-retry-backoff", "2h"},
+			check: func(t *testing.T, c *Config) { eq(t, "SnapshotRetryBackoff", c.SnapshotRetryBackoff, 2*time.Hour) }},
 		{name: "zero lock-duration", env: map[string]string{"JANITOR_LOCK_DURATION": "0s"}, wantErr: "--lock-duration: must be greater than 0, got 0s (from JANITOR_LOCK_DURATION)", exact: true},
 		{name: "page-size -1", args: []string{"--page-size", "-1"}, wantErr: "--page-size: must be 0 (one streamed list) or between 1 and 10000, got -1", exact: true},
 		{name: "page-size 10001", args: []string{"--page-size", "10001"}, wantErr: "--page-size: must be 0 (one streamed list) or between 1 and 10000"},
@@ -288,6 +296,9 @@ allow-delete-policy: true
 		{name: "max-deletions 0 means delete nothing", args: []string{"--max-deletions", "0"},
 			check: func(t *testing.T, c *Config) { eq(t, "MaxDeletions", c.MaxDeletions, 0) }},
 		{name: "max-deletions negative", args: []string{"--max-deletions", "-1"}, wantErr: "--max-deletions: must not be negative"},
+		{name: "min-claims", args: []string{"--min-claims", "3"},
+			check: func(t *testing.T, c *Config) { eq(t, "MinClaims", c.MinClaims, 3) }},
+		{name: "min-claims negative", args: []string{"--min-claims", "-1"}, wantErr: "--min-claims: must not be negative"},
 		{name: "max-deletion-percent 0", args: []string{"--max-deletion-percent", "0"}, wantErr: "--max-deletion-percent: must be greater than 0 and at most 100, got 0", exact: true},
 		{name: "max-deletion-percent 101", args: []string{"--max-deletion-percent", "101"}, wantErr: "--max-deletion-percent: must be greater than 0 and at most 100"},
 

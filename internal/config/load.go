@@ -453,6 +453,7 @@ func (r *resolver) complete(command string) (*Config, error) {
 	setDur(&c.SnapshotTimeout, "snapshot-timeout")
 	setDur(&c.SnapshotErrorGrace, "snapshot-error-grace")
 	setInt(&c.SnapshotAttempts, "snapshot-attempts")
+	setDur(&c.SnapshotRetryBackoff, "snapshot-retry-backoff")
 	setInt(&c.Concurrency, "concurrency")
 	if err == nil {
 		var q float64
@@ -471,6 +472,7 @@ func (r *resolver) complete(command string) (*Config, error) {
 	setStr(&c.NotifyWebhook, "notify-webhook")
 	setBool(&c.AllowDeletePolicy, "allow-delete-policy")
 	setBool(&c.Rescue, "rescue")
+	setInt(&c.MinClaims, "min-claims")
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,7 @@ func validate(c *Config, from func(string) string) error {
 		{"api-timeout", c.APITimeout, false},
 		{"snapshot-timeout", c.SnapshotTimeout, false},
 		{"snapshot-error-grace", c.SnapshotErrorGrace, false},
+		{"snapshot-retry-backoff", c.SnapshotRetryBackoff, false},
 		{"lock-duration", c.LockDuration, false},
 	} {
 		if d.zero && d.v < 0 {
@@ -88,6 +89,9 @@ func validate(c *Config, from func(string) string) error {
 	}
 	if c.MaxDeletions < 0 {
 		return fail("max-deletions", "--max-deletions: must not be negative, got %d%s", c.MaxDeletions, from("max-deletions"))
+	}
+	if c.MinClaims < 0 {
+		return fail("min-claims", "--min-claims: must not be negative, got %d%s", c.MinClaims, from("min-claims"))
 	}
 	if !(c.MaxDeletionPercent > 0 && c.MaxDeletionPercent <= 100) {
 		return fail("max-deletion-percent", "--max-deletion-percent: must be greater than 0 and at most 100, got %g%s", c.MaxDeletionPercent, from("max-deletion-percent"))

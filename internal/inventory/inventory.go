@@ -126,6 +126,9 @@ type Attachment struct {
 	PVName   string
 	NodeName string
 	Attached bool
+	// Created is the attachment's creationTimestamp: an attachment created
+	// after a claim's orphaned-since is a use (SPEC §3, state 6).
+	Created time.Time
 }
 
 // SnapshotError is the status.error of a VolumeSnapshot.
@@ -191,6 +194,11 @@ type Referrer struct {
 	// Detail says how it refers, e.g. "volume data", "ephemeral volume scratch",
 	// "volumeClaimTemplate data", "owner".
 	Detail string
+	// For pods: when the pod was created, and whether it has ended
+	// (Succeeded or Failed). They serve the check that the controller
+	// manager maintains the Unused condition.
+	Created  time.Time
+	Terminal bool
 }
 
 // StatefulSetTemplate is one volumeClaimTemplate of an existing StatefulSet.
@@ -220,7 +228,9 @@ type Inventory struct {
 	Snapshots map[string][]Snapshot
 	// Contents by name.
 	Contents map[string]Content
-	// ServerTime is the API server's clock when the claims were listed (the
-	// Date header of the response); marks are written on this clock.
+	// ServerTime is the API server's clock once the lists that prove no use
+	// (pods and workloads) were read; marks are written on this clock, so
+	// that a pod that went while the pods were listed can never end its use
+	// after the mark.
 	ServerTime time.Time
 }

@@ -1,18 +1,33 @@
 package janitor
 
 import (
+	"context"
+	"fmt"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 )
 
 // AtRisk says whether tearing the cluster down would lose the data of the
-// claim decided by d (SPEC §4, guard), and why. Held, Grace, Orphaned,
-// Snapshotting, SnapshotFailed, Attached and Superseded claims are at risk; a
-// Rescued claim is at risk while its snapshot's content has deletionPolicy
-// Delete (the teardown may delete the backing snapshot too) unless
-// allowDeletePolicy, or when its content cannot be found.
+// claim decided by d (SPEC §4, guard), and why. Every state but Terminating,
+// Unbound and Rescued holds data that a teardown would lose: InUse and Young
+// claims hold live data (stop the workspaces first), Held claims are kept by
+// an operator, the others have no durable snapshot. A Rescued claim is at
+// risk while its rescue is not intact, or while its content has
+// deletionPolicy Delete (the teardown may delete the backing snapshot too)
+// unless allowDeletePolicy.
 func AtRisk(d *classify.Decision, inv *inventory.Inventory, allowDeletePolicy bool) (bool, string) {
 	switch d.State {
+	case classify.InUse:
+		return true, "in use: live data (stop the workspace first)"
+	case classify.Young:
+		return true, "young: it may be about to be used (stop the workspace first)"
 	case classify.Held:
 		return true, "held by an operator: a teardown would not keep it"
 	case classify.Grace, classify.Orphaned, classify.Snapshotting, classify.SnapshotFailed,
@@ -22,13 +37,102 @@ func AtRisk(d *classify.Decision, inv *inventory.Inventory, allowDeletePolicy bo
 		if d.Snapshot == nil {
 			return true, "rescued without a known snapshot"
 		}
-		content, ok := inv.Contents[d.Snapshot.ContentName]
-		if !ok {
-			return true, "the content of snapshot " + d.Snapshot.Name + " was not found"
-		}
-		if content.DeletionPolicy == "Delete" && !allowDeletePolicy {
-			return true, "snapshot " + d.Snapshot.Name + " has deletionPolicy Delete: a teardown can delete it too"
-		}
+		return SnapshotAtRisk(d.Snapshot, inv, allowDeletePolicy)
 	}
 	return false, ""
+}
+
+// SnapshotAtRisk says whether a teardown could lose the rescue s: it is
+// not intact, or its content has deletionPolicy Delete (unless
+// allowDeletePolicy).
+func SnapshotAtRisk(s *inventory.Snapshot, inv *inventory.Inventory, allowDeletePolicy bool) (bool, string) {
+	if ok, why := classify.Intact(s, inv.Contents); !ok {
+		return true, "snapshot " + s.Name + " is not intact: " + why
+	}
+	if inv.Contents[s.ContentName].DeletionPolicy == "Delete" && !allowDeletePolicy {
+		return true, "snapshot " + s.Name + " has deletionPolicy Delete: a teardown can delete it too"
+	}
+	return false, ""
+}
+
+// OnlyCopies returns, per claim that no longer exists, the janitor's newest
+// rescue of it (by data time): its only copy (SPEC §4). exists reports
+// whether a claim with that UID still exists. Archives of superseded claims
+// count too: they are the janitor's rescues. The result is sorted by
+// namespace and name.
+func OnlyCopies(inv *inventory.Inventory, exists func(types.UID) bool) []*inventory.Snapshot {
+	newest := map[types.UID]*inventory.Snapshot{}
+	for ns := range inv.Snapshots {
+		list := inv.Snapshots[ns]
+		for j := range list {
+			s := &list[j]
+			if !s.ManagedByJanitor || s.SourceUID == "" || exists(s.SourceUID) {
+				continue
+			}
+			if o, ok := newest[s.SourceUID]; !ok || dataAfter(s, o) {
+				newest[s.SourceUID] = s
+			}
+		}
+	}
+	out := make([]*inventory.Snapshot, 0, len(newest))
+	for _, s := range newest {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func dataAfter(a, b *inventory.Snapshot) bool {
+	ta, tb := classify.DataTime(a, nil), classify.DataTime(b, nil)
+	if !ta.Equal(tb) {
+		return ta.After(tb)
+	}
+	return a.Name > b.Name
+}
+
+// ClaimUIDs lists the UIDs of every live claim (not being deleted, whatever
+// its labels) of the namespaces where the janitor has rescues whose claim is
+// not in scope, so that a claim outside the selector is not taken for a
+// reaped one. A claim being deleted does not count: its rescue is about to
+// be the only copy. It reads metadata only.
+func ClaimUIDs(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, retry kube.RetryPolicy) (map[types.UID]bool, error) {
+	uids := make(map[types.UID]bool, len(inv.Claims))
+	for i := range inv.Claims {
+		if inv.Claims[i].DeletionTimestamp == nil {
+			uids[inv.Claims[i].UID] = true
+		}
+	}
+	var nss []string
+	for ns, list := range inv.Snapshots {
+		for j := range list {
+			if s := &list[j]; s.ManagedByJanitor && s.SourceUID != "" && !uids[s.SourceUID] {
+				nss = append(nss, ns)
+				break
+			}
+		}
+	}
+	sort.Strings(nss)
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
+	for _, ns := range nss {
+		var l *metav1.PartialObjectMetadataList
+		err := retry.Do(ctx, fmt.Sprintf("list claims in %q", ns), func(ctx context.Context) error {
+			var err error
+			l, err = c.Meta.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list claims in %q: %w", ns, err)
+		}
+		for i := range l.Items {
+			if l.Items[i].DeletionTimestamp == nil {
+				uids[l.Items[i].UID] = true
+			}
+		}
+	}
+	return uids, nil
 }

@@ -34,6 +34,9 @@ type ScanResult struct {
 	Now time.Time
 	// ReadTime is how long reading took.
 	ReadTime time.Duration
+	// UnusedCondition is whether the run trusted the claims' Unused
+	// condition (classify.ConditionTrusted, Ignored or Absent).
+	UnusedCondition string
 }
 
 // Scan reads the cluster, classifies every claim in scope and, unless dry
@@ -50,6 +53,11 @@ func Scan(ctx context.Context, c *kube.Clients, o ScanOptions) (*ScanResult, err
 	if res.Now.IsZero() {
 		// Marks must be on the server's clock; never guess with ours.
 		return nil, errors.New("the API server sent no Date header: cannot tell its time, refusing to classify")
+	}
+	cond, why := classify.UnusedCondition(inv, res.Now)
+	res.UnusedCondition = cond
+	if cond == classify.ConditionIgnored {
+		log.Warn().Str("evidence", why).Msg("the controller manager does not maintain the claims' Unused condition: ignored for this run (marks and the grace period only)")
 	}
 	res.Decisions = classify.Classify(inv, o.Policy, res.Now)
 	log.Info().Int("claims", len(inv.Claims)).Dur("read", res.ReadTime).Time("server_time", res.Now).Msg("classified")

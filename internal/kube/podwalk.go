@@ -14,6 +14,10 @@ import "google.golang.org/protobuf/encoding/protowire"
 const (
 	podMetadata        = 1  // Pod.metadata
 	podSpec            = 2  // Pod.spec
+	podStatus          = 3  // Pod.status
+	statusPhase        = 1  // PodStatus.phase
+	metaCreation       = 8  // ObjectMeta.creationTimestamp
+	timeSeconds        = 1  // Time.seconds
 	metaName           = 1  // ObjectMeta.name
 	metaNamespace      = 3  // ObjectMeta.namespace
 	metaUID            = 5  // ObjectMeta.uid
@@ -33,16 +37,21 @@ type podVolume struct {
 	ephemeral   bool
 }
 
-// walkedPod is what the scan keeps of a pod, as views into its bytes.
+// walkedPod is what the scan keeps of a pod, as views into its bytes. The
+// creation time and phase serve the check that the controller manager
+// maintains the Unused condition (SPEC §3 Marks).
 type walkedPod struct {
-	namespace, name, uid []byte
-	volumes              []podVolume
+	namespace, name, uid, phase []byte
+	// created is metadata.creationTimestamp in Unix seconds (0 if unset).
+	created int64
+	volumes []podVolume
 }
 
 // walkPod reads a Pod's protobuf bytes into p, reusing p's volume slice.
 // The views are valid as long as b is.
 func walkPod(b []byte, p *walkedPod) error {
-	p.namespace, p.name, p.uid = nil, nil, nil
+	p.namespace, p.name, p.uid, p.phase = nil, nil, nil, nil
+	p.created = 0
 	p.volumes = p.volumes[:0]
 	return eachField(b, func(num protowire.Number, v []byte) error {
 		switch num {
@@ -55,9 +64,22 @@ func walkPod(b []byte, p *walkedPod) error {
 					p.namespace = v
 				case metaUID:
 					p.uid = v
+				case metaCreation:
+					sec, err := varintField(v, timeSeconds)
+					if err != nil {
+						return err
+					}
+					p.created = sec
 				}
 				return nil
 			})
+		case podStatus:
+			ph, err := lastField(v, statusPhase)
+			if err != nil {
+				return err
+			}
+			p.phase = ph
+			return nil
 		case podSpec:
 			return eachField(v, func(num protowire.Number, v []byte) error {
 				if num != specVolumes {
@@ -96,4 +118,31 @@ func walkPod(b []byte, p *walkedPod) error {
 		}
 		return nil
 	})
+}
+
+// varintField returns the last varint field num of message b (0 when absent).
+func varintField(b []byte, num protowire.Number) (int64, error) {
+	var out int64
+	for len(b) > 0 {
+		n, typ, m := protowire.ConsumeTag(b)
+		if m < 0 {
+			return 0, protowire.ParseError(m)
+		}
+		b = b[m:]
+		if n == num && typ == protowire.VarintType {
+			v, k := protowire.ConsumeVarint(b)
+			if k < 0 {
+				return 0, protowire.ParseError(k)
+			}
+			out = int64(v)
+			b = b[k:]
+			continue
+		}
+		k := protowire.ConsumeFieldValue(n, typ, b)
+		if k < 0 {
+			return 0, protowire.ParseError(k)
+		}
+		b = b[k:]
+	}
+	return out, nil
 }

@@ -89,7 +89,6 @@ func Read(ctx context.Context, c *Clients, s Scope) (*inventory.Inventory, error
 	); err != nil {
 		return nil, err
 	}
-	inv.ServerTime = c.Clock.Now()
 
 	r.inScope = make(map[inventory.Key]bool, len(inv.Claims))
 	r.wantOwners = map[types.UID]inventory.OwnerRef{}
@@ -108,6 +107,9 @@ func Read(ctx context.Context, c *Clients, s Scope) (*inventory.Inventory, error
 	); err != nil {
 		return nil, err
 	}
+	// After the lists that prove no use: a mark written on this clock is
+	// never earlier than the end of a use those lists could have missed.
+	inv.ServerTime = c.Clock.Now()
 	for k, refs := range r.refs {
 		r.refs[k] = dedup(refs)
 	}
@@ -366,7 +368,7 @@ func (r *reader) attachments(ctx context.Context, inv *inventory.Inventory) erro
 
 func attachment(va *storagev1.VolumeAttachment) inventory.Attachment {
 	return inventory.Attachment{Name: va.Name, PVName: *va.Spec.Source.PersistentVolumeName,
-		NodeName: va.Spec.NodeName, Attached: va.Status.Attached}
+		NodeName: va.Spec.NodeName, Attached: va.Status.Attached, Created: va.CreationTimestamp.Time}
 }
 
 func (r *reader) snapshots(ctx context.Context, inv *inventory.Inventory) error {
@@ -540,7 +542,8 @@ func (r *reader) pods(ctx context.Context) error {
 					// inScope is read-only once the claims are listed.
 					k := inventory.Key{Namespace: string(p.namespace), Name: claim}
 					if r.inScope[k] {
-						buf = append(buf, podRef{ns: k.Namespace, claim: claim, pod: string(p.name), detail: detail})
+						buf = append(buf, podRef{ns: k.Namespace, claim: claim, pod: string(p.name), detail: detail,
+							created: p.created, terminal: string(p.phase) == "Succeeded" || string(p.phase) == "Failed"})
 					}
 				}
 				return nil
@@ -550,13 +553,21 @@ func (r *reader) pods(ctx context.Context) error {
 			return err
 		}
 		for _, b := range buf {
-			r.addRef(b.ns, b.claim, inventory.Referrer{Kind: "Pod", Name: b.pod, Detail: b.detail})
+			ref := inventory.Referrer{Kind: "Pod", Name: b.pod, Detail: b.detail, Terminal: b.terminal}
+			if b.created != 0 {
+				ref.Created = time.Unix(b.created, 0).UTC()
+			}
+			r.addRef(b.ns, b.claim, ref)
 		}
 	}
 	return nil
 }
 
-type podRef struct{ ns, claim, pod, detail string }
+type podRef struct {
+	ns, claim, pod, detail string
+	created                int64
+	terminal               bool
+}
 
 // templateRefs adds the claims a pod template names.
 func (r *reader) templateRefs(kind, ns, name string, spec *corev1.PodSpec) {

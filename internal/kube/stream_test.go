@@ -29,7 +29,10 @@ import (
 // empty claim name), generic ephemeral volumes and volumes of other kinds.
 func randomPod(rng *rand.Rand, i int) corev1.Pod {
 	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns-%d", rng.Intn(3)), Name: fmt.Sprintf("pod-%d", i),
-		UID: types.UID(fmt.Sprintf("uid-%d", i)), Labels: map[string]string{"app": "ide"}, ResourceVersion: "7"},
+		UID: types.UID(fmt.Sprintf("uid-%d", i)), Labels: map[string]string{"app": "ide"}, ResourceVersion: "7",
+		CreationTimestamp: metav1.Unix(int64(1_700_000_000+rng.Intn(1_000_000)), 0)},
+		Status: corev1.PodStatus{Phase: []corev1.PodPhase{"", corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed}[rng.Intn(5)],
+			Message: strings.Repeat("m", rng.Intn(20))},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img", Env: []corev1.EnvVar{{Name: "A", Value: strings.Repeat("x", rng.Intn(300))}}}}}}
 	for j := range rng.Intn(5) {
 		v := corev1.Volume{Name: fmt.Sprintf("v%d", j)}
@@ -91,6 +94,9 @@ func TestWalkPodAgreesWithTheDecoder(t *testing.T) {
 		}
 		if err := walkPod(b, &w); err != nil {
 			t.Fatalf("pod %d: %v", i, err)
+		}
+		if w.created != p.CreationTimestamp.Unix() || string(w.phase) != string(p.Status.Phase) {
+			t.Fatalf("pod %d: walked created %d phase %q, want %d %q", i, w.created, w.phase, p.CreationTimestamp.Unix(), p.Status.Phase)
 		}
 		if string(w.namespace) != p.Namespace || string(w.name) != p.Name || string(w.uid) != string(p.UID) {
 			t.Fatalf("pod %d: walked %s/%s %s, want %s/%s %s", i, w.namespace, w.name, w.uid, p.Namespace, p.Name, p.UID)

@@ -36,7 +36,11 @@ type Report struct {
 	Cluster    string    `json:"cluster"`
 	StartedAt  time.Time `json:"startedAt"`
 	FinishedAt time.Time `json:"finishedAt"`
-	Summary    Summary   `json:"summary"`
+	// UnusedCondition says whether the run trusted the claims' Unused
+	// condition: "trusted", "ignored" (the controller manager evidently does
+	// not maintain it) or "absent" (SPEC §3 Marks).
+	UnusedCondition string  `json:"unusedCondition,omitempty"`
+	Summary         Summary `json:"summary"`
 	// Notes are run-level messages, e.g. why the blast radius stopped a reap.
 	Notes []string `json:"notes,omitempty"`
 	// Error is the error that ended the run early, if any.
@@ -44,6 +48,9 @@ type Report struct {
 	// Claims holds one entry per claim in scope. Entries are pointers so
 	// that those returned by Entry stay valid however the slice is sorted.
 	Claims []*ClaimEntry `json:"claims"`
+	// Snapshots holds entries about snapshots rather than claims: for
+	// guard, the janitor's rescues of claims that are gone (their only copy).
+	Snapshots []*SnapshotEntry `json:"snapshots,omitempty"`
 
 	index map[key]*ClaimEntry
 }
@@ -86,6 +93,22 @@ type SnapshotRef struct {
 	ReadyToUse bool   `json:"readyToUse"`
 	// Error is the snapshot's status.error message, empty when none.
 	Error string `json:"error"`
+}
+
+// SnapshotEntry is one snapshot of the report.
+type SnapshotEntry struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// SourceClaim and SourceUID name the claim it rescued.
+	SourceClaim string `json:"sourceClaim"`
+	SourceUID   string `json:"sourceUID"`
+	Workspace   string `json:"workspace,omitempty"`
+	// DataTime is the newest moment whose writes it holds.
+	DataTime       *time.Time `json:"dataTime,omitempty"`
+	ReadyToUse     bool       `json:"readyToUse"`
+	DeletionPolicy string     `json:"deletionPolicy,omitempty"`
+	Action         string     `json:"action,omitempty"`
+	Reason         string     `json:"reason"`
 }
 
 type key struct{ namespace, name string }

@@ -108,11 +108,30 @@ func writeTable(w io.Writer, r *Report, wide bool) error {
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 	}
+	if len(r.Snapshots) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "NAMESPACE\tSNAPSHOT\tSOURCE-CLAIM\tDATA-TIME\tREADY\tDELETION-POLICY\tACTION\tREASON")
+		for _, s := range r.Snapshots {
+			dt := ""
+			if s.DataTime != nil {
+				dt = s.DataTime.UTC().Format(time.RFC3339)
+			}
+			reason := cell(s.Reason)
+			if !wide {
+				reason = truncate(reason, maxReason)
+			}
+			fmt.Fprintln(tw, strings.Join([]string{cell(s.Namespace), cell(s.Name), cell(s.SourceClaim), cell(dt),
+				strconv.FormatBool(s.ReadyToUse), cell(s.DeletionPolicy), cell(s.Action), reason}, "\t"))
+		}
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	var b strings.Builder
 	b.WriteString("\n" + summaryLine(r) + "\n")
+	if r.UnusedCondition == "ignored" {
+		b.WriteString("note: the claims' Unused condition is ignored in this run: the controller manager does not maintain it\n")
+	}
 	for _, n := range r.Notes {
 		b.WriteString("note: " + flat(n) + "\n")
 	}

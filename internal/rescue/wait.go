@@ -10,162 +10,269 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 )
 
+// waitResult is how a wait for a snapshot ends.
 type waitResult int
 
 const (
-	waitReady waitResult = iota
+	// waitPending: not decided yet, keep waiting.
+	waitPending waitResult = iota
+	// waitReady: the snapshot is intact (SPEC §3 Evidence): a rescue.
+	waitReady
+	// waitError: its status.error outlasted --snapshot-error-grace.
 	waitError
+	// waitTimeout: not intact when --snapshot-timeout ended (only slow,
+	// or an error still within its grace).
 	waitTimeout
+	// waitDeleting: the snapshot is being deleted, or is gone.
+	waitDeleting
+	// waitInterrupted: the run's context ended.
 	waitInterrupted
 )
 
-// wait watches one snapshot (no tight polling) until it is readyToUse, its
-// status.error has persisted for ErrorGrace, Timeout has passed, or ctx
-// ends. The message is the driver's error, if any.
-func (r *rescuer) wait(ctx context.Context, vs *snapv1.VolumeSnapshot) (waitResult, string) {
+func (w waitResult) String() string {
+	return [...]string{"pending", "ready", "error", "timeout", "deleting", "interrupted"}[w]
+}
+
+// observation is what one look at a snapshot found.
+type observation struct {
+	// Snapshot is nil when it was not found.
+	Snapshot *inventory.Snapshot
+	// Content is its bound VolumeSnapshotContent, nil when it does not
+	// exist or the snapshot is bound to none yet.
+	Content *inventory.Content
+}
+
+// waitOptions are the bounds of a wait.
+type waitOptions struct {
+	Timeout    time.Duration // --snapshot-timeout
+	ErrorGrace time.Duration // --snapshot-error-grace
+}
+
+// verdict is decide's answer.
+type verdict struct {
+	Result waitResult
+	// Message is the driver's error, or why a ready snapshot is not intact,
+	// or why the snapshot is going.
+	Message string
+	// ErrorSeen is since when the current error has been seen (its own
+	// time when it carries one): the next decision's firstErrorSeen. Zero
+	// when there is no error.
+	ErrorSeen time.Time
+	// Next is when to decide again if nothing changes: the end of the
+	// error's grace or of the wait, whichever comes first.
+	Next time.Duration
+}
+
+// notIntactPoll is how often a ready snapshot whose content is not (yet)
+// intact is looked at again: a content changes without its snapshot
+// changing, so no snapshot event announces it.
+const notIntactPoll = 2 * time.Second
+
+// decide is the wait's rule (SPEC §5). now, started and firstErrorSeen are
+// on the API server's clock, the one status.error's time is on.
+//   - gone or being deleted: waitDeleting (never reported as ready);
+//   - intact: waitReady; ready but not intact is at most "not ready yet";
+//   - a status.error seen for ErrorGrace (counted from the error's own time
+//     when it has one, so an error older than this run counts whole):
+//     waitError; an error that clears resets the count;
+//   - Timeout after started: waitTimeout, with the error if one is pending;
+//   - otherwise waitPending.
+func decide(ob observation, firstErrorSeen, started, now time.Time, o waitOptions) verdict {
+	s := ob.Snapshot
+	if s == nil {
+		return verdict{Result: waitDeleting, Message: "the snapshot was deleted while waiting for it"}
+	}
+	if s.DeletionTimestamp != nil {
+		return verdict{Result: waitDeleting, Message: "the snapshot is being deleted"}
+	}
+	ok, why := intact(s, ob.Content)
+	if ok {
+		return verdict{Result: waitReady}
+	}
+	var v verdict
+	deadline := started.Add(o.Timeout)
+	next := deadline
+	if e := s.Error; e != nil {
+		seen := firstErrorSeen
+		if seen.IsZero() {
+			seen = now
+			if !e.Time.IsZero() && e.Time.Before(now) {
+				seen = e.Time
+			}
+		}
+		v.ErrorSeen = seen
+		v.Message = e.Message
+		if v.Message == "" {
+			v.Message = "status.error without a message"
+		}
+		graceEnd := seen.Add(o.ErrorGrace)
+		if !now.Before(graceEnd) {
+			v.Result = waitError
+			return v
+		}
+		next = minTime(next, graceEnd)
+	} else if s.ReadyToUse {
+		v.Message = "ready but not intact: " + why
+		next = minTime(next, now.Add(notIntactPoll))
+	}
+	if !now.Before(deadline) {
+		v.Result = waitTimeout
+		return v
+	}
+	v.Next = next.Sub(now)
+	return v
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// quiet is how long a watch may stay silent before the snapshot is read
+// again: a lost event never stalls the wait.
+const quiet = 30 * time.Second
+
+// wait watches one snapshot (no tight polling) and asks decide after every
+// change, until it answers or ctx ends. A ready snapshot is looked at with
+// its content (GET): only an intact one is a rescue.
+func (r *rescuer) wait(ctx context.Context, vs *snapv1.VolumeSnapshot) verdict {
 	log := zerolog.Ctx(ctx)
-	deadline := time.NewTimer(r.o.Timeout)
-	defer deadline.Stop()
+	o := waitOptions{Timeout: r.o.Timeout, ErrorGrace: r.o.ErrorGrace}
 	// Opening a watch has no timeout of its own: a server that accepts the
 	// request and never answers would hold the wait (and the run, and its
 	// Lease) past --snapshot-timeout. The watches live within the wait.
-	wctx, wcancel := context.WithTimeout(ctx, r.o.Timeout)
+	wctx, wcancel := context.WithTimeout(ctx, r.o.Timeout+time.Second)
 	defer wcancel()
-	var grace *time.Timer
-	defer func() {
-		if grace != nil {
-			grace.Stop()
-		}
-	}()
-	errMsg := ""
+	ns, name := vs.Namespace, vs.Name
+	started := r.now()
+	var errSeen time.Time
 	cur := vs
-	// evaluate returns true when cur decides the wait.
-	evaluate := func() (bool, waitResult) {
-		st := cur.Status
-		if st != nil && st.ReadyToUse != nil && *st.ReadyToUse {
-			return true, waitReady
-		}
-		if st != nil && st.Error != nil {
-			if st.Error.Message != nil {
-				errMsg = *st.Error.Message
-			}
-			if grace == nil {
-				// The error may be older than this run (a failed snapshot
-				// of an earlier one): count from its own time, on the
-				// server's clock.
-				left := r.o.ErrorGrace
-				if st.Error.Time != nil {
-					if now := r.c.Clock.Now(); !now.IsZero() {
-						left -= now.Sub(st.Error.Time.Time)
-					}
-				}
-				grace = time.NewTimer(max(left, 0))
-			}
-			return false, 0
-		}
-		if grace != nil {
-			grace.Stop()
-			grace = nil
-		}
-		return false, 0
-	}
-	graceC := func() <-chan time.Time {
-		if grace == nil {
-			return nil
-		}
-		return grace.C
-	}
-	for {
-		if done, res := evaluate(); done {
-			return res, errMsg
-		}
-		w, err := r.c.Snap.SnapshotV1().VolumeSnapshots(cur.Namespace).Watch(wctx, metav1.ListOptions{
-			FieldSelector:   fields.OneTermEqualSelector("metadata.name", cur.Name).String(),
-			ResourceVersion: cur.ResourceVersion,
-		})
-		if err != nil {
-			log.Debug().Err(err).Msg("watch snapshot; retrying")
-		}
-		quiet := 30 * time.Second
-		if w == nil {
-			quiet = time.Second // the watch could not be opened: re-read soon
-		}
-		closed := false
-		for !closed {
-			var events <-chan watch.Event
-			if w != nil {
-				events = w.ResultChan()
-			}
-			select {
-			case <-ctx.Done():
-				if w != nil {
-					w.Stop()
-				}
-				return waitInterrupted, errMsg
-			case <-deadline.C:
-				if w != nil {
-					w.Stop()
-				}
-				return waitTimeout, errMsg
-			case <-graceC():
-				if w != nil {
-					w.Stop()
-				}
-				return waitError, errMsg
-			case ev, ok := <-events:
-				if !ok {
-					closed = true
-					break
-				}
-				switch ev.Type {
-				case watch.Added, watch.Modified:
-					if s, ok := ev.Object.(*snapv1.VolumeSnapshot); ok {
-						cur = s
-						if done, res := evaluate(); done {
-							w.Stop()
-							return res, errMsg
-						}
-					}
-				case watch.Deleted:
-					w.Stop()
-					return waitError, "the snapshot was deleted while waiting for it"
-				case watch.Error:
-					closed = true
-				}
-			case <-time.After(quiet):
-				// A watch that went quiet is re-established below, after a
-				// fresh read: a lost event never stalls the wait.
-				closed = true
-			}
-		}
+	var w watch.Interface
+	stop := func() {
 		if w != nil {
 			w.Stop()
-		}
-		// Re-read before watching again (the resourceVersion may be too old).
-		var fresh *snapv1.VolumeSnapshot
-		err = r.o.Retry.Do(ctx, "get VolumeSnapshot "+cur.Namespace+"/"+cur.Name, func(ctx context.Context) error {
-			var err error
-			fresh, err = r.c.Snap.SnapshotV1().VolumeSnapshots(cur.Namespace).Get(ctx, cur.Name, metav1.GetOptions{})
-			return err
-		})
-		switch {
-		case apierrors.IsNotFound(err):
-			return waitError, "the snapshot was deleted while waiting for it"
-		case err != nil && ctx.Err() != nil:
-			return waitInterrupted, errMsg
-		case err != nil:
-			log.Debug().Err(err).Msg("re-read snapshot")
-			select {
-			case <-ctx.Done():
-				return waitInterrupted, errMsg
-			case <-deadline.C:
-				return waitTimeout, errMsg
-			case <-time.After(time.Second):
-			}
-		default:
-			cur = fresh
+			w = nil
 		}
 	}
+	defer stop()
+	stale := false // cur must be read again before deciding
+	for {
+		if ctx.Err() != nil {
+			return verdict{Result: waitInterrupted, Message: "interrupted while waiting"}
+		}
+		var ob observation
+		var readErr error
+		if stale {
+			var fresh *snapv1.VolumeSnapshot
+			if fresh, readErr = r.getSnapshot(ctx, ns, name); readErr == nil {
+				cur, stale = fresh, false
+			}
+		}
+		if readErr == nil && cur != nil {
+			s := kube.Snapshot(cur, r.o.WorkspaceLabel)
+			ob.Snapshot = &s
+			if s.ReadyToUse && s.Error == nil && s.DeletionTimestamp == nil && s.ContentName != "" {
+				ob.Content, readErr = r.getContent(ctx, s.ContentName)
+			}
+		}
+		v := decide(ob, errSeen, started, r.now(), o)
+		if readErr != nil {
+			// What could not be read decides nothing, except that the
+			// wait still ends on time.
+			if ctx.Err() != nil {
+				return verdict{Result: waitInterrupted, Message: "interrupted while waiting"}
+			}
+			if !r.now().Before(started.Add(o.Timeout)) {
+				return verdict{Result: waitTimeout, Message: "could not read the snapshot: " + readErr.Error()}
+			}
+			log.Debug().Err(readErr).Msg("read snapshot; retrying")
+			v = verdict{Result: waitPending, ErrorSeen: errSeen, Next: time.Second}
+			stale = true
+		}
+		if v.Result != waitPending {
+			return v
+		}
+		errSeen = v.ErrorSeen
+		if w == nil && cur != nil {
+			var err error
+			w, err = r.c.Snap.SnapshotV1().VolumeSnapshots(ns).Watch(wctx, metav1.ListOptions{
+				FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
+				ResourceVersion: cur.ResourceVersion,
+			})
+			if err != nil {
+				log.Debug().Err(err).Msg("watch snapshot; reading it again")
+				w = nil
+				v.Next = min(v.Next, time.Second)
+				stale = true
+			}
+		}
+		var events <-chan watch.Event
+		if w != nil {
+			events = w.ResultChan()
+		}
+		// The server's clock advances in whole seconds: never spin on it.
+		t := time.NewTimer(min(max(v.Next, 100*time.Millisecond), quiet))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return verdict{Result: waitInterrupted, Message: "interrupted while waiting"}
+		case <-t.C:
+			if v.Next >= quiet {
+				stop()
+				stale = true
+			}
+		case ev, ok := <-events:
+			t.Stop()
+			switch {
+			case !ok || ev.Type == watch.Error:
+				stop()
+				stale = true
+			case ev.Type == watch.Deleted:
+				cur = nil
+			default:
+				if s, ok := ev.Object.(*snapv1.VolumeSnapshot); ok {
+					cur = s
+				}
+			}
+		}
+	}
+}
+
+// getSnapshot reads a snapshot; nil when it is gone.
+func (r *rescuer) getSnapshot(ctx context.Context, ns, name string) (*snapv1.VolumeSnapshot, error) {
+	var vs *snapv1.VolumeSnapshot
+	err := r.o.Retry.Do(ctx, "get VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
+		var err error
+		vs, err = r.c.Snap.SnapshotV1().VolumeSnapshots(ns).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return vs, err
+}
+
+// getContent reads a VolumeSnapshotContent; nil when it does not exist.
+func (r *rescuer) getContent(ctx context.Context, name string) (*inventory.Content, error) {
+	var vc *snapv1.VolumeSnapshotContent
+	err := r.o.Retry.Do(ctx, "get VolumeSnapshotContent "+name, func(ctx context.Context) error {
+		var err error
+		vc, err = r.c.Snap.SnapshotV1().VolumeSnapshotContents().Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := kube.Content(vc)
+	return &c, nil
 }

@@ -51,6 +51,7 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 		_, err := f.Pod(ctx, PodSpec{Namespace: ns, Name: name, Claims: claims, Scheduled: true})
 		return err
 	}
+	var malloryRescue string
 	steps := []func() error{
 		// The newer-data check needs the superseded claim to be strictly
 		// older (timestamps have one-second resolution): it goes first.
@@ -115,8 +116,11 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 			_, err := f.Snapshot(ctx, ns, "ws-judy-backup", "ws-judy", "", lbl("judy"), nil)
 			return err
 		},
-		func() error { return f.janitorSnapshot(ctx, ns, "ws-mallory", lbl("mallory")) },
-		func() error { return f.janitorSnapshot(ctx, ns, "ws-niaj", lbl("niaj")) },
+		func() (err error) {
+			malloryRescue, err = f.janitorSnapshot(ctx, ns, "ws-mallory", lbl("mallory"))
+			return err
+		},
+		func() error { _, err := f.janitorSnapshot(ctx, ns, "ws-niaj", lbl("niaj")); return err },
 	}
 	for i, step := range steps {
 		if err := step(); err != nil {
@@ -126,11 +130,7 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 	if _, err := f.WaitSnapshot(ctx, ns, "ws-judy-backup", 30*time.Second, Ready); err != nil {
 		return nil, err
 	}
-	mallory, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-mallory", metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := f.WaitSnapshot(ctx, ns, rescue.Name("ws-mallory", mallory.UID), 30*time.Second, Failed); err != nil {
+	if _, err := f.WaitSnapshot(ctx, ns, malloryRescue, 30*time.Second, Failed); err != nil {
 		return nil, err
 	}
 	// Age the fleet past the grace period, then make the young claim and
@@ -217,19 +217,30 @@ func waitClock(ctx context.Context, t time.Time) error {
 }
 
 // janitorSnapshot creates a snapshot shaped like the janitor's own rescue
-// of claim (labels, source annotations), as a crashed earlier run left it.
-func (f *Fixtures) janitorSnapshot(ctx context.Context, ns, claim string, labels map[string]string) error {
+// of claim (labels, source annotations, the name of its orphaned-since: the
+// Unused condition's time), as a crashed earlier run left it, and returns
+// its name.
+func (f *Fixtures) janitorSnapshot(ctx context.Context, ns, claim string, labels map[string]string) (string, error) {
 	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
 	if err != nil {
-		return err
+		return "", err
 	}
 	l := map[string]string{"app.kubernetes.io/managed-by": "pvc-janitor"}
 	for k, v := range labels {
 		l[k] = v
 	}
-	_, err = f.Snapshot(ctx, ns, rescue.Name(claim, c.UID), claim, "", l, map[string]string{
+	ann := map[string]string{
 		"pvc-janitor.io/source-uid":  string(c.UID),
 		"pvc-janitor.io/source-name": claim,
-	})
-	return err
+	}
+	var since time.Time
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == "Unused" && cond.Status == corev1.ConditionTrue {
+			since = cond.LastTransitionTime.Time
+			ann["pvc-janitor.io/orphaned-since"] = since.UTC().Format(time.RFC3339)
+		}
+	}
+	name := rescue.Name(claim, c.UID, since)
+	_, err = f.Snapshot(ctx, ns, name, claim, "", l, ann)
+	return name, err
 }

@@ -1,0 +1,137 @@
+package classify
+
+import (
+	"time"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// Intact reports whether s may count as a rescue or as durable evidence of
+// data (SPEC §3 Evidence), and when not, why. Ready alone is not enough: a
+// ready snapshot being deleted, carrying an error, or whose content is gone,
+// foreign, being deleted or without a storage-side handle holds nothing a
+// restore could use.
+func Intact(s *inventory.Snapshot, contents map[string]inventory.Content) (bool, string) {
+	switch {
+	case !s.ReadyToUse:
+		return false, "not ready to use"
+	case s.Error != nil:
+		msg := s.Error.Message
+		if msg == "" {
+			msg = "status.error without a message"
+		}
+		return false, "ready but carries status.error: " + msg
+	case s.DeletionTimestamp != nil:
+		return false, "being deleted"
+	case s.ContentName == "":
+		return false, "not bound to a VolumeSnapshotContent"
+	}
+	c, ok := contents[s.ContentName]
+	switch {
+	case !ok:
+		return false, "its VolumeSnapshotContent " + s.ContentName + " does not exist"
+	case c.SnapshotUID != s.UID:
+		return false, "its VolumeSnapshotContent " + s.ContentName + " is bound to another snapshot (volumeSnapshotRef UID " + string(c.SnapshotUID) + ")"
+	case !c.HasHandle:
+		return false, "its VolumeSnapshotContent " + s.ContentName + " has no snapshotHandle"
+	case c.DeletionTimestamp != nil:
+		return false, "its VolumeSnapshotContent " + s.ContentName + " is being deleted"
+	}
+	return true, ""
+}
+
+// CutTime is when the storage system took s: status.creationTime, else (not
+// known yet) the object's creationTimestamp.
+func CutTime(s *inventory.Snapshot) time.Time {
+	if s.CutTime != nil && !s.CutTime.IsZero() {
+		return *s.CutTime
+	}
+	return s.CreationTimestamp
+}
+
+// DataTime is the newest moment whose writes s can hold (SPEC §3 Evidence):
+// the orphaned-since its source claim had when it was cut, when that is
+// known and earlier than the cut, otherwise the cut time. recorded is the
+// janitor's own record on the snapshot (pvc-janitor.io/orphaned-since);
+// source is the source claim's current orphaned-since, when the claim is
+// known, was orphaned when the snapshot was cut, and is the snapshot's
+// source (not an earlier claim of the same name). Both may be nil.
+//
+// Supersession compares data times, never creation times: a rescue of an old
+// claim taken late holds the old claim's data, not newer data.
+func DataTime(s *inventory.Snapshot, source *time.Time) time.Time {
+	cut := CutTime(s)
+	if s.ManagedByJanitor && s.OrphanedSince != nil && s.OrphanedSince.Before(cut) {
+		return *s.OrphanedSince
+	}
+	if source != nil && source.Before(cut) {
+		return *source
+	}
+	return cut
+}
+
+// DataTimeKnown reports whether s's data time is recorded, not estimated:
+// the janitor's own rescues record the orphaned-since they rescue; anyone
+// else's snapshot's data time is only an upper bound (the claim may have been
+// idle long before the cut, or written right up to it).
+func DataTimeKnown(s *inventory.Snapshot) bool {
+	return s.ManagedByJanitor && s.OrphanedSince != nil && !s.Superseded
+}
+
+// Unused-condition trust, reported as the report's "unusedCondition".
+const (
+	ConditionTrusted = "trusted"
+	ConditionIgnored = "ignored"
+	ConditionAbsent  = "absent"
+)
+
+// frozenAfter is how long a non-terminal pod must have existed before its
+// claim's Unused condition is expected to say False: the controller manager
+// is given two minutes to notice a new pod.
+const frozenAfter = 2 * time.Minute
+
+// UnusedCondition decides whether this run trusts the Unused condition of
+// KEP-5541 (SPEC §3 Marks). It is "absent" when no claim in scope carries
+// it, "ignored" when the controller manager evidently does not maintain it (a
+// claim that a non-terminal pod older than two minutes references shows
+// Unused: True with a lastTransitionTime before that pod was created: a gate
+// skew or a frozen value), and "trusted" otherwise. The second value names
+// the evidence for "ignored".
+func UnusedCondition(inv *inventory.Inventory, now time.Time) (string, string) {
+	seen := false
+	for i := range inv.Claims {
+		cl := &inv.Claims[i]
+		u := cl.Unused
+		if u == nil {
+			continue
+		}
+		seen = true
+		if u.Status != "True" {
+			continue
+		}
+		for _, r := range inv.Referrers[cl.Key()] {
+			if r.Kind != "Pod" || r.Terminal || r.Created.IsZero() || now.Sub(r.Created) < frozenAfter {
+				continue
+			}
+			if u.LastTransitionTime.Before(r.Created) {
+				return ConditionIgnored, "claim " + cl.Namespace + "/" + cl.Name + " shows Unused: True since " +
+					u.LastTransitionTime.UTC().Format(time.RFC3339) + " while pod " + r.Name + ", created " +
+					r.Created.UTC().Format(time.RFC3339) + ", references it"
+			}
+		}
+	}
+	if !seen {
+		return ConditionAbsent, ""
+	}
+	return ConditionTrusted, ""
+}
+
+// ceilSecs rounds t up to a whole second: a mark is written without
+// fractions, and rounding down could place it before the end of a use.
+func ceilSecs(t time.Time) time.Time {
+	tr := t.Truncate(time.Second)
+	if tr.Before(t) {
+		tr = tr.Add(time.Second)
+	}
+	return tr.UTC()
+}

@@ -1,0 +1,78 @@
+package janitor
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+
+func rescue(name, source string, uid types.UID, data time.Time, policy string, intact bool) (inventory.Snapshot, inventory.Content) {
+	d := data
+	s := inventory.Snapshot{Namespace: "ws", Name: name, UID: types.UID("u-" + name), SourceClaim: source, SourceUID: uid,
+		ManagedByJanitor: true, OrphanedSince: &d, ReadyToUse: true, ContentName: "c-" + name,
+		CreationTimestamp: data.Add(time.Minute)}
+	c := inventory.Content{Name: "c-" + name, DeletionPolicy: policy, SnapshotUID: s.UID, HasHandle: intact}
+	return s, c
+}
+
+// TestAtRisk is SPEC §4's list, one row per state and per rescue condition.
+func TestAtRisk(t *testing.T) {
+	retain, retainC := rescue("r", "a", "ua", t0, "Retain", true)
+	del, delC := rescue("d", "a", "ua", t0, "Delete", true)
+	broken, brokenC := rescue("b", "a", "ua", t0, "Retain", false)
+	inv := &inventory.Inventory{Contents: map[string]inventory.Content{retainC.Name: retainC, delC.Name: delC, brokenC.Name: brokenC}}
+	for _, tc := range []struct {
+		state classify.State
+		snap  *inventory.Snapshot
+		allow bool
+		want  string // "" when not at risk
+	}{
+		{classify.Terminating, nil, false, ""},
+		{classify.Unbound, nil, false, ""},
+		{classify.InUse, nil, false, "in use"},
+		{classify.Young, nil, false, "young"},
+		{classify.Held, nil, false, "held"},
+		{classify.Attached, nil, false, "no durable snapshot"},
+		{classify.Grace, nil, false, "no durable snapshot"},
+		{classify.Orphaned, nil, false, "no durable snapshot"},
+		{classify.Snapshotting, nil, false, "no durable snapshot"},
+		{classify.SnapshotFailed, nil, false, "no durable snapshot"},
+		{classify.Superseded, nil, false, "no durable snapshot"},
+		{classify.Rescued, nil, false, "without a known snapshot"},
+		{classify.Rescued, &retain, false, ""},
+		{classify.Rescued, &del, false, "deletionPolicy Delete"},
+		{classify.Rescued, &del, true, ""},
+		{classify.Rescued, &broken, true, "not intact"},
+	} {
+		risky, why := AtRisk(&classify.Decision{State: tc.state, Snapshot: tc.snap}, inv, tc.allow)
+		if risky != (tc.want != "") || !strings.Contains(why, tc.want) {
+			t.Errorf("%s (snapshot %v, allow %v): at risk %v %q, want %q", tc.state, tc.snap != nil, tc.allow, risky, why, tc.want)
+		}
+	}
+}
+
+// TestOnlyCopies: the newest rescue (by data time) of each claim that is
+// gone is its only copy; rescues of live claims and others' snapshots are not.
+func TestOnlyCopies(t *testing.T) {
+	old, _ := rescue("gone-old", "gone", "u-gone", t0.Add(-2*time.Hour), "Retain", true)
+	newer, _ := rescue("gone-new", "gone", "u-gone", t0.Add(-time.Hour), "Retain", true)
+	live, _ := rescue("live", "live", "u-live", t0, "Retain", true)
+	foreign, _ := rescue("foreign", "gone2", "u-gone2", t0, "Retain", true)
+	foreign.ManagedByJanitor = false
+	inv := &inventory.Inventory{Snapshots: map[string][]inventory.Snapshot{"ws": {old, newer, live, foreign}}}
+	got := OnlyCopies(inv, func(u types.UID) bool { return u == "u-live" })
+	if len(got) != 1 || got[0].Name != "gone-new" {
+		var names []string
+		for _, s := range got {
+			names = append(names, s.Name)
+		}
+		t.Fatalf("only copies = %v, want [gone-new]", names)
+	}
+}

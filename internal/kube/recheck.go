@@ -1,0 +1,352 @@
+package kube
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// The re-check before a rescue (SPEC §5): between the scan and the create of
+// a snapshot lie concurrency slots, retries and recreates, long enough for a
+// pod to start using the claim again or for a newer claim or snapshot of its
+// workspace to appear. So just before each create the janitor reads the
+// claim's namespace again (pods, claims, snapshots) and the contents of the
+// snapshots that bear on the claim, and classifies the claim anew on that.
+
+// DefaultRecheckMaxAge is how old a namespace read may be when it is used to
+// re-check a claim: concurrent rescues of one namespace share a read for that
+// long instead of each listing its pods.
+const DefaultRecheckMaxAge = 2 * time.Second
+
+// RecheckOptions configure the re-check reads.
+type RecheckOptions struct {
+	// Selector selects workspace claims, as in the scan, so that the
+	// re-check sees the same claims the scan did (and those new since).
+	Selector labels.Selector
+	// WorkspaceLabel is the label naming a claim's or snapshot's workspace.
+	WorkspaceLabel string
+	// MaxAge bounds the age of a shared namespace read (measured from
+	// when it started); 0 means DefaultRecheckMaxAge.
+	MaxAge time.Duration
+	// PageSize is the limit of each list call (0: 500).
+	PageSize int64
+	Retry    RetryPolicy
+}
+
+// NamespaceRead is a fresh read of one namespace, reduced like the scan's.
+type NamespaceRead struct {
+	Namespace string
+	// Claims are the namespace's claims that the selector selects.
+	Claims []inventory.Claim
+	// PodRefs maps a claim name to the pods that reference it, whatever
+	// their phase: by a persistentVolumeClaim volume or a generic ephemeral
+	// volume (whose claim is <pod>-<volume>).
+	PodRefs   map[string][]inventory.Referrer
+	Snapshots []inventory.Snapshot
+	// ServerTime is the API server's clock after the lists were read.
+	ServerTime time.Time
+}
+
+// ReadNamespace lists the pods, the selected claims and the snapshots of one
+// namespace. Any failed list fails the whole read: a claim must never look
+// unused because its pods could not be read.
+func ReadNamespace(ctx context.Context, c *Clients, ns string, o RecheckOptions) (*NamespaceRead, error) {
+	o = o.withDefaults()
+	nr := &NamespaceRead{Namespace: ns, PodRefs: map[string][]inventory.Referrer{}}
+	// Claims and snapshots first, pods last: a pod that appears while the
+	// claims are listed is then still seen.
+	err := pages(ctx, o, "claims in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		opts.LabelSelector = o.Selector.String()
+		l, err := c.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, opts)
+		if err != nil {
+			return "", err
+		}
+		for i := range l.Items {
+			nr.Claims = append(nr.Claims, Claim(&l.Items[i], o.WorkspaceLabel))
+		}
+		return l.Continue, nil
+	}, func() { nr.Claims = nr.Claims[:0] })
+	if err != nil {
+		return nil, err
+	}
+	err = pages(ctx, o, "volumesnapshots in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		l, err := c.Snap.SnapshotV1().VolumeSnapshots(ns).List(ctx, opts)
+		if err != nil {
+			return "", err
+		}
+		for i := range l.Items {
+			nr.Snapshots = append(nr.Snapshots, Snapshot(&l.Items[i], o.WorkspaceLabel))
+		}
+		return l.Continue, nil
+	}, func() { nr.Snapshots = nr.Snapshots[:0] })
+	if err != nil {
+		return nil, err
+	}
+	err = pages(ctx, o, "pods in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		l, err := c.Kube.CoreV1().Pods(ns).List(ctx, opts)
+		if err != nil {
+			return "", err
+		}
+		for i := range l.Items {
+			addPodRefs(nr.PodRefs, &l.Items[i])
+		}
+		return l.Continue, nil
+	}, func() { clear(nr.PodRefs) })
+	if err != nil {
+		return nil, err
+	}
+	nr.ServerTime = c.Clock.Now()
+	return nr, nil
+}
+
+// addPodRefs records the claims a pod's volumes name.
+func addPodRefs(refs map[string][]inventory.Referrer, p *corev1.Pod) {
+	for _, v := range p.Spec.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			refs[v.PersistentVolumeClaim.ClaimName] = append(refs[v.PersistentVolumeClaim.ClaimName],
+				inventory.Referrer{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, Detail: "volume " + v.Name})
+		case v.Ephemeral != nil:
+			claim := p.Name + "-" + v.Name
+			refs[claim] = append(refs[claim],
+				inventory.Referrer{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, Detail: "ephemeral volume " + v.Name})
+		}
+	}
+}
+
+// pages runs a paginated list, each page under the retry policy. A continue
+// token that expired restarts the list from the top (reset drops what the
+// earlier pages kept), so the result is always one consistent pass.
+func pages(ctx context.Context, o RecheckOptions, what string, page func(context.Context, metav1.ListOptions) (string, error), reset func()) error {
+	opts := metav1.ListOptions{Limit: o.PageSize}
+	for {
+		var next string
+		err := o.Retry.Do(ctx, "list "+what, func(ctx context.Context) error {
+			var err error
+			next, err = page(ctx, opts)
+			return err
+		})
+		if apierrors.IsResourceExpired(err) && opts.Continue != "" {
+			reset()
+			opts.Continue = ""
+			continue
+		}
+		if err != nil {
+			return &ReadError{What: what, Err: err}
+		}
+		if next == "" {
+			return nil
+		}
+		opts.Continue = next
+	}
+}
+
+func (o RecheckOptions) withDefaults() RecheckOptions {
+	if o.Selector == nil {
+		o.Selector = labels.Everything()
+	}
+	if o.MaxAge <= 0 {
+		o.MaxAge = DefaultRecheckMaxAge
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = 500
+	}
+	if o.Retry.MaxElapsed == 0 {
+		o.Retry = DefaultRetry
+	}
+	return o
+}
+
+// Rechecker shares namespace reads among the concurrent rescues of one run,
+// each read for at most MaxAge, and builds the inventory a claim is
+// re-classified on.
+type Rechecker struct {
+	c *Clients
+	o RecheckOptions
+
+	mu   sync.Mutex
+	byNS map[string]*nsRead
+}
+
+type nsRead struct {
+	started time.Time // local monotonic clock
+	done    chan struct{}
+	read    *NamespaceRead
+	err     error
+}
+
+// NewRechecker returns a Rechecker reading through c.
+func NewRechecker(c *Clients, o RecheckOptions) *Rechecker {
+	return &Rechecker{c: c, o: o.withDefaults(), byNS: map[string]*nsRead{}}
+}
+
+// Namespace returns a read of ns that started at most MaxAge ago, reading
+// it again when the last one is older (or failed). Concurrent callers share
+// one read.
+func (r *Rechecker) Namespace(ctx context.Context, ns string) (*NamespaceRead, error) {
+	r.mu.Lock()
+	e, ok := r.byNS[ns]
+	if ok {
+		select {
+		case <-e.done:
+			if e.err != nil || time.Since(e.started) > r.o.MaxAge {
+				ok = false
+			}
+		default: // in flight: it started within MaxAge by construction
+		}
+	}
+	if !ok {
+		e = &nsRead{started: time.Now(), done: make(chan struct{})}
+		r.byNS[ns] = e
+		r.mu.Unlock()
+		e.read, e.err = ReadNamespace(ctx, r.c, ns, r.o)
+		close(e.done)
+		return e.read, e.err
+	}
+	r.mu.Unlock()
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if e.err != nil {
+		// Another caller's read failed (perhaps its context ended): read
+		// for ourselves rather than fail on its account.
+		return ReadNamespace(ctx, r.c, ns, r.o)
+	}
+	return e.read, nil
+}
+
+// Inventory re-reads the namespace of claim (shared, at most MaxAge old),
+// GETs the contents of the snapshots that bear on it, and returns the
+// inventory to classify it on (see RecheckInventory).
+func (r *Rechecker) Inventory(ctx context.Context, base *inventory.Inventory, claim inventory.Key) (*inventory.Inventory, error) {
+	nr, err := r.Namespace(ctx, claim.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	contents := map[string]inventory.Content{}
+	for _, name := range RelevantContents(nr, claim.Name) {
+		var vc *snapv1.VolumeSnapshotContent
+		err := r.o.Retry.Do(ctx, "get VolumeSnapshotContent "+name, func(ctx context.Context) error {
+			var err error
+			vc, err = r.c.Snap.SnapshotV1().VolumeSnapshotContents().Get(ctx, name, metav1.GetOptions{})
+			return err
+		})
+		switch {
+		case apierrors.IsNotFound(err):
+			// Gone: the snapshot bound to it is not intact.
+		case err != nil:
+			return nil, &ReadError{What: "VolumeSnapshotContent " + name, Err: err}
+		default:
+			contents[name] = Content(vc)
+		}
+	}
+	return RecheckInventory(base, nr, claim.Name, contents), nil
+}
+
+// RelevantContents names the bound contents of the snapshots whose evidence
+// bears on the claim's state: the snapshots of the claim (its rescue, its own
+// pending snapshot) and those of its workspace (supersession).
+func RelevantContents(nr *NamespaceRead, claim string) []string {
+	ws := ""
+	for i := range nr.Claims {
+		if nr.Claims[i].Name == claim {
+			ws = nr.Claims[i].Labels.Workspace
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for i := range nr.Snapshots {
+		s := &nr.Snapshots[i]
+		if s.ContentName == "" || seen[s.ContentName] {
+			continue
+		}
+		if s.SourceClaim == claim || (ws != "" && s.Workspace == ws) {
+			seen[s.ContentName] = true
+			out = append(out, s.ContentName)
+		}
+	}
+	return out
+}
+
+// RecheckInventory builds the inventory a claim is re-classified on, from a
+// fresh namespace read and, for what the re-check does not read again, the
+// scan's inventory base:
+//   - claims: the claim and the claims of its workspace, as read now (the
+//     others cannot change its state);
+//   - referrers: the pods listed now, plus the scan's non-pod referrers
+//     (workload templates, owners) of those claims;
+//   - snapshots: the namespace's, as read now; contents: those GET now
+//     (fresh), else the scan's;
+//   - PVs, attachments, live owners and StatefulSet templates: the scan's.
+//
+// base is not modified; the maps it shares are only read.
+func RecheckInventory(base *inventory.Inventory, nr *NamespaceRead, claim string, fresh map[string]inventory.Content) *inventory.Inventory {
+	if base == nil {
+		base = &inventory.Inventory{}
+	}
+	inv := &inventory.Inventory{
+		Referrers:   map[inventory.Key][]inventory.Referrer{},
+		LiveOwners:  base.LiveOwners,
+		PVs:         base.PVs,
+		Attachments: base.Attachments,
+		Snapshots:   map[string][]inventory.Snapshot{nr.Namespace: nr.Snapshots},
+		Contents:    map[string]inventory.Content{},
+		ServerTime:  nr.ServerTime,
+	}
+	ws := ""
+	for i := range nr.Claims {
+		if nr.Claims[i].Name == claim {
+			ws = nr.Claims[i].Labels.Workspace
+		}
+	}
+	for i := range nr.Claims {
+		cl := nr.Claims[i]
+		if cl.Name != claim && (ws == "" || cl.Labels.Workspace != ws) {
+			continue
+		}
+		inv.Claims = append(inv.Claims, cl)
+		k := cl.Key()
+		var refs []inventory.Referrer
+		refs = append(refs, nr.PodRefs[cl.Name]...)
+		for _, ref := range base.Referrers[k] {
+			if ref.Kind != "Pod" {
+				refs = append(refs, ref)
+			}
+		}
+		if len(refs) > 0 {
+			inv.Referrers[k] = refs
+		}
+	}
+	for _, t := range base.StatefulSetTemplates {
+		if t.Namespace == nr.Namespace {
+			inv.StatefulSetTemplates = append(inv.StatefulSetTemplates, t)
+		}
+	}
+	relevant := map[string]bool{}
+	for _, name := range RelevantContents(nr, claim) {
+		relevant[name] = true
+	}
+	for _, s := range nr.Snapshots {
+		if s.ContentName == "" {
+			continue
+		}
+		// A relevant content that the GET did not find is gone now,
+		// whatever the scan saw.
+		if c, ok := fresh[s.ContentName]; ok {
+			inv.Contents[s.ContentName] = c
+		} else if c, ok := base.Contents[s.ContentName]; ok && !relevant[s.ContentName] {
+			inv.Contents[s.ContentName] = c
+		}
+	}
+	return inv
+}
