@@ -18,7 +18,8 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
 )
 
-const usage = "usage: localcluster up|down|status|seed-demo [--dir DIR] (default: $JANITOR_CLUSTER_DIR or .cluster)"
+const usage = "usage: localcluster up|down|status|seed-demo [--dir DIR] (default: $JANITOR_CLUSTER_DIR or .cluster; " +
+	"up passes $JANITOR_CLUSTER_FEATURE_GATES to kube-apiserver and kube-controller-manager as --feature-gates)"
 
 // DemoNamespace is where seed-demo puts the demo fleet.
 const DemoNamespace = "pvc-janitor-demo"
@@ -52,8 +53,16 @@ func run(args []string) error {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	switch args[0] {
 	case "up":
+		gates := testenv.FeatureGatesFromEnv()
 		if testenv.Running(ctx, dir) {
-			fmt.Fprintln(os.Stderr, "local cluster already running in", dir)
+			// A cluster is reused only under the gates asked for: a test of
+			// the stack without the Unused condition must never run on one
+			// that has it, nor the other way round.
+			if running, _ := testenv.RecordedFeatureGates(dir); running != gates {
+				return fmt.Errorf("the local cluster in %s runs with --feature-gates=%q, not %q: "+
+					"make cluster-down first, or use another JANITOR_CLUSTER_DIR", dir, running, gates)
+			}
+			fmt.Fprintln(os.Stderr, "local cluster already running in", dir, gatesNote(gates))
 			fmt.Printf("export KUBECONFIG=%s\n", kubeconfig)
 			return nil
 		}
@@ -62,10 +71,10 @@ func run(args []string) error {
 			return err
 		}
 		start := time.Now()
-		if _, err := testenv.Start(ctx, testenv.Options{Dir: dir, Detach: true, Progress: os.Stderr}); err != nil {
+		if _, err := testenv.Start(ctx, testenv.Options{Dir: dir, Detach: true, Progress: os.Stderr, FeatureGates: gates}); err != nil {
 			return fmt.Errorf("%w (logs in %s)", err, filepath.Join(dir, "logs"))
 		}
-		fmt.Fprintf(os.Stderr, "local cluster up in %.1fs; logs in %s\n", time.Since(start).Seconds(), filepath.Join(dir, "logs"))
+		fmt.Fprintf(os.Stderr, "local cluster up in %.1fs %s; logs in %s\n", time.Since(start).Seconds(), gatesNote(gates), filepath.Join(dir, "logs"))
 		fmt.Printf("export KUBECONFIG=%s\n", kubeconfig)
 		return nil
 	case "down":
@@ -74,13 +83,22 @@ func run(args []string) error {
 		return seedDemo(ctx, dir)
 	case "status":
 		if testenv.Running(ctx, dir) {
-			fmt.Println("running:", kubeconfig)
+			gates, _ := testenv.RecordedFeatureGates(dir)
+			fmt.Println("running:", kubeconfig, gatesNote(gates))
 			return nil
 		}
 		return fmt.Errorf("no local cluster running in %s", dir)
 	default:
 		return fmt.Errorf("%s", usage)
 	}
+}
+
+// gatesNote says which feature gates a cluster runs with.
+func gatesNote(gates string) string {
+	if gates == "" {
+		return "(default feature gates)"
+	}
+	return "(--feature-gates=" + gates + ")"
 }
 
 // seedDemo (re)creates the demo namespace and its fleet in a running
@@ -93,7 +111,8 @@ func seedDemo(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	c := &testenv.Cluster{Dir: dir, Config: cfg, DriverStateDir: filepath.Join(dir, "csi-state")}
+	gates, _ := testenv.RecordedFeatureGates(dir)
+	c := &testenv.Cluster{Dir: dir, Config: cfg, DriverStateDir: filepath.Join(dir, "csi-state"), FeatureGates: gates}
 	f, err := c.NewFixtures()
 	if err != nil {
 		return err

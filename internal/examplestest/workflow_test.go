@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
+	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
 )
 
 type workflow struct {
@@ -32,8 +33,9 @@ type step struct {
 // teardown-gate.sh before the destroy step, nothing lets the destroy run
 // after a failed gate (continue-on-error on the gate, an `if:` with
 // always()/failure() on the destroy), the gate's settings are those of
-// workspace-platform.yaml, and the janitor version is the chart's. When
-// actionlint is on PATH it lints the workflow (and its shell steps).
+// workspace-platform.yaml, and the janitor version is the chart's. Then
+// actionlint lints the workflow (and, through shellcheck, its shell steps);
+// without actionlint the test fails (make tools installs both).
 func TestGitHubWorkflow(t *testing.T) {
 	files := exampleYAML(t)[kindWorkflow]
 	if len(files) == 0 {
@@ -112,12 +114,17 @@ func TestGitHubWorkflow(t *testing.T) {
 			if !strings.Contains(text, "PLACEHOLDER") {
 				t.Error("the workflow must mark its credential placeholders")
 			}
-			al, err := exec.LookPath("actionlint")
+			al, err := testenv.LintTool("actionlint")
 			if err != nil {
-				t.Log("actionlint is not installed: workflow lint skipped (structure checked above)")
-				return
+				t.Fatal(err)
 			}
-			if out, err := exec.Command(al, f).CombinedOutput(); err != nil {
+			// actionlint runs shellcheck on the run: steps only when it
+			// finds it; without it that part would pass silently.
+			sc, err := testenv.LintTool("shellcheck")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(al, "-shellcheck="+sc, f).CombinedOutput(); err != nil {
 				t.Errorf("actionlint: %v\n%s", err, out)
 			}
 		})

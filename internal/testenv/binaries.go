@@ -41,7 +41,7 @@ func RepoRoot() (string, error) {
 // cacheDirs evaluates versions.sh with bash so that the shell scripts and
 // this package can never disagree about where a version lives.
 func cacheDirs(root string) (map[string]string, error) {
-	cmd := exec.Command("bash", "-c", `. scripts/cluster/versions.sh && printf 'KUBE_BIN=%s\nETCD_BIN=%s\nSNAPSHOTTER_BIN=%s\nCACHE_ROOT=%s\n' "$KUBE_BIN" "$ETCD_BIN" "$SNAPSHOTTER_BIN" "$CACHE_ROOT"`)
+	cmd := exec.Command("bash", "-c", `. scripts/cluster/versions.sh && printf 'KUBE_BIN=%s\nETCD_BIN=%s\nSNAPSHOTTER_BIN=%s\nCACHE_ROOT=%s\nACTIONLINT_BIN=%s\n' "$KUBE_BIN" "$ETCD_BIN" "$SNAPSHOTTER_BIN" "$CACHE_ROOT" "$ACTIONLINT_BIN"`)
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
@@ -106,6 +106,31 @@ func FindBinaries(root, driverOut string) (*Binaries, error) {
 		}
 	}
 	return b, nil
+}
+
+// LintTool returns the path of a linter the tests run: actionlint from the
+// cache (scripts/cluster/lint-tools.sh builds the pinned version there) or
+// else from PATH; shellcheck (a Debian package) from PATH. A missing tool is
+// an error that says how to install it: tests fail on it rather than skip.
+func LintTool(name string) (string, error) {
+	if name == "actionlint" {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		dirs, err := cacheDirs(root)
+		if err != nil {
+			return "", err
+		}
+		if p := filepath.Join(dirs["ACTIONLINT_BIN"], name); isExec(p) {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s is not installed: run `make tools` (scripts/cluster/lint-tools.sh): %w", name, err)
+	}
+	return p, nil
 }
 
 func isExec(p string) bool {

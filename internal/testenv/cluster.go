@@ -56,6 +56,50 @@ type Options struct {
 	Minimal bool
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
+	// FeatureGates, when set, is passed as --feature-gates to kube-apiserver
+	// and kube-controller-manager, e.g.
+	// "PersistentVolumeClaimUnusedSinceTime=false" for a control plane that
+	// does not maintain the Unused condition. It is recorded in the cluster
+	// folder (see RecordedFeatureGates) so that a running cluster is never
+	// reused with other gates.
+	FeatureGates string
+}
+
+// FeatureGatesEnv is the environment variable that `make cluster-up` and
+// RunMain read for Options.FeatureGates.
+const FeatureGatesEnv = "JANITOR_CLUSTER_FEATURE_GATES"
+
+// UnusedSinceGate is the feature gate of KEP-5541 (beta and on by default in
+// Kubernetes v1.37) under which kube-controller-manager maintains the
+// Unused condition of PersistentVolumeClaims.
+const UnusedSinceGate = "PersistentVolumeClaimUnusedSinceTime"
+
+// FeatureGatesFromEnv returns $JANITOR_CLUSTER_FEATURE_GATES, trimmed.
+func FeatureGatesFromEnv() string { return strings.TrimSpace(os.Getenv(FeatureGatesEnv)) }
+
+// UnusedConditionEnabled reports whether a control plane started with
+// these --feature-gates maintains the Unused condition: the gate's own
+// setting wins, then AllBeta (the gate is beta in v1.37), then the default
+// (on).
+func UnusedConditionEnabled(gates string) bool {
+	allBeta := ""
+	for _, kv := range strings.Split(gates, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case UnusedSinceGate:
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			return err != nil || b
+		case "AllBeta":
+			allBeta = strings.TrimSpace(v)
+		}
+	}
+	if b, err := strconv.ParseBool(allBeta); err == nil {
+		return b
+	}
+	return true
 }
 
 // Cluster is a running local control plane.
@@ -67,6 +111,9 @@ type Cluster struct {
 	// DriverStateDir is the CSI driver's state folder; internal/csidriver's
 	// SetFault writes fault files there.
 	DriverStateDir string
+	// FeatureGates are the --feature-gates the control plane runs with
+	// ("" for the defaults).
+	FeatureGates string
 
 	opts  Options
 	mu    sync.Mutex
@@ -95,8 +142,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
 		return nil, err
 	}
+	opts.FeatureGates = strings.TrimSpace(opts.FeatureGates)
 	c = &Cluster{Dir: opts.Dir, opts: opts, Kubeconfig: filepath.Join(opts.Dir, "kubeconfig"),
-		DriverStateDir: filepath.Join(opts.Dir, "csi-state")}
+		DriverStateDir: filepath.Join(opts.Dir, "csi-state"), FeatureGates: opts.FeatureGates}
 	defer func() {
 		if err != nil {
 			_ = c.Stop()
@@ -106,6 +154,15 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		if err := os.MkdirAll(filepath.Join(opts.Dir, d), 0o700); err != nil {
 			return c, err
 		}
+	}
+	// Written before anything starts: a folder whose etcd holds state made
+	// under some gates always says which.
+	if err := os.WriteFile(featureGatesFile(opts.Dir), []byte(opts.FeatureGates+"\n"), 0o600); err != nil {
+		return c, err
+	}
+	var gateFlags []string
+	if opts.FeatureGates != "" {
+		gateFlags = []string{"--feature-gates=" + opts.FeatureGates}
 	}
 	start := time.Now()
 	step := func(format string, a ...any) {
@@ -135,22 +192,22 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	step("etcd started on %s", etcdURL)
 	server := fmt.Sprintf("https://127.0.0.1:%d", ports[2])
-	if err := c.run("kube-apiserver", c.Bin.APIServer,
-		"--etcd-servers="+etcdURL,
+	if err := c.run("kube-apiserver", c.Bin.APIServer, append([]string{
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(ports[2]),
-		"--tls-cert-file="+p.ServingCert, "--tls-private-key-file="+p.ServingKey,
-		"--client-ca-file="+p.CAFile,
+		"--secure-port=" + strconv.Itoa(ports[2]),
+		"--tls-cert-file=" + p.ServingCert, "--tls-private-key-file=" + p.ServingKey,
+		"--client-ca-file=" + p.CAFile,
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+p.SAPub,
-		"--service-account-signing-key-file="+p.SAKey,
+		"--service-account-key-file=" + p.SAPub,
+		"--service-account-signing-key-file=" + p.SAKey,
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
 		// There is no Service network to reconcile: envtest does the same.
 		"--endpoint-reconciler-type=none",
-		"--cert-dir="+filepath.Join(opts.Dir, "pki", "apiserver-generated"),
-		"--v=1"); err != nil {
+		"--cert-dir=" + filepath.Join(opts.Dir, "pki", "apiserver-generated"),
+		"--v=1"}, gateFlags...)...); err != nil {
 		return c, err
 	}
 	if err := writeKubeconfig(c.Kubeconfig, server, p); err != nil {
@@ -175,16 +232,16 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		step("snapshot CRDs established; minimal stack ready (no controllers)")
 		return c, c.writePIDs()
 	}
-	if err := c.run("kube-controller-manager", c.Bin.ControllerManager,
-		"--kubeconfig="+c.Kubeconfig,
-		"--controllers="+strings.Join(Controllers, ","),
+	if err := c.run("kube-controller-manager", c.Bin.ControllerManager, append([]string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--controllers=" + strings.Join(Controllers, ","),
 		"--leader-elect=false",
-		"--root-ca-file="+p.CAFile,
-		"--service-account-private-key-file="+p.SAKey,
+		"--root-ca-file=" + p.CAFile,
+		"--service-account-private-key-file=" + p.SAKey,
 		"--use-service-account-credentials=false",
 		"--bind-address=127.0.0.1", "--secure-port=0",
 		"--kube-api-qps=200", "--kube-api-burst=400",
-		"--v=1"); err != nil {
+		"--v=1"}, gateFlags...)...); err != nil {
 		return c, err
 	}
 	sock := filepath.Join(opts.Dir, "csi.sock")
@@ -308,6 +365,23 @@ func isZombie(pid int) bool {
 		return s[i+2] == 'Z'
 	}
 	return false
+}
+
+// UnusedCondition reports whether this control plane's controller manager
+// maintains the Unused condition of claims (KEP-5541).
+func (c *Cluster) UnusedCondition() bool { return UnusedConditionEnabled(c.FeatureGates) }
+
+func featureGatesFile(dir string) string { return filepath.Join(dir, "feature-gates") }
+
+// RecordedFeatureGates returns the --feature-gates a cluster folder was
+// started with ("" for the defaults); ok is false when the folder records
+// none (no cluster was ever started in it).
+func RecordedFeatureGates(dir string) (gates string, ok bool) {
+	b, err := os.ReadFile(featureGatesFile(dir))
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(b)), true
 }
 
 // pidFile lists "name pid" per line, in start order.

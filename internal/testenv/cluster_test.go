@@ -2,7 +2,9 @@ package testenv_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
@@ -157,7 +160,9 @@ func TestClaimUsedByScheduledPodStaysTerminating(t *testing.T) {
 	if err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "used", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second) // give the protection controller time to (wrongly) release it
+	// Once a later claim has been released, the protection controller has
+	// processed this one too (and must have kept it).
+	protectionBarrier(t, f, ns)
 	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "used", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("claim in use was deleted: %v", err)
@@ -173,21 +178,126 @@ func TestClaimUsedByScheduledPodStaysTerminating(t *testing.T) {
 	}
 }
 
-func TestUnusedConditionIsSet(t *testing.T) {
+func protectionBarrier(t *testing.T, f *testenv.Fixtures, ns string) {
+	t.Helper()
+	if err := f.ProtectionBarrier(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// idleClaims makes, in a fresh namespace, the two claims the Unused
+// condition is about: "idle", bound and never used, and "released", used by
+// a pod that is then deleted. It returns when the controller manager has
+// processed both (protectionBarrier) and how long that took.
+func idleClaims(t *testing.T, c *testenv.Cluster) (*testenv.Fixtures, string, time.Duration) {
+	t.Helper()
 	ctx := context.Background()
-	f, ns := fixtures(t), env.Namespace(t)
+	f, err := c.NewFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := c.Namespace(t)
+	start := time.Now()
 	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "idle"}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := f.WaitClaim(ctx, ns, "idle", func(c *corev1.PersistentVolumeClaim) bool {
-		for _, cond := range c.Status.Conditions {
-			if cond.Type == "Unused" && cond.Status == corev1.ConditionTrue {
-				return true
+	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "released"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide", Claims: []string{"released"}, Scheduled: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ForceDeletePod(ctx, ns, "ide"); err != nil {
+		t.Fatal(err)
+	}
+	protectionBarrier(t, f, ns)
+	return f, ns, time.Since(start)
+}
+
+// TestUnusedConditionFollowsFeatureGate runs the same claims on the
+// package's stack and on a second one started with the KEP-5541 gate set the
+// other way (JANITOR_CLUSTER_FEATURE_GATES picks the package's): the
+// controller manager sets Unused=True on the stack with the gate, and
+// leaves no Unused condition at all on the one with
+// PersistentVolumeClaimUnusedSinceTime=false, even after it has processed
+// those very claims and after three times as long as the gated stack took.
+func TestUnusedConditionFollowsFeatureGate(t *testing.T) {
+	ctx := context.Background()
+	otherGates := testenv.UnusedSinceGate + "=false"
+	if !env.UnusedCondition() {
+		otherGates = ""
+	}
+	start := time.Now()
+	other, err := testenv.Start(ctx, testenv.Options{Dir: t.TempDir(), FeatureGates: otherGates})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := other.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Logf("second stack (--feature-gates=%q) up in %s", otherGates, time.Since(start).Round(100*time.Millisecond))
+	with, without := env, other
+	if !env.UnusedCondition() {
+		with, without = other, env
+	}
+	if !with.UnusedCondition() || without.UnusedCondition() {
+		t.Fatalf("stacks: with %q, without %q", with.FeatureGates, without.FeatureGates)
+	}
+
+	// The gate is on: both claims get Unused=True, already by the time the
+	// barrier has passed (logged) and at the latest within WaitUnused's 30 s.
+	f, ns, took := idleClaims(t, with)
+	for _, name := range []string{"idle", "released"} {
+		c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("gate on: %s at the barrier: Unused %+v", name, testenv.UnusedCondition(c))
+		if c, err = f.WaitUnused(ctx, ns, name); err != nil {
+			t.Fatalf("gate on (--feature-gates=%q): no Unused=True on %s: %v; conditions %+v", with.FeatureGates, name, err, c.Status.Conditions)
+		}
+		if cond := testenv.UnusedCondition(c); cond.LastTransitionTime.IsZero() {
+			t.Errorf("gate on: %s: Unused=True without a lastTransitionTime", name)
+		}
+	}
+	t.Logf("gate on: conditions set within %s", took.Round(time.Millisecond))
+
+	// The gate is off: the controller manager has processed both claims
+	// (the barrier), and three times as long as above has passed, yet no
+	// Unused condition, neither True nor False.
+	f, ns, _ = idleClaims(t, without)
+	barrier := time.Now()
+	margin := max(3*took, 10*time.Second)
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, margin, true, func(ctx context.Context) (bool, error) {
+		for _, name := range []string{"idle", "released"} {
+			c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if cond := testenv.UnusedCondition(c); cond != nil {
+				return false, fmt.Errorf("gate off (--feature-gates=%q): %s has an Unused condition: %+v", without.FeatureGates, name, *cond)
 			}
 		}
-		return false
-	})
-	if err != nil {
-		t.Fatalf("no Unused=True condition (KEP-5541) on an unused bound claim: %v; conditions %+v", err, c.Status.Conditions)
+		return false, nil
+	}); !wait.Interrupted(err) {
+		t.Fatal(err)
 	}
+	// The controller manager really ran with the gate off (it logs its flags).
+	logText, err := os.ReadFile(filepath.Join(without.Dir, "logs", "kube-controller-manager.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flagLine string
+	for _, line := range strings.Split(string(logText), "\n") {
+		if strings.Contains(line, "FLAG: --feature-gates=") {
+			flagLine = line
+		}
+	}
+	if !strings.Contains(flagLine, testenv.UnusedSinceGate+"=false") {
+		t.Errorf("kube-controller-manager.log: the gate is not in its --feature-gates: %q", flagLine)
+	}
+	t.Logf("gate off: kube-controller-manager.log: %s", flagLine)
+	t.Logf("gate off: no Unused condition on idle and released claims %s after the barrier", time.Since(barrier).Round(time.Millisecond))
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
 	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
@@ -55,7 +56,7 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 		// The newer-data check needs the superseded claim to be strictly
 		// older (timestamps have one-second resolution): it goes first.
 		func() error { return claim("ws-alice-monday", "alice", "Superseded", nil) },
-		func() error { time.Sleep(1100 * time.Millisecond); return nil },
+		func() error { return f.waitPastSecondOf(ctx, ns, "ws-alice-monday") },
 		func() error { return claim("ws-alice-tuesday", "alice", "InUse", nil) },
 		func() error { return pod("ide-alice", "ws-alice-tuesday") },
 		func() error { return claim("ws-bob", "bob", "InUse", nil) },
@@ -105,9 +106,12 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 		func() error { return claim("ws-rupert", "rupert", "Orphaned", nil) },
 		func() error { return claim("ws-sybil", "sybil", "Grace", nil) },
 		func() error { return pod("ide-sybil", "ws-sybil") },
-		// Wait for the Unused condition (orphaned-since) of the idle claims,
-		// then take the snapshots after it.
-		func() error { time.Sleep(1100 * time.Millisecond); return nil },
+		// Wait for the orphaned-since of the idle claims (their Unused
+		// condition), then take the snapshots after it.
+		func() error {
+			_, err := f.WaitOrphanedSince(ctx, ns, "ws-judy", "ws-mallory", "ws-niaj", "ws-olivia", "ws-peggy", "ws-rupert")
+			return err
+		},
 		func() error {
 			_, err := f.Snapshot(ctx, ns, "ws-judy-backup", "ws-judy", "", lbl("judy"), nil)
 			return err
@@ -123,8 +127,6 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 			return nil, fmt.Errorf("seed demo step %d: %w", i, err)
 		}
 	}
-	// Every old claim is orphaned since at most now.
-	start := time.Now()
 	if _, err := f.WaitSnapshot(ctx, ns, "ws-judy-backup", 30*time.Second, Ready); err != nil {
 		return nil, err
 	}
@@ -133,8 +135,8 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 	}
 	// Age the fleet past the grace period, then make the young claim and
 	// release the grace one.
-	if d := DemoGracePeriod + time.Second - time.Since(start); d > 0 {
-		time.Sleep(d)
+	if err := f.waitGraceOver(ctx, ns, "ws-judy", "ws-mallory", "ws-niaj", "ws-olivia", "ws-peggy", "ws-rupert"); err != nil {
+		return nil, err
 	}
 	if err := claim("ws-trent", "trent", "Young", nil); err != nil {
 		return nil, err
@@ -143,18 +145,75 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 		return nil, err
 	}
 	// The controller manager flips ws-sybil's Unused condition to True now:
-	// wait for it so the scan sees a fresh orphaned-since.
-	if _, err := f.WaitClaim(ctx, ns, "ws-sybil", func(c *corev1.PersistentVolumeClaim) bool {
-		for _, cond := range c.Status.Conditions {
-			if cond.Type == "Unused" && cond.Status == corev1.ConditionTrue {
-				return true
-			}
-		}
-		return false
-	}); err != nil {
+	// wait for it so the scan sees a fresh orphaned-since. (A control plane
+	// without the condition has nothing to wait for: there the first scan
+	// marks every idle claim, so the fleet starts in Grace.)
+	if _, err := f.WaitIdle(ctx, ns, "ws-sybil"); err != nil {
 		return nil, err
 	}
 	return want, nil
+}
+
+// clockPoll is how often the demo's waits look at the clock and the claims.
+const clockPoll = 50 * time.Millisecond
+
+// waitPastSecondOf waits until the clock is in a later second than the
+// claim's creationTimestamp: an object created from then on is strictly
+// newer at the API's one-second resolution. The API server runs on this
+// host, so its clock is this one.
+func (f *Fixtures) waitPastSecondOf(ctx context.Context, ns, name string) error {
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	return waitClock(ctx, c.CreationTimestamp.Add(time.Second))
+}
+
+// WaitOrphanedSince waits until the controller manager has set the Unused
+// condition of every claim (when this control plane maintains it) and the
+// clock is past the second of the latest one, so that a snapshot created
+// from then on is cut after every orphaned-since (the API's timestamps have
+// one-second resolution). It returns that latest
+// orphaned-since (the claims' creation on a control plane without the
+// condition, where the janitor's mark will come later still).
+func (f *Fixtures) WaitOrphanedSince(ctx context.Context, ns string, names ...string) (time.Time, error) {
+	var latest time.Time
+	for _, name := range names {
+		c, err := f.WaitIdle(ctx, ns, name)
+		if err != nil {
+			return time.Time{}, err
+		}
+		since := c.CreationTimestamp.Time
+		if cond := UnusedCondition(c); cond != nil && cond.Status == corev1.ConditionTrue && cond.LastTransitionTime.After(since) {
+			since = cond.LastTransitionTime.Time
+		}
+		if since.After(latest) {
+			latest = since
+		}
+	}
+	return latest, waitClock(ctx, latest.Add(time.Second))
+}
+
+// waitGraceOver waits until the latest orphaned-since of the claims is more
+// than DemoGracePeriod old, with a second to spare for the janitor's
+// rounding up.
+func (f *Fixtures) waitGraceOver(ctx context.Context, ns string, names ...string) error {
+	latest, err := f.WaitOrphanedSince(ctx, ns, names...)
+	if err != nil {
+		return err
+	}
+	return waitClock(ctx, latest.Add(DemoGracePeriod+time.Second))
+}
+
+// waitClock polls the clock until it is at or past t; t more than a minute
+// away is an error rather than a long hang.
+func waitClock(ctx context.Context, t time.Time) error {
+	if d := time.Until(t); d > time.Minute {
+		return fmt.Errorf("wait until %s: %s away", t.Format(time.RFC3339), d.Round(time.Second))
+	}
+	return wait.PollUntilContextTimeout(ctx, clockPoll, time.Minute+time.Second, true, func(context.Context) (bool, error) {
+		return !time.Now().Before(t), nil
+	})
 }
 
 // janitorSnapshot creates a snapshot shaped like the janitor's own rescue

@@ -24,6 +24,10 @@ import (
 type Fixtures struct {
 	Kube kubernetes.Interface
 	Snap snapclient.Interface
+	// UnusedCondition is false when the control plane runs with the
+	// KEP-5541 gate off: no Unused condition will ever appear (see
+	// WaitIdle).
+	UnusedCondition bool
 }
 
 // NewFixtures returns fixtures for the cluster.
@@ -36,7 +40,7 @@ func (c *Cluster) NewFixtures() (*Fixtures, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Fixtures{Kube: kube, Snap: snap}, nil
+	return &Fixtures{Kube: kube, Snap: snap, UnusedCondition: c.UnusedCondition()}, nil
 }
 
 // ClaimSpec describes a workspace claim.
@@ -361,4 +365,51 @@ func (f *Fixtures) WaitUnused(ctx context.Context, ns, name string) (*corev1.Per
 		}
 		return false
 	})
+}
+
+// WaitIdle is WaitUnused on a control plane that maintains the Unused
+// condition. On one that does not (Fixtures.UnusedCondition false) nothing
+// can be waited for: it returns the claim as it is, and the janitor's own
+// mark is the only record of the claim's idleness. Tests meant to run on
+// both stacks use it instead of WaitUnused.
+func (f *Fixtures) WaitIdle(ctx context.Context, ns, name string) (*corev1.PersistentVolumeClaim, error) {
+	if f.UnusedCondition {
+		return f.WaitUnused(ctx, ns, name)
+	}
+	return f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// UnusedCondition returns the claim's Unused condition, nil when it has
+// none.
+func UnusedCondition(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaimCondition {
+	for i := range c.Status.Conditions {
+		if c.Status.Conditions[i].Type == corev1.PersistentVolumeClaimUnused {
+			return &c.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// ProtectionBarrier creates a bound claim in ns that no pod uses, deletes
+// it and waits until kube-controller-manager's pvc-protection controller
+// has released it. That controller runs one worker on a FIFO queue, and it
+// is also the one that maintains the Unused condition: once the barrier is
+// through, every claim it had queued before (a claim bound, a pod of it
+// deleted, a claim deleted) has been processed. A wait on the controller's
+// real work, where a sleep would only guess.
+func (f *Fixtures) ProtectionBarrier(ctx context.Context, ns string) error {
+	name := fmt.Sprintf("barrier-%d", time.Now().UnixNano())
+	if _, err := f.BoundClaim(ctx, ClaimSpec{Namespace: ns, Name: name}); err != nil {
+		return err
+	}
+	if err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	if err := f.WaitClaimGone(ctx, ns, name); err != nil {
+		return fmt.Errorf("the pvc-protection controller did not release the unused claim %s/%s: %w", ns, name, err)
+	}
+	if err := f.Kube.CoreV1().PersistentVolumes().Delete(ctx, "pv-"+ns+"-"+name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
 }

@@ -21,16 +21,25 @@ import (
 //	func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, &env)) }
 //
 // Set PVC_JANITOR_KEEP_CLUSTER=1 to keep the cluster folder (logs) after the
-// run; its path is printed.
+// run; its path is printed. JANITOR_CLUSTER_FEATURE_GATES, when set, is
+// passed to the control plane as --feature-gates (Options.FeatureGates);
+// every run gets a fresh folder, so stacks under different gates never
+// share state.
 func RunMain(m *testing.M, out **Cluster) int {
-	dir, err := os.MkdirTemp("", "pvc-janitor-test-")
+	gates := FeatureGatesFromEnv()
+	prefix := "pvc-janitor-test-"
+	if gates != "" {
+		prefix = "pvc-janitor-test-gated-"
+		fmt.Fprintf(os.Stderr, "testenv: control plane with --feature-gates=%s\n", gates)
+	}
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Options{Dir: dir, Progress: os.Stderr})
+	c, err := Start(ctx, Options{Dir: dir, Progress: os.Stderr, FeatureGates: gates})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: start local cluster: %v (logs in %s)\n", err, dir)
 		return 1

@@ -7,18 +7,27 @@
 #
 # Environment: PVC_JANITOR_CHAOS_SEED reproduces a run (every failure
 # prints its seed), PVC_JANITOR_CHAOS_MAX_RATE caps the fault rates (0.2),
-# CHAOS_OUT is where the log and the figures go (default
-# ${TMPDIR:-/tmp}/pvc-janitor-chaos), CHAOS_TIMEOUT bounds the test (180m).
-# The figures (JSON) are what docs/reliability.md records.
+# CHAOS_FEATURE_GATES is passed to kube-apiserver and kube-controller-manager
+# as --feature-gates (JANITOR_CLUSTER_FEATURE_GATES of internal/testenv; e.g.
+# PersistentVolumeClaimUnusedSinceTime=false for a control plane without the
+# Unused condition), CHAOS_OUT is where the log and the figures go (default
+# ${TMPDIR:-/tmp}/pvc-janitor-chaos, with a -gated suffix under other gates,
+# so the figures of the two stacks never overwrite each other),
+# CHAOS_TIMEOUT bounds the test (180m). The figures (JSON) are what
+# docs/reliability.md records.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export GOTOOLCHAIN=local
 runs=${1:-${PVC_JANITOR_CHAOS_RUNS:-500}}
-out=${CHAOS_OUT:-${TMPDIR:-/tmp}/pvc-janitor-chaos}
+gates=${CHAOS_FEATURE_GATES:-}
+out=${CHAOS_OUT:-${TMPDIR:-/tmp}/pvc-janitor-chaos${gates:+-gated}}
 mkdir -p "$out"
+# Always set, even empty: a JANITOR_CLUSTER_FEATURE_GATES left in the
+# environment must not change the stack behind the caller's back.
+export JANITOR_CLUSTER_FEATURE_GATES=$gates
 rm -f "$out/figures.json"
 export PVC_JANITOR_CHAOS_RUNS=$runs PVC_JANITOR_CHAOS_REPORT=$out/figures.json
-echo "chaos: $runs iterations; log in $out/log.txt"
+echo "chaos: $runs iterations on a control plane with ${gates:+--feature-gates=}${gates:-the default feature gates}; log in $out/log.txt"
 start=$(date +%s)
 status=0
 go test -count=1 -timeout "${CHAOS_TIMEOUT:-180m}" -v -run '^TestChaos$' ./internal/cli/ >"$out/log.txt" 2>&1 || status=$?

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced; the variables are its output
 # Pinned versions of the local control plane. Sourced by the cluster scripts;
 # the Go test helper reads the same cache folders (internal/testenv).
 KUBE_VERSION=v1.37.2
@@ -8,3 +9,7 @@ BIN_ROOT="$CACHE_ROOT/bin"
 KUBE_BIN="$BIN_ROOT/kube-$KUBE_VERSION"
 ETCD_BIN="$BIN_ROOT/etcd-$ETCD_VERSION"
 SNAPSHOTTER_BIN="$BIN_ROOT/snapshotter-$SNAPSHOTTER_VERSION"
+# Linters the examples tests run (internal/examplestest): actionlint is built
+# from its Go module into the cache; shellcheck is the Debian package.
+ACTIONLINT_VERSION=v1.7.12
+ACTIONLINT_BIN="$BIN_ROOT/actionlint-$ACTIONLINT_VERSION"
