@@ -165,19 +165,22 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 	}
 	ev := OrphanedSince(cl, atts, c.condTrusted, c.now)
 
-	// 6. Not orphaned (a node may still hold unflushed data), so no
-	// orphaned-since mark is written; one already there is kept unless an
-	// attachment created after it shows the volume was used again.
+	// 6. Not orphaned: a node may still hold unflushed data, and a
+	// volume attached now may be written to now. That is a use, whenever
+	// the attachment was made (a re-attach can reuse an old
+	// VolumeAttachment): the mark and the attempt record go, and the
+	// phase label Attached remembers it, so that the next orphan period
+	// is not dated by an Unused condition that cannot see attachments.
 	for i := range atts {
 		if a := &atts[i]; a.Attached {
 			d.State = Attached
 			d.Reason = "volume " + cl.VolumeName + " is still attached to node " + a.NodeName +
 				" (VolumeAttachment " + a.Name + ")"
-			if ev.UsedAfterMark {
+			if hasMark {
 				d.Marks.OrphanedSince = Remove
-				d.Marks.Attempts = removeIf(hasAttempts)
-				d.Reason += "; attached after its orphaned-since mark: the mark is cleared"
+				d.Reason += "; its orphaned-since mark is cleared: an attached volume is in use"
 			}
+			d.Marks.Attempts = removeIf(hasAttempts)
 			d.Marks.setPhase(Attached, cl.Labels.Phase, hasPhase)
 			return false
 		}
@@ -224,7 +227,8 @@ type Since struct {
 // that cannot be true (a mark that does not parse or predates the claim, a
 // condition without a lastTransitionTime or with one before the claim's
 // creation) is ignored; a VolumeAttachment of the claim's volume created after
-// either is a use that voids it. Without evidence, the claim is marked with
+// either is a use that voids it, and so is a claim whose phase label says the
+// last run saw it Attached (for the condition). Without evidence, the claim is marked with
 // now (the API server's clock after the use lists were read) rounded up to
 // the next second, and its orphaned-since is not known yet.
 func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted bool, now time.Time) Since {
@@ -266,6 +270,11 @@ func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted
 			notes = append(notes, "its Unused condition's lastTransitionTime predates the claim's creation: ignored")
 		case t.Before(floor):
 			notes = append(notes, "its Unused condition's lastTransitionTime predates VolumeAttachment "+floorBy+": ignored")
+		case !markOK && cl.Labels.HasPhase && cl.Labels.Phase == string(Attached):
+			// The last run saw the volume attached: it was in use after
+			// whatever the condition (which counts pods, not
+			// attachments) says.
+			notes = append(notes, "the volume was attached when last seen, and the Unused condition does not see attachments: marked afresh")
 		default:
 			cond, condOK = ceilSecs(t), true
 		}

@@ -377,7 +377,8 @@ var cases = []classifyCase{
 		name: "6 attached",
 		inv: []invOpt{claims(pvc("a", marked(ago(2*time.Hour)))),
 			attachment("pv-a", "node-2", "va-old", false), attachment("pv-a", "node-1", "va-1", true)},
-		want: want{state: Attached, reason: "volume pv-a is still attached to node node-1 (VolumeAttachment va-1)", marks: setPhase(Attached)},
+		want: want{state: Attached, reason: "volume pv-a is still attached to node node-1 (VolumeAttachment va-1); its orphaned-since mark is cleared",
+			marks: Marks{OrphanedSince: Remove, Phase: Set, PhaseValue: Attached}},
 	},
 	{
 		name: "6 attached label already set",
@@ -485,7 +486,7 @@ var cases = []classifyCase{
 		name: "attached beats rescued",
 		inv: []invOpt{claims(pvc("a", marked(ago(2*time.Hour)))), attachment("pv-a", "node-1", "va-1", true),
 			snaps(snap("s1", "a", ready, snapAt(ago(time.Hour))))},
-		want: want{state: Attached, reason: "attached to node node-1", marks: setPhase(Attached)},
+		want: want{state: Attached, reason: "attached to node node-1", marks: Marks{OrphanedSince: Remove, Phase: Set, PhaseValue: Attached}},
 	},
 	{
 		name: "rescued beats superseded",
@@ -777,7 +778,7 @@ var cases = []classifyCase{
 		want: want{state: Held, reason: "held by annotation", marks: keep},
 	},
 	{
-		name: "attached keeps the orphaned-since mark and sets no new one",
+		name: "attached sets no orphaned-since mark",
 		inv:  []invOpt{claims(pvc("a")), attachment("pv-a", "node-1", "va-1", true)},
 		want: want{state: Attached, reason: "attached", marks: setPhase(Attached)},
 	},

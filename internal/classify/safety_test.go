@@ -88,7 +88,18 @@ var safetyCases = []classifyCase{
 	{
 		name: "path 2: a claim attached after its mark loses the mark",
 		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour)))), attachedAt("pv-a", "va-1", true, ago(time.Hour))},
-		want: want{state: Attached, reason: "attached after its orphaned-since mark", marks: Marks{OrphanedSince: Remove, Phase: Set, PhaseValue: Attached}},
+		want: want{state: Attached, reason: "an attached volume is in use", marks: Marks{OrphanedSince: Remove, Phase: Set, PhaseValue: Attached}},
+	},
+	{
+		name: "path 2: a re-attach on an old VolumeAttachment is a use too",
+		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour)), attempts("1", ago(time.Minute)))), attachedAt("pv-a", "va-1", true, ago(3*time.Hour))},
+		want: want{state: Attached, reason: "an attached volume is in use", marks: Marks{OrphanedSince: Remove, Phase: Set, PhaseValue: Attached, Attempts: Remove}},
+	},
+	{
+		name: "path 2: once detached, a claim last seen Attached is not dated by the Unused condition",
+		inv: []invOpt{claims(pvc("a", phaseLabel(Attached), unused("True", ago(5*time.Hour)))),
+			snaps(snap("old", "a", ready, snapAt(ago(4*time.Hour))))},
+		want: want{state: Grace, reason: "the volume was attached when last seen", marks: setBoth(now, Grace)},
 	},
 	{
 		name: "path 2: an attachment older than the mark keeps it",

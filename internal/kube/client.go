@@ -127,6 +127,21 @@ func (c *ServerClock) Now() time.Time {
 	return c.date.Add(time.Since(c.at)).UTC().Truncate(time.Second)
 }
 
+// Latest is an upper bound of the server's time: a Date header is
+// truncated to the second, so the server's clock may have been up to a
+// second past it. Marks are taken from this bound (SPEC §3 Marks: a mark
+// must never precede the end of a use the lists could have missed); age and
+// grace thus end at most a second or two early. Zero when no response has
+// been seen yet.
+func (c *ServerClock) Latest() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.date.IsZero() {
+		return time.Time{}
+	}
+	return c.date.Add(time.Second + time.Since(c.at)).UTC()
+}
+
 func (c *ServerClock) observe(h http.Header) {
 	d := h.Get("Date")
 	if d == "" {

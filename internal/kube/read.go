@@ -109,7 +109,7 @@ func Read(ctx context.Context, c *Clients, s Scope) (*inventory.Inventory, error
 	}
 	// After the lists that prove no use: a mark written on this clock is
 	// never earlier than the end of a use those lists could have missed.
-	inv.ServerTime = c.Clock.Now()
+	inv.ServerTime = c.Clock.Latest()
 	for k, refs := range r.refs {
 		r.refs[k] = dedup(refs)
 	}
