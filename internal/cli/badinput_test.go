@@ -484,7 +484,9 @@ func TestSecretsNeverLogged(t *testing.T) {
 	runs := []proc{
 		{append([]string{"scan", "--kubeconfig", tokenKC, "--log-format", "json", "-o", "json", "--pushgateway", pushURL, "--notify-webhook", hookURL}, base...), nil, 0},
 		{append([]string{"guard", "--kubeconfig", proxyKC, "--log-format", "console", "-o", "yaml"}, base...), envSecrets, -1},
-		{append([]string{"snapshot", "--kubeconfig", proxyKC, "--log-format", "json", "-o", "wide"}, base...), envSecrets, -1},
+		// Under faults, the release of its Lease can be lost, which would
+		// hold the next run off for --lock-duration: its own Lease.
+		{append(append([]string{"snapshot", "--kubeconfig", proxyKC, "--log-format", "json", "-o", "wide"}, base...), "--lock-namespace", env.Namespace(t)), envSecrets, -1},
 		{append([]string{"run", "--yes", "--kubeconfig", tokenKC, "--log-format", "console", "-o", "json", "--max-deletion-percent", "100",
 			"--pushgateway", pushDown, "--notify-webhook", hookDown}, base...), nil, 0},
 		{append([]string{"scan", "--kubeconfig", env.Kubeconfig, "--log-format", "json", "-o", "table", "--config", goodConfig}, base...), nil, 0},

@@ -297,14 +297,25 @@ func TestGuardPassesOnlyWhenNothingIsLost(t *testing.T) {
 	// Mark the orphans (on any cluster, with or without the Unused
 	// condition), then rescue them once the server's clock (this host's)
 	// has passed the marks, so that the snapshots are cut after them.
-	if code, _, stderr := run(t, append([]string{"scan", "--lock-namespace", ns}, sel...)...); code != 0 {
-		t.Fatalf("scan: exit %d: %s", code, stderr)
+	// A mark patch that races the controller manager's own update of the
+	// claim is left for the next scan (resourceVersion precondition).
+	if _, err := f.WaitOrphanedSince(ctx, ns, "kept", "risky"); err != nil {
+		t.Fatal(err)
+	}
+	marked := func(c *corev1.PersistentVolumeClaim) bool { return c.Annotations["pvc-janitor.io/orphaned-since"] != "" }
+	for i := 0; i < 5; i++ {
+		if code, _, stderr := run(t, append([]string{"scan", "--lock-namespace", ns}, sel...)...); code != 0 {
+			t.Fatalf("scan: exit %d: %s", code, stderr)
+		}
+		k, err1 := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "kept", metav1.GetOptions{})
+		r, err2 := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "risky", metav1.GetOptions{})
+		if err1 == nil && err2 == nil && marked(k) && marked(r) {
+			break
+		}
 	}
 	var marks []time.Time
 	for _, n := range []string{"kept", "risky"} {
-		c, err := f.WaitClaim(ctx, ns, n, func(c *corev1.PersistentVolumeClaim) bool {
-			return c.Annotations["pvc-janitor.io/orphaned-since"] != ""
-		})
+		c, err := f.WaitClaim(ctx, ns, n, marked)
 		if err != nil {
 			t.Fatal(err)
 		}
