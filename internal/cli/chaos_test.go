@@ -990,7 +990,11 @@ func (w *chaosWorld) newerDataLocked(c *chaosClaim, snaps []truthSnap) (string, 
 		}
 	}
 	for _, b := range w.claims {
-		if b == c || b.outsider || b.workspace != c.workspace || !b.truth.Created.After(ended.Truncate(time.Second).Add(time.Second)) {
+		// The test creates a workspace's new claim only after it deleted
+		// the old session's pods: by its own clock (b.created is taken
+		// before the create call, p.deleted after the delete returned),
+		// b came after c's last use.
+		if b == c || b.outsider || b.workspace != c.workspace || !b.created.After(ended) {
 			continue
 		}
 		if w.retired[b.name] {

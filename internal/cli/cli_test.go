@@ -302,7 +302,9 @@ func TestGuardPassesOnlyWhenNothingIsLost(t *testing.T) {
 	if _, err := f.WaitOrphanedSince(ctx, ns, "kept", "risky"); err != nil {
 		t.Fatal(err)
 	}
-	marked := func(c *corev1.PersistentVolumeClaim) bool { return c.Annotations["pvc-janitor.io/orphaned-since"] != "" }
+	marked := func(c *corev1.PersistentVolumeClaim) bool {
+		return c.Annotations["pvc-janitor.io/orphaned-since"] != ""
+	}
 	for i := 0; i < 5; i++ {
 		if code, _, stderr := run(t, append([]string{"scan", "--lock-namespace", ns}, sel...)...); code != 0 {
 			t.Fatalf("scan: exit %d: %s", code, stderr)

@@ -127,19 +127,20 @@ func (c *ServerClock) Now() time.Time {
 	return c.date.Add(time.Since(c.at)).UTC().Truncate(time.Second)
 }
 
-// Latest is an upper bound of the server's time: a Date header is
-// truncated to the second, so the server's clock may have been up to a
-// second past it. Marks are taken from this bound (SPEC §3 Marks: a mark
-// must never precede the end of a use the lists could have missed); age and
-// grace thus end at most a second or two early. Zero when no response has
-// been seen yet.
+// Latest is an upper bound of the server's time when it served any
+// response received so far: a Date header is truncated to the second, so
+// the server's clock was short of the latest Date plus one second. Marks
+// are taken from this bound right after the lists that prove no use (SPEC
+// §3 Marks: a mark must never precede the end of a use those lists could
+// have missed); it is never below Now. Zero when no response has been seen
+// yet.
 func (c *ServerClock) Latest() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.date.IsZero() {
 		return time.Time{}
 	}
-	return c.date.Add(time.Second + time.Since(c.at)).UTC()
+	return c.date.Add(max(time.Second, time.Since(c.at))).UTC()
 }
 
 func (c *ServerClock) observe(h http.Header) {

@@ -103,7 +103,7 @@ func ReadNamespace(ctx context.Context, c *Clients, ns string, o RecheckOptions)
 	if err != nil {
 		return nil, err
 	}
-	nr.ServerTime = c.Clock.Now()
+	nr.ServerTime = c.Clock.Latest()
 	return nr, nil
 }
 

@@ -44,10 +44,25 @@ func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Opt
 	rv := cl.ResourceVersion
 	maybeApplied := false
 	for try := 0; ; try++ {
-		applied, err := deleteClaim(ctx, c, o.Retry, cl, rv)
+		applied, err := deleteClaim(ctx, c, o.Retry, cl, rv, func(ctx context.Context) error {
+			return inUseNow(ctx, c, cl)
+		})
 		maybeApplied = maybeApplied || applied
 		if err == nil {
 			return deleted(ctx, c, o, d, out, l, "")
+		}
+		var used *errInUse
+		if errors.As(err, &used) && !maybeApplied {
+			// On a cluster without the Unused condition nothing moves
+			// the claim's resourceVersion when a pod starts using it:
+			// the precondition cannot see that use, the pod list can.
+			if !o.DryRun {
+				if _, err := mark.Clear(ctx, c, cl, mark.Options{Retry: o.Retry}); err != nil {
+					l.Warn().Err(err).Msg("remove marks of a claim in use again")
+				}
+			}
+			out.State = classify.InUse
+			return skip("in use again since it was read (pod " + strings.Join(used.pods, ", ") + "); not deleted")
 		}
 		conflict := apierrors.IsConflict(err) || apierrors.IsNotFound(err)
 		if !conflict && !maybeApplied {
@@ -133,9 +148,17 @@ func deleted(ctx context.Context, c *kube.Clients, o Options, d *classify.Decisi
 // whether an attempt may have reached the server although the call did not
 // report success: one whose response was lost (a timeout, a reset) or that
 // failed with a 5xx, after which a retry meets the first attempt's result.
-func deleteClaim(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *inventory.Claim, rv string) (applied bool, err error) {
+//
+// check runs before every attempt (a retry after a backoff included): the
+// delete is sent only when it passes.
+func deleteClaim(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *inventory.Claim, rv string, check func(context.Context) error) (applied bool, err error) {
 	uid := cl.UID
 	err = retry.Do(ctx, "delete claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
+		if check != nil {
+			if err := check(ctx); err != nil {
+				return err
+			}
+		}
 		err := c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Delete(ctx, cl.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 		if mayHaveApplied(err) {
@@ -144,6 +167,26 @@ func deleteClaim(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, c
 		return err
 	})
 	return applied, err
+}
+
+// errInUse: a pod listed just before the delete references the claim.
+type errInUse struct{ pods []string }
+
+func (e *errInUse) Error() string { return "in use by pod " + strings.Join(e.pods, ", ") }
+
+// inUseNow lists the pods of the claim's namespace (one request, the
+// moment before the delete) and fails with errInUse when one references
+// the claim. A failed list is returned as it is (the retry policy decides),
+// so that a claim is never deleted on a use check that did not happen.
+func inUseNow(ctx context.Context, c *kube.Clients, cl *inventory.Claim) error {
+	l, err := c.Kube.CoreV1().Pods(cl.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	if users := PodUses(l.Items, cl.Name); len(users) > 0 {
+		return &errInUse{pods: users}
+	}
+	return nil
 }
 
 // mayHaveApplied reports whether a failed call may still have been applied:

@@ -87,15 +87,17 @@ func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]boo
 	for i := range ds {
 		d := &ds[i]
 		k := d.Claim.Key()
+		if d.Marks.OrphanedSince == classify.Remove || d.Marks.Attempts == classify.Remove {
+			// The re-read saw a use, of a candidate or not: the claim's
+			// clock restarts now, not at the next scan (SPEC §3 Marks).
+			// On a cluster without the Unused condition the next scan
+			// may not see that use any more.
+			used = append(used, *d)
+		}
 		if !candidates[k] {
 			continue
 		}
 		seen[k] = true
-		if d.Marks.OrphanedSince == classify.Remove {
-			// The re-read saw a use: the claim's clock restarts now, not
-			// at the next scan (SPEC §3 Marks).
-			used = append(used, *d)
-		}
 		if !Reapable(d, o.Discard, o.Policy.GracePeriod, now) {
 			res.Outcomes = append(res.Outcomes, Outcome{Namespace: k.Namespace, Name: k.Name, Action: ActionSkipped, State: d.State,
 				Message: notReapableReason(d, o.Discard, o.Policy.GracePeriod, now)})
@@ -103,13 +105,19 @@ func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]boo
 		}
 		del = append(del, d)
 	}
-	if len(used) > 0 {
+	// Marks of claims the re-read saw in use go after the deletions, so
+	// that nothing stands between the re-read and the deletes; they are
+	// never deleted either way.
+	defer func() {
+		if len(used) == 0 {
+			return
+		}
 		mr := mark.Apply(ctx, c, used, mark.Options{DryRun: o.DryRun, Concurrency: 1, Retry: o.Retry})
 		for _, err := range mr.Errors {
-			// The claim is not deleted either way; the next scan retries.
+			// The next scan retries.
 			log.Warn().Err(err).Msg("remove marks of a claim in use again")
 		}
-	}
+	}()
 	for k := range candidates {
 		if !seen[k] {
 			res.Outcomes = append(res.Outcomes, Outcome{Namespace: k.Namespace, Name: k.Name, Action: ActionSkipped,
@@ -141,6 +149,20 @@ func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]boo
 			}
 			return res, nil
 		}
+		// Someone may have taken minutes to answer: read again, and
+		// delete only what was confirmed and is still reapable.
+		confirmed := make(map[inventory.Key]bool, len(del))
+		for _, d := range del {
+			confirmed[d.Claim.Key()] = true
+		}
+		again := o
+		again.Confirm = nil
+		res2, err := Reap(ctx, c, confirmed, again)
+		if err != nil {
+			return nil, err
+		}
+		res2.Outcomes = append(res.Outcomes, res2.Outcomes...)
+		return res2, nil
 	}
 	for _, d := range del {
 		if ctx.Err() != nil {

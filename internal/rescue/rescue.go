@@ -203,6 +203,9 @@ type rescuer struct {
 
 	mu     sync.Mutex
 	counts Counts
+	// cleared: claims whose marks a re-check removed, by UID, with the
+	// resourceVersion the removal was based on.
+	cleared map[types.UID]string
 }
 
 func (r *rescuer) count(f func(*Counts)) {
@@ -435,26 +438,23 @@ func (r *rescuer) recheckClaim(ctx context.Context, d *classify.Decision) (*clas
 		r.count(func(c *Counts) { c.Failed++ })
 		return nil, Outcome{Action: ActionFailed, State: d.State, Message: msg, Err: err}, false
 	}
-	now := r.now()
+	// Classified on the same clock as the scan (the upper bound its marks
+	// were taken from), or a mark taken a moment ago would look like the
+	// future and the claim like Grace; the create itself waits below
+	// until the lower bound has passed the orphaned-since.
+	now := r.c.Clock.Latest()
 	if now.IsZero() {
 		err := errors.New("the API server sent no Date header: cannot tell its time")
 		r.count(func(c *Counts) { c.Failed++ })
 		return nil, Outcome{Action: ActionFailed, State: d.State, Message: err.Error(), Err: err}, false
 	}
-	fd, ok, why := stillTarget(classify.Classify(inv, r.o.Policy, now), cl.UID, r.o.Superseded)
+	ds := classify.Classify(inv, r.o.Policy, now)
+	r.clearUsed(ctx, ds)
+	fd, ok, why := stillTarget(ds, cl.UID, r.o.Superseded)
 	if !ok {
 		state := d.State
 		if fd != nil {
 			state = fd.State
-			// A use seen by the re-check restarts the clock (SPEC §3
-			// Marks): the mark and the attempt record go now, not at
-			// the next scan.
-			if fd.Marks.OrphanedSince == classify.Remove || fd.Marks.Attempts == classify.Remove {
-				res := mark.Apply(ctx, r.c, []classify.Decision{*fd}, mark.Options{Concurrency: 1, Retry: r.o.Retry})
-				for _, err := range res.Errors {
-					zerolog.Ctx(ctx).Warn().Err(err).Msg("clear the marks of a claim in use again")
-				}
-			}
 		}
 		zerolog.Ctx(ctx).Info().Str("state", string(state)).Str("reason", why).Msg("not snapshotted")
 		return nil, Outcome{Action: ActionSkipped, State: state, Message: why}, false
@@ -466,6 +466,38 @@ func (r *rescuer) recheckClaim(ctx context.Context, d *classify.Decision) (*clas
 			Message: "re-checked just before the snapshot: its orphaned-since is not known yet"}, false
 	}
 	return fd, Outcome{}, true
+}
+
+// clearUsed removes the marks of every claim the re-check read shows in use
+// again, whichever claim it was read for (SPEC §3 Marks: a use the janitor
+// sees restarts the clock; on a cluster without the Unused condition, the
+// next scan may not see that use any more). A claim is cleared once per
+// resourceVersion, however many re-checks share the read.
+func (r *rescuer) clearUsed(ctx context.Context, ds []classify.Decision) {
+	var used []classify.Decision
+	r.mu.Lock()
+	for i := range ds {
+		d := &ds[i]
+		if d.Marks.OrphanedSince != classify.Remove && d.Marks.Attempts != classify.Remove {
+			continue
+		}
+		if r.cleared[d.Claim.UID] == d.Claim.ResourceVersion {
+			continue
+		}
+		if r.cleared == nil {
+			r.cleared = map[types.UID]string{}
+		}
+		r.cleared[d.Claim.UID] = d.Claim.ResourceVersion
+		used = append(used, *d)
+	}
+	r.mu.Unlock()
+	if len(used) == 0 {
+		return
+	}
+	res := mark.Apply(ctx, r.c, used, mark.Options{Concurrency: 1, Retry: r.o.Retry})
+	for _, err := range res.Errors {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("clear the marks of a claim in use again")
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
