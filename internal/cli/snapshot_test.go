@@ -312,6 +312,16 @@ func TestSupersededClaimsGetNoOrdinarySnapshot(t *testing.T) {
 			t.Errorf("snapshot %s taken of superseded claim %s", s.Name, src)
 		}
 	}
+	// SPEC §7: a Superseded Event on each, naming the newer claim or data.
+	for n, want := range map[string]string{"ws-old": "superseded by newer claim", "ws-other": "superseded by newer"} {
+		evs, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + n + ",reason=Superseded"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs.Items) == 0 || !strings.Contains(evs.Items[0].Message, want) {
+			t.Errorf("%s: Superseded events %v, want one saying %q", n, evs.Items, want)
+		}
+	}
 	// archive: a snapshot labelled superseded.
 	code, out, stderr = run(t, snapArgs(ns, "--superseded", "archive")...)
 	if code != 0 {

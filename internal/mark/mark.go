@@ -150,8 +150,9 @@ func RetryRemoval(m classify.Marks, uid types.UID, cur *corev1.PersistentVolumeC
 }
 
 // Apply writes the marks of every decision that changes something, with
-// opts.Concurrency patches in flight, and an OrphanDetected Event when a
-// claim is marked orphaned for the first time. Nothing is written in dry
+// opts.Concurrency patches in flight, an OrphanDetected Event when a claim
+// is marked orphaned for the first time, and a Superseded Event when its
+// phase turns Superseded. Nothing is written in dry
 // run. A failure to mark one claim does not stop the others.
 func Apply(ctx context.Context, c *kube.Clients, ds []classify.Decision, opts Options) Result {
 	res := Result{Outcomes: map[int]Outcome{}}
@@ -242,6 +243,16 @@ func one(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Option
 		if err := c.Event(ctx, opts.Retry, cl, corev1.EventTypeNormal, "OrphanDetected", msg); err != nil {
 			// The mark is what matters; a lost Event is logged, not fatal.
 			log.Warn().Err(err).Msg("record OrphanDetected event")
+		}
+	}
+	if d.Marks.Phase == classify.Set && d.Marks.PhaseValue == classify.Superseded {
+		// SPEC §7: the Superseded Event, once, when the phase turns to it.
+		msg := d.Reason
+		if d.DiscardReason != "" {
+			msg += "; discard: " + d.DiscardReason
+		}
+		if err := c.Event(ctx, opts.Retry, cl, corev1.EventTypeNormal, "Superseded", msg); err != nil {
+			log.Warn().Err(err).Msg("record Superseded event")
 		}
 	}
 	return Marked, nil
