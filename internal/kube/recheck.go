@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"k8s.io/apimachinery/pkg/fields"
 	"sync"
 	"time"
 
@@ -235,12 +236,7 @@ func (r *Rechecker) Inventory(ctx context.Context, base *inventory.Inventory, cl
 	}
 	contents := map[string]inventory.Content{}
 	for _, name := range RelevantContents(nr, claim.Name) {
-		var vc *snapv1.VolumeSnapshotContent
-		err := r.o.Retry.Do(ctx, "get VolumeSnapshotContent "+name, func(ctx context.Context) error {
-			var err error
-			vc, err = r.c.Snap.SnapshotV1().VolumeSnapshotContents().Get(ctx, name, metav1.GetOptions{})
-			return err
-		})
+		vc, err := ReadContent(ctx, r.c, r.o.Retry, name)
 		switch {
 		case apierrors.IsNotFound(err):
 			// Gone: the snapshot bound to it is not intact.
@@ -349,4 +345,27 @@ func RecheckInventory(base *inventory.Inventory, nr *NamespaceRead, claim string
 		}
 	}
 	return inv
+}
+
+// ReadContent reads one VolumeSnapshotContent by name, through a list with a
+// field selector: the janitor's role grants list and watch on contents, not
+// get (a content can name any namespace's snapshot), and this read needs no
+// more. A content that does not exist is a NotFound error.
+func ReadContent(ctx context.Context, c *Clients, retry RetryPolicy, name string) (*snapv1.VolumeSnapshotContent, error) {
+	var l *snapv1.VolumeSnapshotContentList
+	err := retry.Do(ctx, "read VolumeSnapshotContent "+name, func(ctx context.Context) error {
+		var err error
+		l, err = c.Snap.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range l.Items {
+		if l.Items[i].Name == name {
+			return &l.Items[i], nil
+		}
+	}
+	return nil, apierrors.NewNotFound(snapv1.Resource("volumesnapshotcontents"), name)
 }

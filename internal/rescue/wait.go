@@ -261,12 +261,7 @@ func (r *rescuer) getSnapshot(ctx context.Context, ns, name string) (*snapv1.Vol
 
 // getContent reads a VolumeSnapshotContent; nil when it does not exist.
 func (r *rescuer) getContent(ctx context.Context, name string) (*inventory.Content, error) {
-	var vc *snapv1.VolumeSnapshotContent
-	err := r.o.Retry.Do(ctx, "get VolumeSnapshotContent "+name, func(ctx context.Context) error {
-		var err error
-		vc, err = r.c.Snap.SnapshotV1().VolumeSnapshotContents().Get(ctx, name, metav1.GetOptions{})
-		return err
-	})
+	vc, err := kube.ReadContent(ctx, r.c, r.o.Retry, name)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
