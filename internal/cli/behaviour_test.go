@@ -20,6 +20,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/cli"
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
 	"github.com/pvc-janitor/pvc-janitor/internal/lock"
+	"github.com/pvc-janitor/pvc-janitor/internal/reap"
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
 )
 
@@ -100,12 +101,12 @@ func reapUntilDeleted(t *testing.T, f *testenv.Fixtures, ns, name string, uid k8
 		r = parse(t, out)
 		_, act, reason := entry(t, r, name)
 		if deletedOrGoing(t, f, ns, name, uid) {
-			if act != "deleted" {
+			if act != reap.ActionDeleted {
 				t.Errorf("%s was deleted but the report says %q: %s", name, act, reason)
 			}
 			return r
 		}
-		if act != "skipped" || !strings.Contains(reason, "changed since it was read") {
+		if act != reap.ActionSkipped || !strings.Contains(reason, "changed since it was read") {
 			t.Fatalf("%s not deleted: action %q: %s", name, act, reason)
 		}
 		t.Logf("run %d left %s to the next run: %s", i+1, name, reason)
@@ -132,7 +133,7 @@ func TestBehaviourSupersededDiscardReapsWithDurableNewerClaim(t *testing.T) {
 		t.Fatalf("reap (keep) exit %d: %s", code, stderr)
 	}
 	r := parse(t, out)
-	if st, act, reason := entry(t, r, "ws-old"); st != "Superseded" || act == "deleted" || !strings.Contains(reason, "ws-new") {
+	if st, act, reason := entry(t, r, "ws-old"); st != "Superseded" || act == reap.ActionDeleted || !strings.Contains(reason, "ws-new") {
 		t.Fatalf("keep: ws-old %s, action %q: %s; want Superseded by ws-new, kept", st, act, reason)
 	}
 	if st, _, _ := entry(t, r, "ws-new"); st != "InUse" {
@@ -158,8 +159,8 @@ func TestBehaviourSupersededDiscardReapsWithDurableNewerClaim(t *testing.T) {
 	}
 
 	r = reapUntilDeleted(t, f, ns, "ws-old", uid, reapArgs("reap", ns, "--superseded", "discard", "--yes", "--max-deletion-percent", "100"))
-	if _, _, reason := entry(t, r, "ws-old"); !strings.Contains(reason, "ws-new") {
-		t.Errorf("the discard's reason does not name the newer claim: %s", reason)
+	if st, _, reason := entry(t, r, "ws-old"); st != "Superseded" || !strings.Contains(reason, "discarded without a snapshot") {
+		t.Errorf("the discard's entry: %s: %s", st, reason)
 	}
 	if !exists(t, f, ns, "ws-new") {
 		t.Error("ws-new, in use, was deleted")
@@ -547,7 +548,7 @@ func TestBehaviourReapPromptOnTerminal(t *testing.T) {
 	}
 	waitSourceProtectionGone(t, f, ns, "ws-a")
 	master, slave := cli.OpenPTY(t)
-	reap := func(typed string) (int, report, string) {
+	reapOn := func(typed string) (int, report, string) {
 		if _, err := master.Write([]byte(typed)); err != nil {
 			t.Fatal(err)
 		}
@@ -556,21 +557,21 @@ func TestBehaviourReapPromptOnTerminal(t *testing.T) {
 			cli.Streams{In: slave, Out: &out, ErrOut: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
 		return code, parse(t, out.String()), errOut.String()
 	}
-	code, r, stderr := reap("no\n")
+	code, r, stderr := reapOn("no\n")
 	if code != 0 || !strings.Contains(stderr, "Delete 1 rescued claim(s)?") {
 		t.Fatalf("declined reap: exit %d, stderr %s", code, stderr)
 	}
-	if _, act, _ := entry(t, r, "ws-a"); act != "skipped" || !exists(t, f, ns, "ws-a") {
-		t.Fatalf("declined: ws-a action %q, exists %v", act, exists(t, f, ns, "ws-a"))
+	if _, act, reason := entry(t, r, "ws-a"); act != reap.ActionSkipped || reason != "declined" || !exists(t, f, ns, "ws-a") {
+		t.Fatalf("declined: ws-a action %q (%s), exists %v", act, reason, exists(t, f, ns, "ws-a"))
 	}
 	for i := 0; ; i++ {
-		code, r, stderr = reap("yes\n")
+		code, r, stderr = reapOn("yes\n")
 		if code != 0 {
 			t.Fatalf("confirmed reap: exit %d: %s", code, stderr)
 		}
 		_, act, reason := entry(t, r, "ws-a")
 		if deletedOrGoing(t, f, ns, "ws-a", uid) {
-			if act != "deleted" {
+			if act != reap.ActionDeleted {
 				t.Errorf("ws-a deleted, report says %q", act)
 			}
 			break
