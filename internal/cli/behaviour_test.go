@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,8 +25,6 @@ import (
 
 // The tests of this file cover behaviour the rest of the suite never ran
 // (issue 12, "Untested behaviour"). Each judges outcomes on the API server.
-
-const sourceProtection = "snapshot.storage.kubernetes.io/pvc-as-source-protection"
 
 func wsLabels(ws string) map[string]string {
 	return map[string]string{"app.kubernetes.io/part-of": "demo-workspaces", "workspace": ws}
@@ -72,18 +69,6 @@ func snapshotsOf(t *testing.T, f *testenv.Fixtures, ns, claim string) []string {
 		}
 	}
 	return names
-}
-
-// waitSourceProtectionGone waits until the snapshot controller has removed
-// its pvc-as-source-protection finalizer from the claim (it does once the
-// snapshot is ready), so that a reap that follows does not meet that churn.
-func waitSourceProtectionGone(t *testing.T, f *testenv.Fixtures, ns, name string) {
-	t.Helper()
-	if _, err := f.WaitClaim(context.Background(), ns, name, func(c *corev1.PersistentVolumeClaim) bool {
-		return !slices.Contains(c.Finalizers, sourceProtection)
-	}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // reapUntilDeleted runs args (a reap) until the claim (by UID) is deleted
@@ -213,7 +198,6 @@ func TestBehaviourSupersededArchiveThenReap(t *testing.T) {
 	if !testenv.Ready(vs) {
 		t.Fatalf("snapshot returned 0 but its archive %s is not ready: %+v", vs.Name, vs.Status)
 	}
-	waitSourceProtectionGone(t, f, ns, "ws-old")
 
 	r := reapUntilDeleted(t, f, ns, "ws-old", uid, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100"))
 	if _, _, reason := entry(t, r, "ws-old"); !strings.Contains(reason, names[0]) {
@@ -428,7 +412,6 @@ func TestBehaviourDryRunWritesNoEvents(t *testing.T) {
 	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
 		t.Fatalf("snapshot exit %d: %s", code, stderr)
 	}
-	waitSourceProtectionGone(t, f, ns, "ws-r")
 	orphan(t, f, ns, "ws-o", "o", "")
 	before := janitorEvents(t, f, ns)
 	if len(before) == 0 {
@@ -546,7 +529,6 @@ func TestBehaviourReapPromptOnTerminal(t *testing.T) {
 	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
 		t.Fatalf("snapshot exit %d: %s", code, stderr)
 	}
-	waitSourceProtectionGone(t, f, ns, "ws-a")
 	master, slave := cli.OpenPTY(t)
 	reapOn := func(typed string) (int, report, string) {
 		if _, err := master.Write([]byte(typed)); err != nil {
