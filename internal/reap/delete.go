@@ -135,7 +135,7 @@ func deleted(ctx context.Context, c *kube.Clients, o Options, d *classify.Decisi
 	if d.Snapshot != nil && d.State == classify.Rescued {
 		why = "rescued by VolumeSnapshot " + d.Snapshot.Name
 	} else if d.State == classify.Superseded {
-		why = "superseded, discarded without a snapshot (--superseded=discard)"
+		why = "superseded, discarded without a snapshot (--superseded=discard): " + d.DiscardReason
 	}
 	out.Action = ActionDeleted
 	out.Message = "deleted (deletion accepted): " + why + note
