@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +26,7 @@ const changedMsg = "changed since it was read (delete precondition failed)"
 // deleteOne deletes one claim with Preconditions{UID, ResourceVersion} of
 // the fresh read, settles a delete whose response was lost, and retries
 // once after a change that says nothing about use (SPEC §6).
-func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Options, log *zerolog.Logger) Outcome {
+func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Options, log *zerolog.Logger, seen *uses) Outcome {
 	cl := d.Claim
 	out := Outcome{Namespace: cl.Namespace, Name: cl.Name, State: d.State}
 	l := log.With().Str("namespace", cl.Namespace).Str("claim", cl.Name).Str("state", string(d.State)).Logger()
@@ -45,7 +46,7 @@ func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Opt
 	maybeApplied := false
 	for try := 0; ; try++ {
 		applied, err := deleteClaim(ctx, c, o.Retry, cl, rv, func(ctx context.Context) error {
-			return inUseNow(ctx, c, cl)
+			return inUseNow(ctx, c, cl, seen)
 		})
 		maybeApplied = maybeApplied || applied
 		if err == nil {
@@ -174,16 +175,58 @@ type errInUse struct{ pods []string }
 
 func (e *errInUse) Error() string { return "in use by pod " + strings.Join(e.pods, ", ") }
 
+// uses remembers every claim that a pod list of this reap showed in use,
+// whichever claim the list was made for: a pod that uses a claim waiting
+// for its turn to be deleted, and is gone by that turn, was still a use
+// the janitor saw (on a cluster without the Unused condition, nothing else
+// would remember it).
+type uses struct {
+	mu   sync.Mutex
+	pods map[inventory.Key][]string
+}
+
+func (u *uses) record(ns string, pods []corev1.Pod) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.pods == nil {
+		u.pods = map[inventory.Key][]string{}
+	}
+	for i := range pods {
+		p := &pods[i]
+		for _, v := range p.Spec.Volumes {
+			var claim string
+			switch {
+			case v.PersistentVolumeClaim != nil:
+				claim = v.PersistentVolumeClaim.ClaimName
+			case v.Ephemeral != nil:
+				claim = p.Name + "-" + v.Name
+			default:
+				continue
+			}
+			k := inventory.Key{Namespace: ns, Name: claim}
+			u.pods[k] = append(u.pods[k], p.Name)
+		}
+	}
+}
+
+func (u *uses) of(k inventory.Key) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.pods[k]
+}
+
 // inUseNow lists the pods of the claim's namespace (one request, the
 // moment before the delete) and fails with errInUse when one references
-// the claim. A failed list is returned as it is (the retry policy decides),
-// so that a claim is never deleted on a use check that did not happen.
-func inUseNow(ctx context.Context, c *kube.Clients, cl *inventory.Claim) error {
+// the claim, or when an earlier list of this reap showed one doing so. A
+// failed list is returned as it is (the retry policy decides), so that a
+// claim is never deleted on a use check that did not happen.
+func inUseNow(ctx context.Context, c *kube.Clients, cl *inventory.Claim, seen *uses) error {
 	l, err := c.Kube.CoreV1().Pods(cl.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
-	if users := PodUses(l.Items, cl.Name); len(users) > 0 {
+	seen.record(cl.Namespace, l.Items)
+	if users := seen.of(cl.Key()); len(users) > 0 {
 		return &errInUse{pods: users}
 	}
 	return nil

@@ -108,7 +108,22 @@ func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]boo
 	// Marks of claims the re-read saw in use go after the deletions, so
 	// that nothing stands between the re-read and the deletes; they are
 	// never deleted either way.
+	podsSeen := &uses{}
 	defer func() {
+		// Claims the pod lists before the deletes showed in use, whether
+		// they were to be deleted or not.
+		for i := range ds {
+			d := &ds[i]
+			if _, marked := d.Claim.Annotations[inventory.AnnotationOrphanedSince]; !marked || d.Marks.OrphanedSince == classify.Remove {
+				continue
+			}
+			if len(podsSeen.of(d.Claim.Key())) > 0 {
+				u := *d
+				u.State = classify.InUse
+				u.Marks = classify.Marks{OrphanedSince: classify.Remove, Phase: classify.Remove, Attempts: classify.Remove}
+				used = append(used, u)
+			}
+		}
 		if len(used) == 0 {
 			return
 		}
@@ -169,7 +184,7 @@ func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]boo
 			res.Outcomes = append(res.Outcomes, Outcome{Namespace: d.Claim.Namespace, Name: d.Claim.Name, Action: ActionSkipped, State: d.State, Message: "interrupted before deleting"})
 			continue
 		}
-		res.Outcomes = append(res.Outcomes, deleteOne(ctx, c, d, o, log))
+		res.Outcomes = append(res.Outcomes, deleteOne(ctx, c, d, o, log, podsSeen))
 	}
 	return res, nil
 }
