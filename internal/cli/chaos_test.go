@@ -314,6 +314,7 @@ func TestChaos(t *testing.T) {
 		}
 		lockHeld := false
 		results := make([]chaosProc, procs)
+		iterStart := time.Now()
 		var wg sync.WaitGroup
 		for j := range results {
 			wg.Add(1)
@@ -325,6 +326,17 @@ func TestChaos(t *testing.T) {
 		wg.Wait()
 		close(done)
 		<-stopped
+		for _, r := range results {
+			if r.killed {
+				// What a killed run saw died with it: its pod lists are
+				// not uses "the janitor saw" (on a stack without the
+				// Unused condition nothing else recorded them).
+				w.mu.Lock()
+				w.killedWindows = append(w.killedWindows, [2]time.Time{iterStart, time.Now()})
+				w.mu.Unlock()
+				break
+			}
+		}
 		for _, r := range results {
 			stats.Processes++
 			if r.killed {
@@ -644,10 +656,13 @@ type chaosWorld struct {
 	archivedAt map[string]time.Time
 	deletedObj map[string]*corev1.PersistentVolumeClaim // the claim as it was deleted
 	podLists   []time.Time                              // when the janitor's pod lists (first pages) reached the server
-	invisible  map[string]bool                          // pod uses seen by neither the janitor nor the controller manager
-	discards   map[string]string                        // claims deleted without their own snapshot, and the newer data that justified it
-	leaked     map[bool]int                             // contents left by the janitor's snapshot deletions: ready or not
-	churnOps   int
+	// killedWindows are the iterations whose run was SIGKILLed: what it
+	// listed died with it.
+	killedWindows [][2]time.Time
+	invisible     map[string]bool   // pod uses seen by neither the janitor nor the controller manager
+	discards      map[string]string // claims deleted without their own snapshot, and the newer data that justified it
+	leaked        map[bool]int      // contents left by the janitor's snapshot deletions: ready or not
+	churnOps      int
 }
 
 // addClaim creates a bound claim: a workspace claim (sometimes of a
@@ -948,7 +963,13 @@ func (w *chaosWorld) syncDeletions() {
 // creation had completed and its deletion had not started within a second
 // after the list reached the server. Called with mu held.
 func (w *chaosWorld) janitorSaw(p *chaosPod) (time.Time, bool) {
+lists:
 	for _, t := range w.podLists {
+		for _, k := range w.killedWindows {
+			if !t.Before(k[0]) && !t.After(k[1]) {
+				continue lists
+			}
+		}
 		if !p.createdDone.IsZero() && p.createdDone.Before(t) && (p.deleteStart.IsZero() || p.deleteStart.After(t.Add(time.Second))) {
 			return t, true
 		}
