@@ -5,6 +5,7 @@ package kube
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/types"
 	"net/http"
 	"sync"
 	"time"
@@ -31,6 +32,42 @@ type Clients struct {
 	Cluster string
 	// Namespace is the kubeconfig context's namespace ("default" if unset).
 	Namespace string
+	// Uses records the claims this run saw in use after its scan (SPEC §3
+	// Marks: a claim seen in use is never rescued or reaped in that run),
+	// so that the reap honours a use a re-check saw even when writing it
+	// down on the claim failed.
+	Uses UseLog
+}
+
+// UseLog is the set of claims (by UID) a run saw in use, with what showed
+// it. Safe for concurrent use; the zero value is empty and ready.
+type UseLog struct {
+	mu   sync.Mutex
+	seen map[types.UID]string
+}
+
+// Record notes that the claim with this UID was seen in use.
+func (u *UseLog) Record(uid types.UID, what string) {
+	if uid == "" {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.seen == nil {
+		u.seen = map[types.UID]string{}
+	}
+	if _, ok := u.seen[uid]; !ok {
+		u.seen[uid] = what
+	}
+}
+
+// Seen reports whether the claim with this UID was seen in use, and what
+// showed it.
+func (u *UseLog) Seen(uid types.UID) (string, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	what, ok := u.seen[uid]
+	return what, ok
 }
 
 // ClientOptions select and tune the connection.

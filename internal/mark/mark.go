@@ -184,6 +184,12 @@ feed:
 		if !ds[i].Marks.Changed() {
 			continue
 		}
+		if ds[i].Marks.OrphanedSince == classify.Remove {
+			// Remembered for the rest of the run whether or not the
+			// removal can be written: a claim seen in use is never
+			// reaped in that run.
+			c.Uses.Record(ds[i].Claim.UID, string(ds[i].State)+": "+ds[i].Reason)
+		}
 		if opts.DryRun {
 			log.Debug().Str("namespace", ds[i].Claim.Namespace).Str("claim", ds[i].Claim.Name).
 				Str("state", string(ds[i].State)).Bool("dry_run", true).Msg("would mark claim")
@@ -315,5 +321,6 @@ func Clear(ctx context.Context, c *kube.Clients, cl *inventory.Claim, opts Optio
 	}
 	d := &classify.Decision{Claim: cl, State: classify.InUse,
 		Marks: classify.Marks{OrphanedSince: classify.Remove, Phase: classify.Remove, Attempts: classify.Remove}}
+	c.Uses.Record(cl.UID, "in use")
 	return one(ctx, c, d, opts)
 }

@@ -42,6 +42,10 @@ func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Opt
 		event(ctx, c, o, cl, corev1.EventTypeWarning, "ReapSkipped", "delete failed: "+err.Error())
 		return out
 	}
+	if what, ok := c.Uses.Seen(cl.UID); ok {
+		out.State = classify.InUse
+		return skip("seen in use earlier in this run (" + what + "); not deleted")
+	}
 	rv := cl.ResourceVersion
 	maybeApplied := false
 	for try := 0; ; try++ {
@@ -111,7 +115,8 @@ func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Opt
 			l.Info().Err(perr).Msg("re-check for use")
 			return skip(changedMsg + "; cannot re-check it for use: " + perr.Error())
 		}
-		if users := PodUses(pods, cl.Name); len(users) > 0 {
+		seen.record(cl.Namespace, pods)
+		if users := seen.of(cl.Key()); len(users) > 0 {
 			if !o.DryRun {
 				if _, err := mark.Clear(ctx, c, cl, mark.Options{Retry: o.Retry}); err != nil {
 					l.Warn().Err(err).Msg("remove marks of a claim in use again")
