@@ -21,7 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
@@ -925,38 +924,15 @@ func (w *chaosWorld) watchDeletions(ctx context.Context) {
 	}
 }
 
-// syncDeletions waits (2 s at most) until the deletion watch has recorded
-// every deletion a fresh list shows; what it has not seen by then is
-// recorded as late (its time is an upper bound, so invariant 2 skips it).
+// syncDeletions: see the shared syncDeletions. Called without w.mu.
 func (w *chaosWorld) syncDeletions() {
-	ctx := context.Background()
-	var missed []string
-	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
-		l, err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		live := map[string]bool{}
-		for _, c := range l.Items {
-			live[c.Name] = c.DeletionTimestamp == nil
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		missed = missed[:0]
+	syncDeletions(w.f, w.ns, &w.mu, func() []string {
+		names := make([]string, 0, len(w.claims))
 		for name := range w.claims {
-			if _, seen := w.deleted[name]; !seen && !live[name] {
-				missed = append(missed, name)
-			}
+			names = append(names, name)
 		}
-		return len(missed) == 0, nil
-	})
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, name := range missed {
-		if _, seen := w.deleted[name]; !seen {
-			w.deleted[name], w.late[name] = time.Now(), true
-		}
-	}
+		return names
+	}, w.deleted, w.late)
 }
 
 // janitorSaw returns when a janitor pod list surely saw the pod: its

@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
@@ -259,39 +258,15 @@ func (w *safetyWorld) watchDeletions(fail func(string, ...any)) func() {
 	return wi.Stop
 }
 
-// syncDeletions waits (2 s at most) until the deletion watch has recorded
-// every deletion a fresh list shows; one it has not seen by then is
-// recorded now (later than it happened: invariant 2 is then weaker for it,
-// invariant 1 is not).
+// syncDeletions: see the shared syncDeletions. Called without w.mu.
 func (w *safetyWorld) syncDeletions() {
-	ctx := context.Background()
-	var missed []string
-	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
-		l, err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		live := map[string]bool{}
-		for _, c := range l.Items {
-			live[c.Name] = c.DeletionTimestamp == nil
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		missed = missed[:0]
+	syncDeletions(w.f, w.ns, &w.mu, func() []string {
+		names := make([]string, 0, len(w.truth))
 		for name := range w.truth {
-			if _, seen := w.deleted[name]; !seen && !live[name] {
-				missed = append(missed, name)
-			}
+			names = append(names, name)
 		}
-		return len(missed) == 0, nil
-	})
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, name := range missed {
-		if _, seen := w.deleted[name]; !seen {
-			w.deleted[name], w.late[name] = time.Now(), true
-		}
-	}
+		return names
+	}, w.deleted, w.late)
 }
 
 func (w *safetyWorld) check(fail func(string, ...any), run int) {

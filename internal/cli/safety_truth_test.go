@@ -3,6 +3,8 @@ package cli_test
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sync"
 	"time"
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
@@ -189,4 +191,40 @@ func claimDeleted(ctx context.Context, f *testenv.Fixtures, ns, name string, uid
 		return false, err
 	}
 	return c.UID != uid || c.DeletionTimestamp != nil, nil
+}
+
+// syncDeletions waits (2 s at most) until a deletion watch has recorded
+// every deletion a fresh list of ns shows; one it has not seen by then is
+// recorded now, as late (later than it happened: invariant 2 is then weaker
+// for it, invariant 1 is not). names lists the claims the test follows;
+// deleted and late are guarded by mu.
+func syncDeletions(f *testenv.Fixtures, ns string, mu *sync.Mutex, names func() []string, deleted map[string]time.Time, late map[string]bool) {
+	ctx := context.Background()
+	var missed []string
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		live := map[string]bool{}
+		for _, c := range l.Items {
+			live[c.Name] = c.DeletionTimestamp == nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		missed = missed[:0]
+		for _, name := range names() {
+			if _, seen := deleted[name]; !seen && !live[name] {
+				missed = append(missed, name)
+			}
+		}
+		return len(missed) == 0, nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range missed {
+		if _, seen := deleted[name]; !seen {
+			deleted[name], late[name] = time.Now(), true
+		}
+	}
 }

@@ -3,6 +3,7 @@ package reap
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -181,13 +182,23 @@ func condition(cs []corev1.PersistentVolumeClaimCondition, t corev1.PersistentVo
 func PodUses(pods []corev1.Pod, name string) []string {
 	var out []string
 	for i := range pods {
-		p := &pods[i]
-		for _, v := range p.Spec.Volumes {
-			if (v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == name) ||
-				(v.Ephemeral != nil && p.Name+"-"+v.Name == name) {
-				out = append(out, p.Name)
-				break
-			}
+		if slices.Contains(podClaims(&pods[i]), name) {
+			out = append(out, pods[i].Name)
+		}
+	}
+	return out
+}
+
+// podClaims lists the claims pod p's volumes name: a persistentVolumeClaim
+// source, or a generic ephemeral volume's claim <pod>-<volume>.
+func podClaims(p *corev1.Pod) []string {
+	var out []string
+	for _, v := range p.Spec.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			out = append(out, v.PersistentVolumeClaim.ClaimName)
+		case v.Ephemeral != nil:
+			out = append(out, p.Name+"-"+v.Name)
 		}
 	}
 	return out

@@ -197,19 +197,9 @@ func (u *uses) record(ns string, pods []corev1.Pod) {
 		u.pods = map[inventory.Key][]string{}
 	}
 	for i := range pods {
-		p := &pods[i]
-		for _, v := range p.Spec.Volumes {
-			var claim string
-			switch {
-			case v.PersistentVolumeClaim != nil:
-				claim = v.PersistentVolumeClaim.ClaimName
-			case v.Ephemeral != nil:
-				claim = p.Name + "-" + v.Name
-			default:
-				continue
-			}
+		for _, claim := range podClaims(&pods[i]) {
 			k := inventory.Key{Namespace: ns, Name: claim}
-			u.pods[k] = append(u.pods[k], p.Name)
+			u.pods[k] = append(u.pods[k], pods[i].Name)
 		}
 	}
 }
