@@ -231,7 +231,7 @@ func TestChaos(t *testing.T) {
 	w := &chaosWorld{t: t, rng: rand.New(rand.NewSource(seed + 1)), claims: map[string]*chaosClaim{},
 		pods: map[string]*chaosPod{}, deleted: map[string]time.Time{}, late: map[string]bool{}, archived: map[string]bool{},
 		retired: map[string]bool{}, archivedAt: map[string]time.Time{}, deletedObj: map[string]*corev1.PersistentVolumeClaim{},
-		invisible: map[string]bool{}, leaked: map[bool]int{}, discards: map[string]string{}}
+		invisible: map[string]bool{}, blind: map[int]bool{}, leaked: map[bool]int{}, discards: map[string]string{}}
 	w.f, _ = env.NewFixtures()
 	w.ns = env.Namespace(t)
 	ctx, stop := context.WithCancel(context.Background())
@@ -249,7 +249,7 @@ func TestChaos(t *testing.T) {
 		// A paginated list is a consistent snapshot as of its first page.
 		if info := testenv.ParseRequest(r); info.Verb == "list" && info.Resource == "pods" && !info.Continue {
 			w.mu.Lock()
-			w.podLists = append(w.podLists, time.Now())
+			w.podLists = append(w.podLists, podList{at: time.Now(), pid: uaPID(r.UserAgent())})
 			w.mu.Unlock()
 		}
 	}
@@ -313,7 +313,6 @@ func TestChaos(t *testing.T) {
 		}
 		lockHeld := false
 		results := make([]chaosProc, procs)
-		iterStart := time.Now()
 		var wg sync.WaitGroup
 		for j := range results {
 			wg.Add(1)
@@ -325,15 +324,27 @@ func TestChaos(t *testing.T) {
 		wg.Wait()
 		close(done)
 		<-stopped
+		w.mu.Lock()
 		for _, r := range results {
-			if r.killed {
-				// What a killed run saw died with it: its pod lists are
-				// not uses "the janitor saw" (on a stack without the
+			switch {
+			case r.killed, r.code == 1:
+				// What a killed run saw died with it, and a run that
+				// failed (a read failed, its lease was lost) may end
+				// before it classified what it read: their pod lists
+				// are not uses "the janitor saw" (on a stack without the
 				// Unused condition nothing else recorded them).
-				w.mu.Lock()
-				w.killedWindows = append(w.killedWindows, [2]time.Time{iterStart, time.Now()})
-				w.mu.Unlock()
-				break
+				w.blind[r.pid] = true
+			case strings.Contains(r.stderr, "could not be written down"):
+				// The run said that a use it saw is lost (exit 4).
+				w.blind[r.pid] = true
+				stats.UnwrittenUses++
+			}
+		}
+		w.mu.Unlock()
+		if logs := os.Getenv("PVC_JANITOR_CHAOS_LOGS"); logs != "" {
+			for _, r := range results {
+				_ = os.WriteFile(filepath.Join(logs, fmt.Sprintf("iter-%04d-pid-%d-exit-%d.log", i, r.pid, r.code)),
+					[]byte(r.stdout+"\n--- stderr\n"+r.stderr), 0o644)
 			}
 		}
 		for _, r := range results {
@@ -503,6 +514,7 @@ type chaosStats struct {
 	FinalStates     map[string]int `json:"finalStates"`
 	FinalRuns       int            `json:"finalRuns"`
 	InvisibleUses   int            `json:"usesUnseenByJanitorAndController"`
+	UnwrittenUses   int            `json:"runsThatCouldNotWriteAUseDown"`
 	Violations      int            `json:"violations"`
 	MaxRate         float64        `json:"maxRate"`
 	Duration        string         `json:"duration"`
@@ -654,14 +666,31 @@ type chaosWorld struct {
 	retired    map[string]bool      // deleted by the test itself (stuck for good: superseded or broken)
 	archivedAt map[string]time.Time
 	deletedObj map[string]*corev1.PersistentVolumeClaim // the claim as it was deleted
-	podLists   []time.Time                              // when the janitor's pod lists (first pages) reached the server
-	// killedWindows are the iterations whose run was SIGKILLed: what it
-	// listed died with it.
-	killedWindows [][2]time.Time
-	invisible     map[string]bool   // pod uses seen by neither the janitor nor the controller manager
-	discards      map[string]string // claims deleted without their own snapshot, and the newer data that justified it
-	leaked        map[bool]int      // contents left by the janitor's snapshot deletions: ready or not
-	churnOps      int
+	podLists   []podList                                // the janitor's pod lists (first pages) as they reached the server
+	// blind are the runs (by pid) whose pod lists are no use the janitor
+	// saw: killed, failed (exit 1), or said a use it saw is lost.
+	blind     map[int]bool
+	invisible map[string]bool   // pod uses seen by neither the janitor nor the controller manager
+	discards  map[string]string // claims deleted without their own snapshot, and the newer data that justified it
+	leaked    map[bool]int      // contents left by the janitor's snapshot deletions: ready or not
+	churnOps  int
+}
+
+// podList is one janitor pod list: when it reached the server and the pid
+// of the run that made it (from its User-Agent; 0 when it names none).
+type podList struct {
+	at  time.Time
+	pid int
+}
+
+// uaPID is the pid in the janitor's User-Agent, "pvc-janitor/V (host/pid)".
+func uaPID(ua string) int {
+	i := strings.LastIndex(ua, "/")
+	if i < 0 || !strings.HasSuffix(ua, ")") {
+		return 0
+	}
+	pid, _ := strconv.Atoi(ua[i+1 : len(ua)-1])
+	return pid
 }
 
 // addClaim creates a bound claim: a workspace claim (sometimes of a
@@ -939,13 +968,11 @@ func (w *chaosWorld) syncDeletions() {
 // creation had completed and its deletion had not started within a second
 // after the list reached the server. Called with mu held.
 func (w *chaosWorld) janitorSaw(p *chaosPod) (time.Time, bool) {
-lists:
-	for _, t := range w.podLists {
-		for _, k := range w.killedWindows {
-			if !t.Before(k[0]) && !t.After(k[1]) {
-				continue lists
-			}
+	for _, l := range w.podLists {
+		if w.blind[l.pid] {
+			continue
 		}
+		t := l.at
 		if !p.createdDone.IsZero() && p.createdDone.Before(t) && (p.deleteStart.IsZero() || p.deleteStart.After(t.Add(time.Second))) {
 			return t, true
 		}

@@ -109,7 +109,7 @@ func connect(ctx context.Context, cfg *config.Config) (*session, error) {
 		return nil, exitcode.New(exitcode.Usage, err)
 	}
 	c, err := kube.NewClients(rc, kube.ClientOptions{QPS: cfg.QPS, Burst: cfg.Burst,
-		UserAgent: "pvc-janitor/" + version.Version})
+		UserAgent: userAgent()})
 	if err != nil {
 		return nil, exitcode.New(exitcode.Usage, err)
 	}
@@ -165,7 +165,13 @@ func addMarks(r *report.Report, res *janitor.ScanResult) {
 // --pushgateway); a write error becomes the command's error unless it
 // already has one. A failure to publish is logged: it never changes what
 // the run did.
-func finish(ctx context.Context, w io.Writer, r *report.Report, cfg *config.Config, err error) error {
+func (s *session) finish(ctx context.Context, w io.Writer, r *report.Report, err error) error {
+	cfg := s.cfg
+	// A use this run saw and could not write down is known to nobody
+	// after it (SPEC §3 Marks): the run says so and does not end well.
+	if lost := s.clients.Uses.Lost(); len(lost) > 0 && exitcode.Code(err) == exitcode.OK {
+		err = exitcode.New(exitcode.Partial, fmt.Errorf("%d claims were seen in use and their marks could not be removed (%s): a later run cannot see that use on a cluster without the Unused condition", len(lost), strings.Join(lost, ", ")))
+	}
 	// A run that lost its lease stopped acting: that is its outcome,
 	// whatever else it reports (SPEC §7).
 	if lerr := leaseErr(ctx); lerr != nil {
@@ -231,4 +237,12 @@ func failuresError(what string, errs []error) error {
 		msgs = append(msgs, e.Error())
 	}
 	return exitcode.New(exitcode.Partial, fmt.Errorf("%d %s failed: %s", len(errs), what, strings.Join(msgs, "; ")))
+}
+
+// userAgent names the janitor and this process (host/pid, as the Lease's
+// holder does) in every request, so that an audit log tells the requests of
+// one run from another's.
+func userAgent() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("pvc-janitor/%s (%s/%d)", version.Version, host, os.Getpid())
 }

@@ -125,7 +125,7 @@ command).`,
 			if len(problems) > 0 {
 				gate = exitcode.New(exitcode.DataAtRisk, errors.New(strings.Join(problems, "; ")))
 			}
-			return finish(ctx, s.Out, r, cfg, gate)
+			return sess.finish(ctx, s.Out, r, gate)
 		},
 	}
 }

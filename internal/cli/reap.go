@@ -104,12 +104,12 @@ func runPipeline(cmd *cobra.Command, s Streams, name string, withRescue bool) er
 	}
 	reapErr := sess.reap(ctx, r, candidates, confirm)
 	if err := leaseErr(ctx); err != nil {
-		return finish(ctx, s.Out, r, cfg, err)
+		return sess.finish(ctx, s.Out, r, err)
 	}
 	if reapErr == nil {
 		reapErr = stepErr
 	}
-	return finish(ctx, s.Out, r, cfg, reapErr)
+	return sess.finish(ctx, s.Out, r, reapErr)
 }
 
 func (sess *session) reap(ctx context.Context, r *report.Report, candidates map[inventory.Key]bool, confirm func(int) (bool, error)) error {

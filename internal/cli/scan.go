@@ -31,7 +31,7 @@ report. --dry-run writes nothing.`,
 			r.AddDecisions(res.Decisions)
 			addMarks(r, res)
 			zerolog.Ctx(ctx).Debug().Int("marked", len(res.Marks.Outcomes)).Msg("scan done")
-			return finish(ctx, s.Out, r, cfg, failuresError("marks", res.Marks.Errors))
+			return sess.finish(ctx, s.Out, r, failuresError("marks", res.Marks.Errors))
 		},
 	}
 }

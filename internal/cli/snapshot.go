@@ -48,7 +48,7 @@ newer work. --dry-run creates nothing.`,
 			if err != nil && res == nil {
 				return sess.failed(ctx, "snapshot", err)
 			}
-			return finish(ctx, s.Out, r, cfg, err)
+			return sess.finish(ctx, s.Out, r, err)
 		},
 	}
 }

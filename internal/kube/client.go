@@ -5,12 +5,13 @@ package kube
 
 import (
 	"fmt"
-	"k8s.io/apimachinery/pkg/types"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	snapclient "github.com/kubernetes-csi/external-snapshotter/client/v6/clientset/versioned"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -42,8 +43,9 @@ type Clients struct {
 // UseLog is the set of claims (by UID) a run saw in use, with what showed
 // it. Safe for concurrent use; the zero value is empty and ready.
 type UseLog struct {
-	mu   sync.Mutex
-	seen map[types.UID]string
+	mu        sync.Mutex
+	seen      map[types.UID]string
+	unwritten map[types.UID]string // namespace/name of uses whose mark removal failed
 }
 
 // Record notes that the claim with this UID was seen in use.
@@ -59,6 +61,39 @@ func (u *UseLog) Record(uid types.UID, what string) {
 	if _, ok := u.seen[uid]; !ok {
 		u.seen[uid] = what
 	}
+}
+
+// Unwritten notes that the removal of the marks of a claim seen in use
+// failed: the use is known to this run only, and a later run on a cluster
+// without the Unused condition cannot see it. key names the claim.
+func (u *UseLog) Unwritten(uid types.UID, key string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.unwritten == nil {
+		u.unwritten = map[types.UID]string{}
+	}
+	u.unwritten[uid] = key
+}
+
+// Written notes that the removal of the marks of the claim with this UID
+// landed (or that there was nothing left to remove).
+func (u *UseLog) Written(uid types.UID) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.unwritten, uid)
+}
+
+// Lost returns the claims (namespace/name, sorted) whose use this run saw
+// and could not write down.
+func (u *UseLog) Lost() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make([]string, 0, len(u.unwritten))
+	for _, k := range u.unwritten {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Seen reports whether the claim with this UID was seen in use, and what

@@ -179,27 +179,40 @@ func Apply(ctx context.Context, c *kube.Clients, ds []classify.Decision, opts Op
 		}()
 	}
 	log := zerolog.Ctx(ctx)
-feed:
-	for i := range ds {
-		if !ds[i].Marks.Changed() {
-			continue
-		}
-		if ds[i].Marks.OrphanedSince == classify.Remove {
-			// Remembered for the rest of the run whether or not the
-			// removal can be written: a claim seen in use is never
-			// reaped in that run.
-			c.Uses.Record(ds[i].Claim.UID, string(ds[i].State)+": "+ds[i].Reason)
-		}
-		if opts.DryRun {
-			log.Debug().Str("namespace", ds[i].Claim.Namespace).Str("claim", ds[i].Claim.Name).
-				Str("state", string(ds[i].State)).Bool("dry_run", true).Msg("would mark claim")
-			record(i, WouldMark, nil)
-			continue
-		}
-		select {
-		case work <- i:
-		case <-ctx.Done():
-			break feed
+	// Removals go first and are written even when the run is ending (a
+	// lost lease, a stop signal): a use the janitor saw and did not write
+	// down is invisible to the next run on a cluster without the Unused
+	// condition. Each is bounded by the retry policy.
+	stopped := false
+	for _, removal := range []bool{true, false} {
+		for i := range ds {
+			if !ds[i].Marks.Changed() || (ds[i].Marks.OrphanedSince == classify.Remove) != removal {
+				continue
+			}
+			if removal {
+				// Remembered for the rest of the run whether or not the
+				// removal can be written: a claim seen in use is never
+				// reaped in that run.
+				c.Uses.Record(ds[i].Claim.UID, string(ds[i].State)+": "+ds[i].Reason)
+			}
+			if opts.DryRun {
+				log.Debug().Str("namespace", ds[i].Claim.Namespace).Str("claim", ds[i].Claim.Name).
+					Str("state", string(ds[i].State)).Bool("dry_run", true).Msg("would mark claim")
+				record(i, WouldMark, nil)
+				continue
+			}
+			if removal {
+				work <- i
+				continue
+			}
+			if stopped {
+				continue
+			}
+			select {
+			case work <- i:
+			case <-ctx.Done():
+				stopped = true
+			}
 		}
 	}
 	close(work)
@@ -214,6 +227,24 @@ const removalRetries = 3
 func one(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Options) (Outcome, error) {
 	cl := d.Claim
 	log := zerolog.Ctx(ctx).With().Str("namespace", cl.Namespace).Str("claim", cl.Name).Str("state", string(d.State)).Logger()
+	if d.Marks.OrphanedSince == classify.Remove {
+		// See Apply: a use is written down even when the run is ending.
+		ctx = context.WithoutCancel(ctx)
+		o, err := write(ctx, c, d, opts, &log)
+		if err != nil {
+			c.Uses.Unwritten(cl.UID, cl.Namespace+"/"+cl.Name)
+			log.Error().Err(err).Msg("a use of this claim was seen and could not be written down: a later run on a cluster without the Unused condition cannot see it")
+		} else {
+			c.Uses.Written(cl.UID)
+		}
+		return o, err
+	}
+	return write(ctx, c, d, opts, &log)
+}
+
+func write(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Options, logp *zerolog.Logger) (Outcome, error) {
+	cl := d.Claim
+	log := *logp
 	patch, err := Patch(d.Marks, cl.UID, cl.ResourceVersion)
 	if err != nil {
 		return Failed, fmt.Errorf("mark claim %s/%s: %w", cl.Namespace, cl.Name, err)

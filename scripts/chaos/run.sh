@@ -26,7 +26,9 @@ mkdir -p "$out"
 # environment must not change the stack behind the caller's back.
 export JANITOR_CLUSTER_FEATURE_GATES=$gates
 rm -f "$out/figures.json"
-export PVC_JANITOR_CHAOS_RUNS=$runs PVC_JANITOR_CHAOS_REPORT=$out/figures.json
+rm -rf "$out/runs" && mkdir -p "$out/runs"
+# Every run's report and log (warn level), one file per process.
+export PVC_JANITOR_CHAOS_RUNS=$runs PVC_JANITOR_CHAOS_REPORT=$out/figures.json PVC_JANITOR_CHAOS_LOGS=$out/runs
 echo "chaos: $runs iterations on a control plane with ${gates:+--feature-gates=}${gates:-the default feature gates}; log in $out/log.txt"
 start=$(date +%s)
 status=0
