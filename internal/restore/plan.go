@@ -1,0 +1,269 @@
+package restore
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// Request is what the user asked to restore (SPEC §10). Exactly one of
+// Claim, Workspace and From is set.
+type Request struct {
+	Namespace      string
+	Claim          string // by claim name: the newest intact rescue of that name
+	Workspace      string // --workspace: the rescue of the workspace with the newest data
+	From           string // --from: a named snapshot of the namespace
+	As             string // --as: the new claim's name
+	AllowOlder     bool   // --allow-older
+	StorageClass   string // --storage-class: overrides the template's
+	Size           string // --size: the least size, over the template's
+	WorkspaceLabel string // --workspace-label, to label a restore without a template
+}
+
+// Snapshot is a VolumeSnapshot of the namespace as Plan reads it.
+type Snapshot struct {
+	inventory.Snapshot
+	// Template is the pvc-janitor.io/claim annotation, raw ("" if none).
+	Template string
+	// RestoreSize is status.restoreSize, nil until known.
+	RestoreSize *resource.Quantity
+}
+
+// Claim is an existing claim of the namespace and its state this run.
+type Claim struct {
+	Name              string
+	Workspace         string
+	State             classify.State
+	Created           time.Time
+	DeletionTimestamp *time.Time
+	// OrphanedSince is the claim's effective orphaned-since, if known.
+	OrphanedSince *time.Time
+}
+
+// Result is what to create: the claim and the snapshot it restores.
+type Result struct {
+	Snapshot *Snapshot
+	// DataTime is the snapshot's data time (SPEC §3 Evidence).
+	DataTime time.Time
+	Claim    *corev1.PersistentVolumeClaim
+	// Notes are facts the report should carry (an annotation a template
+	// could not keep, a size raised to the restore size, …).
+	Notes []string
+}
+
+// Refusal is a restore the rules forbid (SPEC §10): exit 2, one line,
+// nothing written.
+type Refusal struct{ Reason string }
+
+func (r *Refusal) Error() string { return r.Reason }
+
+func refuse(format string, a ...any) error { return &Refusal{Reason: fmt.Sprintf(format, a...)} }
+
+// Plan chooses the snapshot to restore and builds the new claim, or says
+// why not. snaps are the namespace's VolumeSnapshots, contents the
+// VolumeSnapshotContents they are bound to, claims the namespace's claims.
+func Plan(r Request, snaps []Snapshot, contents map[string]inventory.Content, claims []Claim) (*Result, error) {
+	s, err := choose(r, snaps, contents)
+	if err != nil {
+		return nil, err
+	}
+	var t *Template
+	if s.Template != "" {
+		if t, err = ParseTemplate(s.Template); err != nil {
+			return nil, refuse("snapshot %s/%s: %v", s.Namespace, s.Name, err)
+		}
+	}
+	name := r.As
+	switch {
+	case name != "":
+	case r.Claim != "":
+		name = r.Claim
+	case t != nil && t.Name != "":
+		name = t.Name
+	default:
+		name = s.SourceClaim
+	}
+	if name == "" {
+		return nil, refuse("snapshot %s/%s names no claim to restore: pass --as NAME", s.Namespace, s.Name)
+	}
+	dataTime := classify.DataTime(&s.Snapshot, nil)
+	if err := conflicts(r, name, s, dataTime, claims); err != nil {
+		return nil, err
+	}
+	pvc, notes, err := manifest(r, name, s, t)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Snapshot: s, DataTime: dataTime, Claim: pvc, Notes: notes}, nil
+}
+
+// choose finds the snapshot the request names.
+func choose(r Request, snaps []Snapshot, contents map[string]inventory.Content) (*Snapshot, error) {
+	if r.From != "" {
+		for i := range snaps {
+			if snaps[i].Name == r.From {
+				if ok, why := classify.Intact(&snaps[i].Snapshot, contents); !ok {
+					return nil, refuse("snapshot %s/%s is not intact: %s", r.Namespace, r.From, why)
+				}
+				return &snaps[i], nil
+			}
+		}
+		return nil, refuse("snapshot %s/%s not found", r.Namespace, r.From)
+	}
+	what := "claim " + r.Namespace + "/" + r.Claim
+	match := func(s *Snapshot) bool { return s.SourceClaim == r.Claim }
+	if r.Workspace != "" {
+		what = "workspace " + r.Workspace + " in namespace " + r.Namespace
+		match = func(s *Snapshot) bool { return s.Workspace == r.Workspace }
+	}
+	var best *Snapshot
+	var bestData time.Time
+	var broken []string
+	for i := range snaps {
+		s := &snaps[i]
+		if !s.ManagedByJanitor || !match(s) {
+			continue
+		}
+		if ok, why := classify.Intact(&s.Snapshot, contents); !ok {
+			broken = append(broken, s.Name+" ("+why+")")
+			continue
+		}
+		d := classify.DataTime(&s.Snapshot, nil)
+		if best == nil || d.After(bestData) || (d.Equal(bestData) && s.Name > best.Name) {
+			best, bestData = s, d
+		}
+	}
+	if best == nil {
+		if len(broken) > 0 {
+			slices.Sort(broken)
+			return nil, refuse("no intact rescue of %s: %s", what, strings.Join(broken, "; "))
+		}
+		return nil, refuse("no rescue of %s found", what)
+	}
+	return best, nil
+}
+
+// conflicts applies the refusals about existing claims: the name is taken,
+// or a claim of the workspace is in use or holds newer data.
+func conflicts(r Request, name string, s *Snapshot, dataTime time.Time, claims []Claim) error {
+	for _, c := range claims {
+		if c.Name == name {
+			if c.DeletionTimestamp != nil {
+				return refuse("claim %s/%s exists and is being deleted: wait until it is gone, or restore under another name with --as", r.Namespace, name)
+			}
+			return refuse("claim %s/%s exists: restore under another name with --as", r.Namespace, name)
+		}
+	}
+	if s.Workspace == "" || r.AllowOlder {
+		return nil
+	}
+	for _, c := range claims {
+		if c.Workspace != s.Workspace {
+			continue
+		}
+		switch c.State {
+		case classify.InUse, classify.Attached:
+			return refuse("claim %s/%s of workspace %s is %s: restore beside it with --allow-older (and --as)", r.Namespace, c.Name, s.Workspace, c.State)
+		}
+		newest, what := c.Created, "created"
+		if c.OrphanedSince != nil && c.OrphanedSince.After(newest) {
+			newest, what = *c.OrphanedSince, "last used"
+		}
+		if newest.After(dataTime) {
+			return refuse("claim %s/%s of workspace %s may hold newer data (%s %s, after the snapshot's data time %s): restore beside it with --allow-older",
+				r.Namespace, c.Name, s.Workspace, what, newest.UTC().Format(time.RFC3339), dataTime.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+// manifest builds the new claim from the template (nil: from the flags).
+func manifest(r Request, name string, s *Snapshot, t *Template) (*corev1.PersistentVolumeClaim, []string, error) {
+	if t == nil {
+		var missing []string
+		if r.StorageClass == "" {
+			missing = append(missing, "--storage-class")
+		}
+		if r.Size == "" && s.RestoreSize == nil {
+			missing = append(missing, "--size")
+		}
+		if len(missing) > 0 {
+			return nil, nil, refuse("snapshot %s/%s carries no claim template: %s required", s.Namespace, s.Name, strings.Join(missing, " and "))
+		}
+		t = &Template{AccessModes: []string{string(corev1.ReadWriteOnce)}}
+		if r.WorkspaceLabel != "" && s.Workspace != "" {
+			t.Labels = map[string]string{r.WorkspaceLabel: s.Workspace}
+		}
+	}
+	var notes []string
+	size, note, err := sizeOf(r, s, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	if note != "" {
+		notes = append(notes, note)
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: name, Labels: keep(t.Labels, nil), Annotations: keep(t.Annotations, systemAnnotations)},
+	}
+	if pvc.Annotations == nil {
+		pvc.Annotations = map[string]string{}
+	}
+	pvc.Annotations[AnnotationRestoredFrom] = s.Name
+	for _, m := range t.AccessModes {
+		pvc.Spec.AccessModes = append(pvc.Spec.AccessModes, corev1.PersistentVolumeAccessMode(m))
+	}
+	pvc.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: size}
+	pvc.Spec.StorageClassName = t.StorageClassName
+	if r.StorageClass != "" {
+		pvc.Spec.StorageClassName = &r.StorageClass
+	}
+	if t.VolumeMode != "" {
+		m := corev1.PersistentVolumeMode(t.VolumeMode)
+		pvc.Spec.VolumeMode = &m
+	}
+	pvc.Spec.VolumeAttributesClassName = t.VolumeAttributesClassName
+	group := "snapshot.storage.k8s.io"
+	pvc.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: s.Name}
+	return pvc, notes, nil
+}
+
+// sizeOf is the new claim's requested size: the largest of the template's,
+// --size and the snapshot's restoreSize (a claim smaller than its snapshot
+// cannot be provisioned from it).
+func sizeOf(r Request, s *Snapshot, t *Template) (resource.Quantity, string, error) {
+	var size resource.Quantity
+	from := ""
+	for _, c := range []struct{ what, v string }{{"the claim template", t.Storage}, {"--size", r.Size}} {
+		if c.v == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(c.v)
+		if err != nil {
+			return size, "", refuse("%s: size %q: %v", c.what, c.v, err)
+		}
+		if q.Cmp(size) > 0 {
+			size, from = q, c.what
+		}
+	}
+	if s.RestoreSize != nil && s.RestoreSize.Cmp(size) > 0 {
+		note := ""
+		if from != "" {
+			note = fmt.Sprintf("size raised from %s (%s) to the snapshot's restoreSize %s", size.String(), from, s.RestoreSize.String())
+		}
+		return s.RestoreSize.DeepCopy(), note, nil
+	}
+	if size.IsZero() {
+		return size, "", refuse("snapshot %s/%s: the size is not known: pass --size", s.Namespace, s.Name)
+	}
+	return size, "", nil
+}

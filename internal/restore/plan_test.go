@@ -1,0 +1,162 @@
+package restore
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+func at(min int) *time.Time { t := t0.Add(time.Duration(min) * time.Minute); return &t }
+
+// rescue is an intact rescue of the janitor's of claim, cut at cut with
+// data up to data (minutes after t0).
+func rescue(name, claim, ws string, data, cut int) Snapshot {
+	tmpl, _, _ := NewTemplate(claimNamed(claim, ws))
+	return Snapshot{Snapshot: inventory.Snapshot{Namespace: "ws", Name: name, UID: types.UID("uid-" + name),
+		SourceClaim: claim, Workspace: ws, ManagedByJanitor: true, OrphanedSince: at(data), CutTime: at(cut),
+		CreationTimestamp: *at(cut), ReadyToUse: true, ContentName: "c-" + name}, Template: tmpl}
+}
+
+func claimNamed(name, ws string) *corev1.PersistentVolumeClaim {
+	p := claim()
+	p.Name = name
+	p.Labels["workspace"] = ws
+	return p
+}
+
+func contentsOf(snaps ...Snapshot) map[string]inventory.Content {
+	m := map[string]inventory.Content{}
+	for _, s := range snaps {
+		m[s.ContentName] = inventory.Content{Name: s.ContentName, SnapshotUID: s.UID, HasHandle: true, DeletionPolicy: "Delete"}
+	}
+	return m
+}
+
+func TestPlan(t *testing.T) {
+	old := rescue("a-rescue-1", "a", "w", 10, 20)
+	newer := rescue("a-rescue-2", "a", "w", 30, 40)
+	otherClaim := rescue("b-rescue-1", "b", "w", 50, 60) // workspace w's newest data
+	notReady := rescue("a-rescue-3", "a", "w", 70, 80)
+	notReady.ReadyToUse = false
+	foreign := rescue("manual", "a", "w", 90, 90)
+	foreign.ManagedByJanitor, foreign.OrphanedSince, foreign.Template = false, nil, ""
+	size := resource.MustParse("8Gi")
+	foreign.RestoreSize = &size
+	all := []Snapshot{old, newer, otherClaim, notReady, foreign}
+	contents := contentsOf(all...)
+
+	rows := []struct {
+		name   string
+		req    Request
+		claims []Claim
+		snaps  []Snapshot
+		want   string // snapshot chosen, or the refusal's start
+		as     string // the new claim's name
+	}{
+		{name: "by claim: the newest intact rescue of that name", req: Request{Claim: "a"}, want: "a-rescue-2", as: "a"},
+		{name: "by claim: a snapshot not ready is skipped, a foreign one never counts", req: Request{Claim: "a"}, want: "a-rescue-2", as: "a"},
+		{name: "by workspace: the newest data of any claim of it", req: Request{Workspace: "w"}, want: "b-rescue-1", as: "b"},
+		{name: "by workspace with --as", req: Request{Workspace: "w", As: "restored"}, want: "b-rescue-1", as: "restored"},
+		{name: "--from a foreign snapshot with class and size", req: Request{From: "manual", As: "x", StorageClass: "fast"}, want: "manual", as: "x"},
+		{name: "--from a janitor rescue keeps its template's name", req: Request{From: "a-rescue-1"}, want: "a-rescue-1", as: "a"},
+		{name: "refused: no rescue of the claim", req: Request{Claim: "zz"}, want: "!no rescue of claim ws/zz found"},
+		{name: "refused: no intact rescue (names why)", req: Request{Claim: "a"}, snaps: []Snapshot{notReady}, want: "!no intact rescue of claim ws/a: a-rescue-3 (not ready to use)"},
+		{name: "refused: --from not found", req: Request{From: "nope"}, want: "!snapshot ws/nope not found"},
+		{name: "refused: --from not intact", req: Request{From: "a-rescue-3"}, want: "!snapshot ws/a-rescue-3 is not intact: not ready to use"},
+		{name: "refused: --from without template needs a class", req: Request{From: "manual", As: "x"}, want: "!snapshot ws/manual carries no claim template: --storage-class required"},
+		{name: "refused: a claim of that name exists", req: Request{Claim: "a"}, claims: []Claim{{Name: "a", Workspace: "w", State: classify.Rescued, Created: *at(0), OrphanedSince: at(30)}}, want: "!claim ws/a exists: restore under another name with --as"},
+		{name: "refused: a claim of that name is terminating", req: Request{Claim: "a"}, claims: []Claim{{Name: "a", DeletionTimestamp: at(45)}}, want: "!claim ws/a exists and is being deleted"},
+		{name: "the rescued claim itself, still there, does not block --as", req: Request{Claim: "a", As: "a2"}, claims: []Claim{{Name: "a", Workspace: "w", State: classify.Rescued, Created: *at(0), OrphanedSince: at(30)}}, want: "a-rescue-2", as: "a2"},
+		{name: "refused: a claim of the workspace in use", req: Request{Claim: "a", As: "a2"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.InUse, Created: *at(0)}}, want: "!claim ws/c of workspace w is InUse"},
+		{name: "refused: a claim of the workspace attached", req: Request{Claim: "a", As: "a2"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Attached, Created: *at(0)}}, want: "!claim ws/c of workspace w is Attached"},
+		{name: "refused: a claim of the workspace created after the data", req: Request{Claim: "a"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Young, Created: *at(35)}}, want: "!claim ws/c of workspace w may hold newer data (created 2026-12-01T12:35:00Z"},
+		{name: "refused: a claim of the workspace used after the data", req: Request{Claim: "a"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Orphaned, Created: *at(0), OrphanedSince: at(31)}}, want: "!claim ws/c of workspace w may hold newer data (last used 2026-12-01T12:31:00Z"},
+		{name: "--allow-older restores beside newer data", req: Request{Claim: "a", AllowOlder: true}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.InUse, Created: *at(0)}}, want: "a-rescue-2", as: "a"},
+		{name: "a claim of another workspace does not block", req: Request{Claim: "a"}, claims: []Claim{{Name: "c", Workspace: "other", State: classify.InUse, Created: *at(99)}}, want: "a-rescue-2", as: "a"},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			r.req.Namespace = "ws"
+			snaps := r.snaps
+			if snaps == nil {
+				snaps = all
+			}
+			res, err := Plan(r.req, snaps, contents, r.claims)
+			if strings.HasPrefix(r.want, "!") {
+				var ref *Refusal
+				if !errors.As(err, &ref) || !strings.HasPrefix(err.Error(), r.want[1:]) {
+					t.Fatalf("got %v, %v; want the refusal %q", res, err, r.want[1:])
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if res.Snapshot.Name != r.want || res.Claim.Name != r.as {
+				t.Fatalf("restores %s as %s, want %s as %s", res.Snapshot.Name, res.Claim.Name, r.want, r.as)
+			}
+			ref := res.Claim.Spec.DataSourceRef
+			if ref == nil || ref.Kind != "VolumeSnapshot" || ref.Name != r.want || *ref.APIGroup != "snapshot.storage.k8s.io" {
+				t.Errorf("dataSourceRef %+v", ref)
+			}
+			if res.Claim.Annotations[AnnotationRestoredFrom] != r.want {
+				t.Errorf("annotations %v: no restored-from", res.Claim.Annotations)
+			}
+			for k := range res.Claim.Annotations {
+				if strings.HasPrefix(k, inventory.Prefix) && k != AnnotationRestoredFrom {
+					t.Errorf("the restored claim carries the janitor's key %s", k)
+				}
+			}
+			for k := range res.Claim.Labels {
+				if strings.HasPrefix(k, inventory.Prefix) {
+					t.Errorf("the restored claim carries the janitor's label %s", k)
+				}
+			}
+		})
+	}
+}
+
+func TestPlanManifestFollowsTheTemplate(t *testing.T) {
+	s := rescue("a-rescue-1", "a", "w", 10, 20)
+	res, err := Plan(Request{Namespace: "ws", Claim: "a"}, []Snapshot{s}, contentsOf(s), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Claim
+	q := c.Spec.Resources.Requests["storage"]
+	if q.String() != "5Gi" || *c.Spec.StorageClassName != "fast" || string(*c.Spec.VolumeMode) != "Block" ||
+		*c.Spec.VolumeAttributesClassName != "gold" || c.Labels["workspace"] != "w" || c.Labels["team"] != "a" ||
+		c.Annotations["owner"] != "alice" || c.Spec.VolumeName != "" {
+		t.Errorf("manifest %+v", c)
+	}
+	if !res.DataTime.Equal(*at(10)) {
+		t.Errorf("data time %s, want the recorded orphaned-since", res.DataTime)
+	}
+
+	// A restore size larger than the template's size wins, and is noted.
+	big := resource.MustParse("20Gi")
+	s.RestoreSize = &big
+	res, err = Plan(Request{Namespace: "ws", Claim: "a", StorageClass: "slow"}, []Snapshot{s}, contentsOf(s), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := res.Claim.Spec.Resources.Requests["storage"]; q.String() != "20Gi" || len(res.Notes) != 1 {
+		t.Errorf("size %s, notes %v: want 20Gi and a note", q.String(), res.Notes)
+	}
+	if *res.Claim.Spec.StorageClassName != "slow" {
+		t.Errorf("--storage-class did not override the template's class")
+	}
+	if _, err := Plan(Request{Namespace: "ws", Claim: "a", Size: "lots"}, []Snapshot{s}, contentsOf(s), nil); err == nil {
+		t.Errorf("a bad --size: no refusal")
+	}
+}
