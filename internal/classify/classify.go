@@ -29,6 +29,13 @@ func Classify(inv *inventory.Inventory, p Policy, now time.Time) []Decision {
 	if inv == nil || len(inv.Claims) == 0 {
 		return nil
 	}
+	_, out := classify(inv, p, now)
+	return out
+}
+
+// classify is Classify, also returning the classifier with its indexes (for
+// Explain).
+func classify(inv *inventory.Inventory, p Policy, now time.Time) (*classifier, []Decision) {
 	trust, _ := UnusedCondition(inv, now)
 	c := classifier{inv: inv, p: p, now: now, condTrusted: trust == ConditionTrusted, ix: &index{}, buf: make([]byte, 0, 256)}
 	c.ix.buildSts(inv)
@@ -51,7 +58,7 @@ func Classify(inv *inventory.Inventory, p Policy, now time.Time) []Decision {
 			d.Marks.setPhase(d.State, d.Claim.Labels.Phase, d.Claim.Labels.HasPhase)
 		}
 	}
-	return out
+	return &c, out
 }
 
 type classifier struct {
