@@ -1,0 +1,324 @@
+// Package prune deletes the janitor's own rescues by retention (SPEC §11):
+// it reads the scope, lets retention.Decide say which rescues may go, holds
+// the blast radius, and deletes each with its UID and resourceVersion as
+// preconditions, setting a Retain content to Delete first when allowed to.
+package prune
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/reap"
+	"github.com/pvc-janitor/pvc-janitor/internal/retention"
+)
+
+// Actions of the report's snapshots[] entries.
+const (
+	ActionPruned     = "pruned"
+	ActionWouldPrune = "would-prune"
+	ActionKept       = "kept"
+	ActionFailed     = "prune-failed"
+	ActionLimited    = "prune-limited"
+)
+
+// Options configure a prune.
+type Options struct {
+	Scope              kube.Scope
+	Policy             classify.Policy
+	Retention          retention.Policy
+	DryRun             bool
+	MaxDeletions       int
+	MaxDeletionPercent float64
+	Retry              kube.RetryPolicy
+}
+
+// Outcome is what became of one of the janitor's rescues.
+type Outcome struct {
+	Namespace string
+	Name      string
+	Source    string // the source claim's name
+	Workspace string
+	Action    string
+	Reason    string
+	// RestoreSize is status.restoreSize in bytes (0 when unknown).
+	RestoreSize int64
+	Err         error
+}
+
+// Result is a prune's outcomes, and why it deleted nothing when the blast
+// radius held it back.
+type Result struct {
+	Outcomes []Outcome
+	Blocked  string
+	// Rescues is how many of the janitor's rescues were in scope.
+	Rescues int
+}
+
+// Prune reads the scope and prunes the janitor's rescues by retention.
+func Prune(ctx context.Context, c *kube.Clients, o Options) (*Result, error) {
+	inv, err := kube.Read(ctx, c, o.Scope)
+	if err != nil {
+		return nil, err
+	}
+	now := c.Clock.Latest()
+	ds := classify.Classify(inv, o.Policy, now)
+	raw, err := rescues(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	var del []int
+	var outs []Outcome
+	var meta []rawRescue
+	for _, ns := range sortedKeys(raw) {
+		claims, err := namespaceClaims(ctx, c, o, ns, ds)
+		if err != nil {
+			return nil, err
+		}
+		rs := raw[ns]
+		in := make([]retention.Rescue, len(rs))
+		for i := range rs {
+			in[i] = retention.Rescue{Snapshot: rs[i].snap, Hold: rs[i].hold}
+		}
+		for i, v := range retention.Decide(o.Retention, in, inv.Contents, claims, now) {
+			out := Outcome{Namespace: ns, Name: rs[i].snap.Name, Source: rs[i].snap.SourceClaim, Workspace: rs[i].snap.Workspace,
+				Action: ActionKept, Reason: v.Reason, RestoreSize: rs[i].restoreSize}
+			if v.Prune {
+				del = append(del, len(outs))
+				out.Action = ActionWouldPrune
+			}
+			outs = append(outs, out)
+			meta = append(meta, rs[i])
+		}
+	}
+	res.Rescues = len(outs)
+	if why := limit(len(del), len(outs), o); why != "" {
+		res.Blocked = why
+		for _, i := range del {
+			outs[i].Action, outs[i].Reason = ActionLimited, why
+		}
+		res.Outcomes = outs
+		return res, nil
+	}
+	if !o.DryRun {
+		for _, i := range del {
+			outs[i] = prune(ctx, c, o, meta[i], inv.Contents, outs[i])
+		}
+	}
+	res.Outcomes = outs
+	return res, nil
+}
+
+func limit(n, total int, o Options) string {
+	if n == 0 {
+		return ""
+	}
+	why := reap.Limit(n, total, o.MaxDeletions, o.MaxDeletionPercent)
+	if why == "" {
+		return ""
+	}
+	// reap.Limit speaks of claims; here they are rescues.
+	return "prune " + why[len("blast radius: "):]
+}
+
+// rawRescue is one of the janitor's VolumeSnapshots as prune needs it.
+type rawRescue struct {
+	snap        inventory.Snapshot
+	rv          string
+	hold        bool
+	restoreSize int64
+}
+
+// rescues lists the janitor's snapshots in scope, by namespace.
+func rescues(ctx context.Context, c *kube.Clients, o Options) (map[string][]rawRescue, error) {
+	sel := inventory.LabelManagedBy + "=" + inventory.ManagedByValue
+	nss := o.Scope.Namespaces
+	if nss == nil {
+		nss = []string{metav1.NamespaceAll}
+	}
+	out := map[string][]rawRescue{}
+	for _, ns := range nss {
+		var l *snapv1.VolumeSnapshotList
+		err := o.Retry.Do(ctx, "list the janitor's snapshots", func(ctx context.Context) error {
+			var err error
+			l, err = c.Snap.SnapshotV1().VolumeSnapshots(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+			return err
+		})
+		if err != nil {
+			return nil, &kube.ReadError{What: "the janitor's snapshots", Err: err}
+		}
+		for i := range l.Items {
+			vs := &l.Items[i]
+			if o.Scope.Exclude[vs.Namespace] {
+				continue
+			}
+			r := rawRescue{snap: kube.Snapshot(vs, o.Policy.WorkspaceLabel), rv: vs.ResourceVersion,
+				hold: vs.Labels[inventory.KeyHold] == "true" || vs.Annotations[inventory.KeyHold] == "true"}
+			if vs.Status != nil && vs.Status.RestoreSize != nil {
+				r.restoreSize = vs.Status.RestoreSize.Value()
+			}
+			out[vs.Namespace] = append(out[vs.Namespace], r)
+		}
+	}
+	return out, nil
+}
+
+// namespaceClaims lists every claim of the namespace (not only the
+// selected ones: a source claim or a restore outside the selector still
+// keeps a rescue) with its state this run, when it has one.
+func namespaceClaims(ctx context.Context, c *kube.Clients, o Options, ns string, ds []classify.Decision) ([]retention.Claim, error) {
+	var l *corev1.PersistentVolumeClaimList
+	err := o.Retry.Do(ctx, "list claims in "+ns, func(ctx context.Context) error {
+		var err error
+		l, err = c.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, &kube.ReadError{What: "claims in " + ns, Err: err}
+	}
+	byUID := map[types.UID]*classify.Decision{}
+	for i := range ds {
+		if ds[i].Claim.Namespace == ns {
+			byUID[ds[i].Claim.UID] = &ds[i]
+		}
+	}
+	out := make([]retention.Claim, 0, len(l.Items))
+	for i := range l.Items {
+		p := &l.Items[i]
+		rc := retention.Claim{UID: p.UID, Name: p.Name, Bound: p.Status.Phase == corev1.ClaimBound, RestoresFrom: restoresFrom(p)}
+		if o.Policy.WorkspaceLabel != "" {
+			rc.Workspace = p.Labels[o.Policy.WorkspaceLabel]
+		}
+		if d, ok := byUID[p.UID]; ok {
+			rc.State = d.State
+			if d.State == classify.Rescued {
+				rc.Rescue = d.Snapshot
+			}
+		} else {
+			// Not classified (outside the selector): counted as in use,
+			// the safe side for every rule.
+			rc.State = classify.InUse
+			rc.Workspace = ""
+		}
+		out = append(out, rc)
+	}
+	return out, nil
+}
+
+// restoresFrom is the VolumeSnapshot a claim is restored from, if any.
+func restoresFrom(p *corev1.PersistentVolumeClaim) string {
+	if r := p.Spec.DataSourceRef; r != nil && r.Kind == "VolumeSnapshot" {
+		return r.Name
+	}
+	if r := p.Spec.DataSource; r != nil && r.Kind == "VolumeSnapshot" {
+		return r.Name
+	}
+	return ""
+}
+
+// prune deletes one rescue: its Retain content set to Delete first (only
+// with --delete-contents, and only the content bound to this snapshot's
+// UID), then the snapshot with its UID and resourceVersion as
+// preconditions.
+func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, contents map[string]inventory.Content, out Outcome) Outcome {
+	s := r.snap
+	log := zerolog.Ctx(ctx).With().Str("namespace", s.Namespace).Str("snapshot", s.Name).Logger()
+	if ct, ok := contents[s.ContentName]; ok && ct.DeletionPolicy == "Retain" {
+		if !o.Retention.DeleteContents {
+			out.Action, out.Reason = ActionKept, "its content is Retain and --delete-contents is off"
+			return out
+		}
+		if err := setDelete(ctx, c, o, ct.Name, s.UID); err != nil {
+			out.Action, out.Reason, out.Err = ActionFailed, "set content "+ct.Name+" to Delete: "+err.Error(), err
+			log.Error().Err(err).Msg("prune")
+			return out
+		}
+	}
+	uid := s.UID
+	err := o.Retry.Do(ctx, "delete snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
+		return c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Delete(ctx, s.Name,
+			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &r.rv}})
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		out.Action, out.Reason = ActionKept, "gone since it was read"
+		return out
+	case apierrors.IsConflict(err):
+		out.Action, out.Reason = ActionKept, "changed since it was read (delete precondition failed); left for the next prune"
+		return out
+	case err != nil:
+		out.Action, out.Reason, out.Err = ActionFailed, err.Error(), err
+		log.Error().Err(err).Msg("prune")
+		return out
+	}
+	out.Action = ActionPruned
+	msg := "pruned by retention: " + out.Reason
+	if err := event(ctx, c, o.Retry, s, msg); err != nil {
+		log.Warn().Err(err).Msg("record Pruned event")
+	}
+	log.Info().Str("reason", out.Reason).Msg("pruned")
+	return out
+}
+
+// setDelete sets the content's deletionPolicy to Delete, only while its
+// volumeSnapshotRef is the snapshot with uid (a JSON patch test).
+func setDelete(ctx context.Context, c *kube.Clients, o Options, content string, uid types.UID) error {
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/spec/volumeSnapshotRef/uid", "value": string(uid)},
+		{"op": "replace", "path": "/spec/deletionPolicy", "value": "Delete"},
+	})
+	if err != nil {
+		return err
+	}
+	return o.Retry.Do(ctx, "patch content "+content, func(ctx context.Context) error {
+		_, err := c.Snap.SnapshotV1().VolumeSnapshotContents().Patch(ctx, content, types.JSONPatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+}
+
+// event records Pruned on the snapshot.
+func event(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, s inventory.Snapshot, msg string) error {
+	var suffix [8]byte
+	_, _ = rand.Read(suffix[:])
+	now := metav1.NewTime(c.Clock.Now())
+	if now.IsZero() {
+		now = metav1.NewTime(time.Now())
+	}
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name + "." + hex.EncodeToString(suffix[:])},
+		InvolvedObject: corev1.ObjectReference{Kind: "VolumeSnapshot", APIVersion: "snapshot.storage.k8s.io/v1",
+			Namespace: s.Namespace, Name: s.Name, UID: s.UID},
+		Reason: "Pruned", Message: msg, Type: corev1.EventTypeNormal,
+		Source:              corev1.EventSource{Component: kube.EventSource},
+		ReportingController: "pvc-janitor.io/janitor", ReportingInstance: kube.EventSource,
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	return retry.Do(ctx, fmt.Sprintf("create event Pruned for %s/%s", s.Namespace, s.Name), func(ctx context.Context) error {
+		_, err := c.Kube.CoreV1().Events(s.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+		return err
+	})
+}
+
+func sortedKeys(m map[string][]rawRescue) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
