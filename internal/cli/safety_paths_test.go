@@ -9,7 +9,9 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -398,6 +400,60 @@ func TestSafetyPath02ReattachClearsTheMarks(t *testing.T) {
 	w.claims["ws-a"].usedUntil = detach
 	w.run(w.args("run", "0s", "--yes", "--max-deletion-percent", "100"), 0, 4)
 	w.noDataLost("after the detach")
+}
+
+// TestSafetyPath02UseSeenByAnotherClaimsReCheck: on a cluster without the
+// Unused condition, the pod list of a snapshot's re-check (made for ws-b,
+// workspace b) shows a pod using ws-a (workspace a, rescued) that is gone
+// before the same run's reap reads the pods again. That use was seen: the
+// run must not delete ws-a on its older rescue, and must remove its mark so
+// that the next run does not either. Found by the long chaos run without
+// the condition (ws-027, seed 1796146985604586734): the re-check classified
+// only the claim's own workspace.
+func TestSafetyPath02UseSeenByAnotherClaimsReCheck(t *testing.T) {
+	w := newPathWorld(t)
+	w.claim("ws-a", "a", "", nil)
+	w.run(snapArgs(w.ns), 0)
+	w.mustRescue("ws-a", "setup: the first rescue")
+	w.claim("ws-b", "b", "", nil)
+	defer w.withoutUnusedCondition("ws-a", "ws-b")()
+	w.run(w.args("scan", "0s"), 0) // ws-b marked: the run rescues it
+	nextSecond(time.Now())
+	p := env.StartFaultProxy(t, 1)
+	var mu sync.Mutex
+	lists := 0
+	var stop func()
+	p.OnRequest = func(r *http.Request) {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/namespaces/"+w.ns+"/pods") {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch lists++; lists {
+		case 1: // the scan's
+		case 2: // ws-b's re-check: a pod uses ws-a just now
+			stop = w.use("ws-a", "back")
+		case 3: // the reap's: the pod went
+			stop()
+		}
+	}
+	code, out, stderr := proxyRun(p, w.args("run", "0s", "--yes", "--max-deletion-percent", "100")...)
+	if code != 0 && code != 4 {
+		t.Fatalf("run exit %d: %s\n%s", code, out, stderr)
+	}
+	mu.Lock()
+	n := lists
+	mu.Unlock()
+	if n < 3 {
+		t.Fatalf("%d pod lists: the scenario did not happen (want the scan's, ws-b's re-check and the reap's)", n)
+	}
+	w.noDataLost("after a use only ws-b's re-check saw")
+	if w.deleted("ws-a") {
+		t.Fatal("ws-a was deleted in the run whose re-check saw it in use")
+	}
+	if m := w.mark("ws-a"); m != "" {
+		t.Errorf("ws-a was seen in use, yet its orphaned-since mark %s stays (the next run would count the older rescue)", m)
+	}
 }
 
 // TestSafetyPath04GuardSeesWhatATeardownWouldLose: the rescue of a claim

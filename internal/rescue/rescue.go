@@ -450,6 +450,13 @@ func (r *rescuer) recheckClaim(ctx context.Context, d *classify.Decision) (*clas
 	}
 	ds := classify.Classify(inv, r.o.Policy, now)
 	r.clearUsed(ctx, ds)
+	// The re-check classifies only the claim's workspace; its read shows
+	// every claim of the namespace that a pod uses now, and each such use
+	// is one the janitor saw (SPEC §3 Marks): remembered for this run and
+	// written down.
+	if nr, err := r.recheck.Namespace(ctx, cl.Namespace); err == nil {
+		r.clearUsed(ctx, r.seenInUse(nr))
+	}
 	fd, ok, why := stillTarget(ds, cl.UID, r.o.Superseded)
 	if !ok {
 		state := d.State
@@ -466,6 +473,40 @@ func (r *rescuer) recheckClaim(ctx context.Context, d *classify.Decision) (*clas
 			Message: "re-checked just before the snapshot: its orphaned-since is not known yet"}, false
 	}
 	return fd, Outcome{}, true
+}
+
+// seenInUse records every claim of the namespace read that a pod references
+// as seen in use this run, and returns decisions removing the marks of
+// those that carry any.
+func (r *rescuer) seenInUse(nr *kube.NamespaceRead) []classify.Decision {
+	var out []classify.Decision
+	for i := range nr.Claims {
+		cl := &nr.Claims[i]
+		refs := nr.PodRefs[cl.Name]
+		if len(refs) == 0 {
+			continue
+		}
+		what := "pod " + refs[0].Name + " (re-check before a snapshot)"
+		r.c.Uses.Record(cl.UID, what)
+		_, mark := cl.Annotations[inventory.AnnotationOrphanedSince]
+		_, attempts := cl.Annotations[inventory.AnnotationRescueAttempts]
+		_, next := cl.Annotations[inventory.AnnotationNextAttempt]
+		if !mark && !attempts && !next && !cl.Labels.HasPhase {
+			continue
+		}
+		m := classify.Marks{OrphanedSince: classify.Remove, Attempts: classify.Remove}
+		if cl.Labels.HasPhase {
+			m.Phase = classify.Remove
+		}
+		if !mark {
+			m.OrphanedSince = classify.Keep
+		}
+		if !attempts && !next {
+			m.Attempts = classify.Keep
+		}
+		out = append(out, classify.Decision{Claim: cl, State: classify.InUse, Reason: "used by " + what, Marks: m})
+	}
+	return out
 }
 
 // clearUsed removes the marks of every claim the re-check read shows in use
