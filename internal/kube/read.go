@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube/wire"
 )
 
 // Scope says what a run reads.
@@ -232,8 +233,8 @@ func (r *reader) list(ctx context.Context, what, ns string, n func() int, keep f
 // with each item's bytes (valid during the call only).
 func (r *reader) protoList(ctx context.Context, c rest.Interface, resource, ns, kind string, opts metav1.ListOptions, item func([]byte) error) (string, error) {
 	req := c.Get().Namespace(ns).Resource(resource).VersionedParams(&opts, scheme.ParameterCodec)
-	return stream(ctx, req, "application/vnd.kubernetes.protobuf", r.s.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
-		return readProtoList(body, kind, item)
+	return wire.Stream(ctx, req, "application/vnd.kubernetes.protobuf", r.s.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
+		return wire.ReadProtoList(body, kind, item)
 	})
 }
 
@@ -241,8 +242,8 @@ func (r *reader) protoList(ctx context.Context, c rest.Interface, resource, ns, 
 // and calls item with the decoder on each item.
 func (r *reader) jsonList(ctx context.Context, resource, ns, kind string, opts metav1.ListOptions, item func(*json.Decoder) error) (string, error) {
 	req := r.c.Snap.SnapshotV1().RESTClient().Get().Namespace(ns).Resource(resource).VersionedParams(&opts, snapscheme.ParameterCodec)
-	return stream(ctx, req, "application/json", r.s.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
-		return readJSONList(body, kind, item)
+	return wire.Stream(ctx, req, "application/json", r.s.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
+		return wire.ReadJSONList(body, kind, item)
 	})
 }
 
@@ -509,7 +510,7 @@ func (r *reader) sawOwner(uid types.UID, kind, name string) {
 
 // pods reduces every pod to the claims it references. A pod counts whatever
 // its phase: scheduled or not, terminating or not, even Succeeded. Pods are
-// not decoded: walkPod reads the few fields needed from their bytes.
+// not decoded: wire.WalkPod reads the few fields needed from their bytes.
 func (r *reader) pods(ctx context.Context) error {
 	// Owners are looked for among pods only when a claim has one (claims of
 	// generic ephemeral volumes are owned by their pod).
@@ -520,30 +521,30 @@ func (r *reader) pods(ctx context.Context) error {
 		// failed attempt or a restarted list drops what it had seen.
 		var buf []podRef
 		n, keep := slice(&buf)
-		var p walkedPod
+		var p wire.Pod
 		err := r.list(ctx, "pods", ns, n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 			return r.protoList(ctx, core, "pods", ns, "PodList", opts, func(b []byte) error {
-				if err := walkPod(b, &p); err != nil {
+				if err := wire.WalkPod(b, &p); err != nil {
 					return fmt.Errorf("decode a pod: %w", err)
 				}
-				if r.s.Exclude[string(p.namespace)] {
+				if r.s.Exclude[string(p.Namespace)] {
 					return nil
 				}
 				if owners {
-					r.sawOwner(types.UID(p.uid), "Pod", string(p.name))
+					r.sawOwner(types.UID(p.UID), "Pod", string(p.Name))
 				}
-				for _, v := range p.volumes {
+				for _, v := range p.Volumes {
 					var claim, detail string
-					if v.ephemeral {
-						claim, detail = string(p.name)+"-"+string(v.name), "ephemeral volume "+string(v.name)
+					if v.Ephemeral {
+						claim, detail = string(p.Name)+"-"+string(v.Name), "ephemeral volume "+string(v.Name)
 					} else {
-						claim, detail = string(v.claim), "volume "+string(v.name)
+						claim, detail = string(v.Claim), "volume "+string(v.Name)
 					}
 					// inScope is read-only once the claims are listed.
-					k := inventory.Key{Namespace: string(p.namespace), Name: claim}
+					k := inventory.Key{Namespace: string(p.Namespace), Name: claim}
 					if r.inScope[k] {
-						buf = append(buf, podRef{ns: k.Namespace, claim: claim, pod: string(p.name), detail: detail,
-							created: p.created, terminal: string(p.phase) == "Succeeded" || string(p.phase) == "Failed"})
+						buf = append(buf, podRef{ns: k.Namespace, claim: claim, pod: string(p.Name), detail: detail,
+							created: p.Created, terminal: string(p.Phase) == "Succeeded" || string(p.Phase) == "Failed"})
 					}
 				}
 				return nil
