@@ -6,11 +6,8 @@ import (
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
 	"github.com/rs/zerolog"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
-	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 )
 
 // waitResult is how a wait for a snapshot ends.
@@ -180,31 +177,4 @@ func (r *rescuer) wait(ctx context.Context, vs *snapv1.VolumeSnapshot) verdict {
 		}
 	}
 	return verdict{Result: waitInterrupted, Message: "interrupted while waiting"}
-}
-
-// getSnapshot reads a snapshot; nil when it is gone.
-func (r *rescuer) getSnapshot(ctx context.Context, ns, name string) (*snapv1.VolumeSnapshot, error) {
-	var vs *snapv1.VolumeSnapshot
-	err := r.o.Retry.Do(ctx, "get VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
-		var err error
-		vs, err = r.c.Snap.SnapshotV1().VolumeSnapshots(ns).Get(ctx, name, metav1.GetOptions{})
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return vs, err
-}
-
-// getContent reads a VolumeSnapshotContent; nil when it does not exist.
-func (r *rescuer) getContent(ctx context.Context, name string) (*inventory.Content, error) {
-	vc, err := kube.ReadContent(ctx, r.c, r.o.Retry, name)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	c := kube.Content(vc)
-	return &c, nil
 }
