@@ -51,6 +51,16 @@ type waitOptions struct {
 	ErrorGrace time.Duration // --snapshot-error-grace
 }
 
+// waitState is what the wait carries from one decision to the next, on the
+// API server's clock (the one status.error's time is on).
+type waitState struct {
+	// Started is when the wait began: it ends at Started + Timeout.
+	Started time.Time
+	// ErrorSeen is since when the current status.error has been seen;
+	// zero when none was seen at the last decision.
+	ErrorSeen time.Time
+}
+
 // verdict is decide's answer.
 type verdict struct {
 	Result waitResult
@@ -58,8 +68,8 @@ type verdict struct {
 	// or why the snapshot is going.
 	Message string
 	// ErrorSeen is since when the current error has been seen (its own
-	// time when it carries one): the next decision's firstErrorSeen. Zero
-	// when there is no error.
+	// time when it carries one): the next decision's waitState.ErrorSeen.
+	// Zero when there is no error.
 	ErrorSeen time.Time
 	// Next is when to decide again if nothing changes: the end of the
 	// error's grace or of the wait, whichever comes first.
@@ -74,8 +84,8 @@ const readRetry = time.Second
 // changing, so no snapshot event announces it.
 const notIntactPoll = 2 * time.Second
 
-// decide is the wait's rule (SPEC §5). now, started and firstErrorSeen are
-// on the API server's clock, the one status.error's time is on.
+// decide is the wait's rule (SPEC §5), on what one look at the snapshot
+// found, what the wait carries, and now (the API server's clock):
 //   - nothing could be read: it decides nothing (waitPending, read again
 //     after readRetry, the error's count kept), except that the wait still
 //     ends on time (waitTimeout);
@@ -84,14 +94,14 @@ const notIntactPoll = 2 * time.Second
 //   - a status.error seen for ErrorGrace (counted from the error's own time
 //     when it has one, so an error older than this run counts whole):
 //     waitError; an error that clears resets the count;
-//   - Timeout after started: waitTimeout, with the error if one is pending;
+//   - Timeout after it started: waitTimeout, with the error if one is pending;
 //   - otherwise waitPending.
-func decide(ob observation, firstErrorSeen, started, now time.Time, o waitOptions) verdict {
+func decide(ob observation, st waitState, now time.Time, o waitOptions) verdict {
 	if ob.ReadErr != nil {
-		if !now.Before(started.Add(o.Timeout)) {
+		if !now.Before(st.Started.Add(o.Timeout)) {
 			return verdict{Result: waitTimeout, Message: "could not read the snapshot: " + ob.ReadErr.Error()}
 		}
-		return verdict{Result: waitPending, ErrorSeen: firstErrorSeen, Next: readRetry}
+		return verdict{Result: waitPending, ErrorSeen: st.ErrorSeen, Next: readRetry}
 	}
 	s := ob.Snapshot
 	if s == nil {
@@ -105,10 +115,10 @@ func decide(ob observation, firstErrorSeen, started, now time.Time, o waitOption
 		return verdict{Result: waitReady}
 	}
 	var v verdict
-	deadline := started.Add(o.Timeout)
+	deadline := st.Started.Add(o.Timeout)
 	next := deadline
 	if e := s.Error; e != nil {
-		seen := firstErrorSeen
+		seen := st.ErrorSeen
 		if seen.IsZero() {
 			seen = now
 			if !e.Time.IsZero() && e.Time.Before(now) {
@@ -157,21 +167,20 @@ func (r *rescuer) wait(ctx context.Context, vs *snapv1.VolumeSnapshot) verdict {
 	defer wcancel()
 	w := r.watchSnapshot(wctx, vs)
 	defer w.stop()
-	started := r.now()
-	var errSeen time.Time
+	st := waitState{Started: r.now()}
 	for ctx.Err() == nil {
 		ob := w.observe(ctx)
 		if ob.ReadErr != nil && ctx.Err() != nil {
 			break
 		}
-		v := decide(ob, errSeen, started, r.now(), o)
+		v := decide(ob, st, r.now(), o)
 		if v.Result != waitPending {
 			return v
 		}
 		if ob.ReadErr != nil {
 			zerolog.Ctx(ctx).Debug().Err(ob.ReadErr).Msg("read snapshot; retrying")
 		}
-		errSeen = v.ErrorSeen
+		st.ErrorSeen = v.ErrorSeen
 		if !w.await(ctx, v.Next) {
 			break
 		}

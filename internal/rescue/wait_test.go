@@ -90,7 +90,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			v := decide(c.ob, c.errSeen, started, c.now, o)
+			v := decide(c.ob, waitState{Started: started, ErrorSeen: c.errSeen}, c.now, o)
 			if v.Result != c.want {
 				t.Fatalf("result %s (%q), want %s", v.Result, v.Message, c.want)
 			}
