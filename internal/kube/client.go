@@ -1,6 +1,3 @@
-// Package kube is the janitor's I/O with the API server: client
-// construction from a kubeconfig, the retry policy, and the paginated,
-// concurrent, per-page-reduced reads that build an inventory.
 package kube
 
 import (

@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"k8s.io/apimachinery/pkg/fields"
 	"sync"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
@@ -253,12 +253,7 @@ func (r *Rechecker) Inventory(ctx context.Context, base *inventory.Inventory, cl
 // bears on the claim's state: the snapshots of the claim (its rescue, its own
 // pending snapshot) and those of its workspace (supersession).
 func RelevantContents(nr *NamespaceRead, claim string) []string {
-	ws := ""
-	for i := range nr.Claims {
-		if nr.Claims[i].Name == claim {
-			ws = nr.Claims[i].Labels.Workspace
-		}
-	}
+	ws := workspaceOf(nr, claim)
 	var out []string
 	seen := map[string]bool{}
 	for i := range nr.Snapshots {
@@ -296,15 +291,9 @@ func RecheckInventory(base *inventory.Inventory, nr *NamespaceRead, claim string
 		PVs:         base.PVs,
 		Attachments: base.Attachments,
 		Snapshots:   map[string][]inventory.Snapshot{nr.Namespace: nr.Snapshots},
-		Contents:    map[string]inventory.Content{},
 		ServerTime:  nr.ServerTime,
 	}
-	ws := ""
-	for i := range nr.Claims {
-		if nr.Claims[i].Name == claim {
-			ws = nr.Claims[i].Labels.Workspace
-		}
-	}
+	ws := workspaceOf(nr, claim)
 	for i := range nr.Claims {
 		cl := nr.Claims[i]
 		if cl.Name != claim && (ws == "" || cl.Labels.Workspace != ws) {
@@ -328,6 +317,27 @@ func RecheckInventory(base *inventory.Inventory, nr *NamespaceRead, claim string
 			inv.StatefulSetTemplates = append(inv.StatefulSetTemplates, t)
 		}
 	}
+	inv.Contents = recheckContents(base, nr, claim, fresh)
+	return inv
+}
+
+// workspaceOf returns the workspace of the claim named claim in nr ("" when
+// it has none or is not there).
+func workspaceOf(nr *NamespaceRead, claim string) string {
+	ws := ""
+	for i := range nr.Claims {
+		if nr.Claims[i].Name == claim {
+			ws = nr.Claims[i].Labels.Workspace
+		}
+	}
+	return ws
+}
+
+// recheckContents are the contents of the namespace's snapshots: those GET
+// now (fresh), else the scan's, except that a relevant content the GET did
+// not find is gone now, whatever the scan saw.
+func recheckContents(base *inventory.Inventory, nr *NamespaceRead, claim string, fresh map[string]inventory.Content) map[string]inventory.Content {
+	out := map[string]inventory.Content{}
 	relevant := map[string]bool{}
 	for _, name := range RelevantContents(nr, claim) {
 		relevant[name] = true
@@ -336,15 +346,13 @@ func RecheckInventory(base *inventory.Inventory, nr *NamespaceRead, claim string
 		if s.ContentName == "" {
 			continue
 		}
-		// A relevant content that the GET did not find is gone now,
-		// whatever the scan saw.
 		if c, ok := fresh[s.ContentName]; ok {
-			inv.Contents[s.ContentName] = c
+			out[s.ContentName] = c
 		} else if c, ok := base.Contents[s.ContentName]; ok && !relevant[s.ContentName] {
-			inv.Contents[s.ContentName] = c
+			out[s.ContentName] = c
 		}
 	}
-	return inv
+	return out
 }
 
 // ReadContent reads one VolumeSnapshotContent by name, through a list with a

@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube/wire"
 )
 
 // TestTransientClassifiesAPIErrors is SPEC §5's retry rule, error by error:
@@ -41,6 +43,7 @@ func TestTransientClassifiesAPIErrors(t *testing.T) {
 		{"context.Canceled", context.Canceled, false, 0},
 		{"context.Canceled wrapped", fmt.Errorf("get claim: %w", context.Canceled), false, 0},
 		{"nil", nil, false, 0},
+		{"an idle list stream", fmt.Errorf("read PodList: %w for 15s: %w", wire.ErrIdle, context.DeadlineExceeded), true, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			transient, after := kube.Transient(c.err)
@@ -83,5 +86,23 @@ func TestTransientRetryHonoursRetryAfter(t *testing.T) {
 	})
 	if calls != 1 || !apierrors.IsNotFound(err) {
 		t.Errorf("a 404: %d calls, error %v; want 1 call and the 404", calls, err)
+	}
+}
+
+// TestTransientHTTP2Errors: a stream the server reset (as kube-apiserver
+// does when its request timeout fires in the middle of a long list) or a
+// connection it is closing is retried; a foreign response is not.
+func TestTransientHTTP2Errors(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("read PodList: %w", http2.StreamError{StreamID: 3, Code: http2.ErrCodeInternal}),
+		http2.GoAwayError{ErrCode: http2.ErrCodeNo},
+		errors.New("http2: server sent GOAWAY and closed the connection; LastStreamID=1"),
+	} {
+		if ok, _ := kube.Transient(err); !ok {
+			t.Errorf("%v is not retried", err)
+		}
+	}
+	if ok, _ := kube.Transient(errors.New("read PodList: the response is a \"Status\"")); ok {
+		t.Error("a foreign response is retried")
 	}
 }

@@ -205,7 +205,8 @@ func Apply(ctx context.Context, c *kube.Clients, ds []classify.Decision, opts Op
 				work <- i
 				continue
 			}
-			if stopped {
+			if stopped || ctx.Err() != nil {
+				stopped = true
 				continue
 			}
 			select {

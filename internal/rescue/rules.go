@@ -14,8 +14,7 @@ import (
 )
 
 // The rescue's rules, as pure functions with the clock passed in: the I/O in
-// rescue.go and wait.go only gathers their inputs and carries out their
-// answers.
+// the other files only gathers their inputs and carries out their answers.
 
 // MaxRetryBackoff caps the wait between two failed runs' attempts: a
 // permanently broken volume costs one attempt a day.

@@ -6,13 +6,8 @@ import (
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
 	"github.com/rs/zerolog"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
-	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 )
 
 // waitResult is how a wait for a snapshot ends.
@@ -45,12 +40,25 @@ type observation struct {
 	// Content is its bound VolumeSnapshotContent, nil when it does not
 	// exist or the snapshot is bound to none yet.
 	Content *inventory.Content
+	// ReadErr is set when the snapshot or its content could not be read:
+	// the look found nothing to decide on.
+	ReadErr error
 }
 
 // waitOptions are the bounds of a wait.
 type waitOptions struct {
 	Timeout    time.Duration // --snapshot-timeout
 	ErrorGrace time.Duration // --snapshot-error-grace
+}
+
+// waitState is what the wait carries from one decision to the next, on the
+// API server's clock (the one status.error's time is on).
+type waitState struct {
+	// Started is when the wait began: it ends at Started + Timeout.
+	Started time.Time
+	// ErrorSeen is since when the current status.error has been seen;
+	// zero when none was seen at the last decision.
+	ErrorSeen time.Time
 }
 
 // verdict is decide's answer.
@@ -60,29 +68,41 @@ type verdict struct {
 	// or why the snapshot is going.
 	Message string
 	// ErrorSeen is since when the current error has been seen (its own
-	// time when it carries one): the next decision's firstErrorSeen. Zero
-	// when there is no error.
+	// time when it carries one): the next decision's waitState.ErrorSeen.
+	// Zero when there is no error.
 	ErrorSeen time.Time
 	// Next is when to decide again if nothing changes: the end of the
 	// error's grace or of the wait, whichever comes first.
 	Next time.Duration
 }
 
+// readRetry is how soon a snapshot that could not be read is read again.
+const readRetry = time.Second
+
 // notIntactPoll is how often a ready snapshot whose content is not (yet)
 // intact is looked at again: a content changes without its snapshot
 // changing, so no snapshot event announces it.
 const notIntactPoll = 2 * time.Second
 
-// decide is the wait's rule (SPEC §5). now, started and firstErrorSeen are
-// on the API server's clock, the one status.error's time is on.
+// decide is the wait's rule (SPEC §5), on what one look at the snapshot
+// found, what the wait carries, and now (the API server's clock):
+//   - nothing could be read: it decides nothing (waitPending, read again
+//     after readRetry, the error's count kept), except that the wait still
+//     ends on time (waitTimeout);
 //   - gone or being deleted: waitDeleting (never reported as ready);
 //   - intact: waitReady; ready but not intact is at most "not ready yet";
 //   - a status.error seen for ErrorGrace (counted from the error's own time
 //     when it has one, so an error older than this run counts whole):
 //     waitError; an error that clears resets the count;
-//   - Timeout after started: waitTimeout, with the error if one is pending;
+//   - Timeout after it started: waitTimeout, with the error if one is pending;
 //   - otherwise waitPending.
-func decide(ob observation, firstErrorSeen, started, now time.Time, o waitOptions) verdict {
+func decide(ob observation, st waitState, now time.Time, o waitOptions) verdict {
+	if ob.ReadErr != nil {
+		if !now.Before(st.Started.Add(o.Timeout)) {
+			return verdict{Result: waitTimeout, Message: "could not read the snapshot: " + ob.ReadErr.Error()}
+		}
+		return verdict{Result: waitPending, ErrorSeen: st.ErrorSeen, Next: readRetry}
+	}
 	s := ob.Snapshot
 	if s == nil {
 		return verdict{Result: waitDeleting, Message: "the snapshot was deleted while waiting for it"}
@@ -95,10 +115,10 @@ func decide(ob observation, firstErrorSeen, started, now time.Time, o waitOption
 		return verdict{Result: waitReady}
 	}
 	var v verdict
-	deadline := started.Add(o.Timeout)
+	deadline := st.Started.Add(o.Timeout)
 	next := deadline
 	if e := s.Error; e != nil {
-		seen := firstErrorSeen
+		seen := st.ErrorSeen
 		if seen.IsZero() {
 			seen = now
 			if !e.Time.IsZero() && e.Time.Before(now) {
@@ -135,139 +155,35 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// quiet is how long a watch may stay silent before the snapshot is read
-// again: a lost event never stalls the wait.
-const quiet = 30 * time.Second
-
-// wait watches one snapshot (no tight polling) and asks decide after every
-// change, until it answers or ctx ends. A ready snapshot is looked at with
-// its content (GET): only an intact one is a rescue.
+// wait follows one snapshot (snapshotWatch: a watch, no tight polling) and
+// asks decide after every change, until it answers or ctx ends. A ready
+// snapshot is looked at with its content: only an intact one is a rescue.
 func (r *rescuer) wait(ctx context.Context, vs *snapv1.VolumeSnapshot) verdict {
-	log := zerolog.Ctx(ctx)
 	o := waitOptions{Timeout: r.o.Timeout, ErrorGrace: r.o.ErrorGrace}
 	// Opening a watch has no timeout of its own: a server that accepts the
 	// request and never answers would hold the wait (and the run, and its
 	// Lease) past --snapshot-timeout. The watches live within the wait.
 	wctx, wcancel := context.WithTimeout(ctx, r.o.Timeout+time.Second)
 	defer wcancel()
-	ns, name := vs.Namespace, vs.Name
-	started := r.now()
-	var errSeen time.Time
-	cur := vs
-	var w watch.Interface
-	stop := func() {
-		if w != nil {
-			w.Stop()
-			w = nil
+	w := r.watchSnapshot(wctx, vs)
+	defer w.stop()
+	st := waitState{Started: r.now()}
+	for ctx.Err() == nil {
+		ob := w.observe(ctx)
+		if ob.ReadErr != nil && ctx.Err() != nil {
+			break
 		}
-	}
-	defer stop()
-	stale := false // cur must be read again before deciding
-	for {
-		if ctx.Err() != nil {
-			return verdict{Result: waitInterrupted, Message: "interrupted while waiting"}
-		}
-		var ob observation
-		var readErr error
-		if stale {
-			var fresh *snapv1.VolumeSnapshot
-			if fresh, readErr = r.getSnapshot(ctx, ns, name); readErr == nil {
-				cur, stale = fresh, false
-			}
-		}
-		if readErr == nil && cur != nil {
-			s := kube.Snapshot(cur, r.o.WorkspaceLabel)
-			ob.Snapshot = &s
-			if s.ReadyToUse && s.Error == nil && s.DeletionTimestamp == nil && s.ContentName != "" {
-				ob.Content, readErr = r.getContent(ctx, s.ContentName)
-			}
-		}
-		v := decide(ob, errSeen, started, r.now(), o)
-		if readErr != nil {
-			// What could not be read decides nothing, except that the
-			// wait still ends on time.
-			if ctx.Err() != nil {
-				return verdict{Result: waitInterrupted, Message: "interrupted while waiting"}
-			}
-			if !r.now().Before(started.Add(o.Timeout)) {
-				return verdict{Result: waitTimeout, Message: "could not read the snapshot: " + readErr.Error()}
-			}
-			log.Debug().Err(readErr).Msg("read snapshot; retrying")
-			v = verdict{Result: waitPending, ErrorSeen: errSeen, Next: time.Second}
-			stale = true
-		}
+		v := decide(ob, st, r.now(), o)
 		if v.Result != waitPending {
 			return v
 		}
-		errSeen = v.ErrorSeen
-		if w == nil && cur != nil {
-			var err error
-			w, err = r.c.Snap.SnapshotV1().VolumeSnapshots(ns).Watch(wctx, metav1.ListOptions{
-				FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
-				ResourceVersion: cur.ResourceVersion,
-			})
-			if err != nil {
-				log.Debug().Err(err).Msg("watch snapshot; reading it again")
-				w = nil
-				v.Next = min(v.Next, time.Second)
-				stale = true
-			}
+		if ob.ReadErr != nil {
+			zerolog.Ctx(ctx).Debug().Err(ob.ReadErr).Msg("read snapshot; retrying")
 		}
-		var events <-chan watch.Event
-		if w != nil {
-			events = w.ResultChan()
-		}
-		// The server's clock advances in whole seconds: never spin on it.
-		t := time.NewTimer(min(max(v.Next, 100*time.Millisecond), quiet))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return verdict{Result: waitInterrupted, Message: "interrupted while waiting"}
-		case <-t.C:
-			if v.Next >= quiet {
-				stop()
-				stale = true
-			}
-		case ev, ok := <-events:
-			t.Stop()
-			switch {
-			case !ok || ev.Type == watch.Error:
-				stop()
-				stale = true
-			case ev.Type == watch.Deleted:
-				cur = nil
-			default:
-				if s, ok := ev.Object.(*snapv1.VolumeSnapshot); ok {
-					cur = s
-				}
-			}
+		st.ErrorSeen = v.ErrorSeen
+		if !w.await(ctx, v.Next) {
+			break
 		}
 	}
-}
-
-// getSnapshot reads a snapshot; nil when it is gone.
-func (r *rescuer) getSnapshot(ctx context.Context, ns, name string) (*snapv1.VolumeSnapshot, error) {
-	var vs *snapv1.VolumeSnapshot
-	err := r.o.Retry.Do(ctx, "get VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
-		var err error
-		vs, err = r.c.Snap.SnapshotV1().VolumeSnapshots(ns).Get(ctx, name, metav1.GetOptions{})
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return vs, err
-}
-
-// getContent reads a VolumeSnapshotContent; nil when it does not exist.
-func (r *rescuer) getContent(ctx context.Context, name string) (*inventory.Content, error) {
-	vc, err := kube.ReadContent(ctx, r.c, r.o.Retry, name)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	c := kube.Content(vc)
-	return &c, nil
+	return verdict{Result: waitInterrupted, Message: "interrupted while waiting"}
 }

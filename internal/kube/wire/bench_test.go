@@ -1,4 +1,4 @@
-package kube
+package wire
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
-// The reader's cost per pod is what bounds a scan's memory and CPU on a
+// The reader's (package kube's) cost per pod is what bounds a scan's memory and CPU on a
 // fleet (pods are its largest and most numerous objects, and it keeps only
 // the claims they name). These benchmarks decode one page of 500 realistic
 // workspace pods, as the API server sends it (protobuf, with managedFields),
@@ -24,7 +24,7 @@ import (
 // field-skipping protobuf walk that materializes only name, namespace, uid
 // and the referenced claim names.
 //
-//	go test -run x -bench PodPage -benchmem ./internal/kube/
+//	go test -run x -bench PodPage -benchmem ./internal/kube/wire/
 
 const benchPageSize = 500
 
@@ -142,7 +142,7 @@ func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); re
 type benchRef struct{ ns, pod, uid, claim string }
 
 // decodeFull is the reader's first path: client-go's protobuf decoder into
-// a PodList, then the volumes loop of (*reader).pods.
+// a PodList, then the volumes loop of kube's pods list.
 func decodeFull(tb testing.TB, page []byte, inScope func(ns, claim string) bool, out []benchRef) []benchRef {
 	l := &corev1.PodList{}
 	obj, _, err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Decode(page, nil, l)
@@ -170,23 +170,23 @@ func decodeFull(tb testing.TB, page []byte, inScope func(ns, claim string) bool,
 	return out
 }
 
-// decodePartial is the reader's path: the page streamed by readProtoList,
-// each pod walked by walkPod; strings are made only for the refs kept.
+// decodePartial is the reader's path: the page streamed by ReadProtoList,
+// each pod walked by WalkPod; strings are made only for the refs kept.
 func decodePartial(tb testing.TB, page []byte, inScope func(ns, claim string) bool, out []benchRef) []benchRef {
-	var p walkedPod
-	_, err := readProtoList(bytes.NewReader(page), "PodList", func(b []byte) error {
-		if err := walkPod(b, &p); err != nil {
+	var p Pod
+	_, err := ReadProtoList(bytes.NewReader(page), "PodList", func(b []byte) error {
+		if err := WalkPod(b, &p); err != nil {
 			return err
 		}
-		for _, v := range p.volumes {
+		for _, v := range p.Volumes {
 			var c string
-			if v.ephemeral {
-				c = string(p.name) + "-" + string(v.name)
+			if v.Ephemeral {
+				c = string(p.Name) + "-" + string(v.Name)
 			} else {
-				c = string(v.claim)
+				c = string(v.Claim)
 			}
-			if inScope(string(p.namespace), c) {
-				out = append(out, benchRef{ns: string(p.namespace), pod: string(p.name), uid: string(p.uid), claim: c})
+			if inScope(string(p.Namespace), c) {
+				out = append(out, benchRef{ns: string(p.Namespace), pod: string(p.Name), uid: string(p.UID), claim: c})
 			}
 		}
 		return nil

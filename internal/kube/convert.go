@@ -1,0 +1,133 @@
+package kube
+
+import (
+	"strings"
+	"time"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// The reduction of API objects to the inventory's values: pure, and shared
+// by the scan, the re-check and the rescue's wait.
+
+// Claim reduces a PersistentVolumeClaim to the inventory's form; of its
+// labels only the three classification reads, of its annotations only the
+// janitor's own keys.
+func Claim(p *corev1.PersistentVolumeClaim, workspaceLabel string) inventory.Claim {
+	c := inventory.Claim{
+		Namespace:         p.Namespace,
+		Name:              p.Name,
+		UID:               p.UID,
+		ResourceVersion:   p.ResourceVersion,
+		CreationTimestamp: p.CreationTimestamp.Time,
+		Labels:            inventory.PickLabels(p.Labels, workspaceLabel),
+		Phase:             string(p.Status.Phase),
+		VolumeName:        p.Spec.VolumeName,
+	}
+	if p.DeletionTimestamp != nil {
+		t := p.DeletionTimestamp.Time
+		c.DeletionTimestamp = &t
+	}
+	for k, v := range p.Annotations {
+		if strings.HasPrefix(k, inventory.Prefix) {
+			if c.Annotations == nil {
+				c.Annotations = map[string]string{}
+			}
+			c.Annotations[k] = v
+		}
+	}
+	for _, cond := range p.Status.Conditions {
+		if string(cond.Type) == inventory.ConditionUnused {
+			c.Unused = &inventory.Condition{Status: string(cond.Status), LastTransitionTime: cond.LastTransitionTime.Time}
+		}
+	}
+	for _, o := range p.OwnerReferences {
+		c.Owners = append(c.Owners, inventory.OwnerRef{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID})
+	}
+	return c
+}
+
+func attachment(va *storagev1.VolumeAttachment) inventory.Attachment {
+	return inventory.Attachment{Name: va.Name, PVName: *va.Spec.Source.PersistentVolumeName,
+		NodeName: va.Spec.NodeName, Attached: va.Status.Attached, Created: va.CreationTimestamp.Time}
+}
+
+// Snapshot reduces a VolumeSnapshot to the inventory's form.
+func Snapshot(vs *snapv1.VolumeSnapshot, workspaceLabel string) inventory.Snapshot {
+	s := inventory.Snapshot{
+		Namespace:         vs.Namespace,
+		Name:              vs.Name,
+		UID:               vs.UID,
+		CreationTimestamp: vs.CreationTimestamp.Time,
+		SourceUID:         types.UID(vs.Annotations[inventory.AnnotationSourceUID]),
+		ManagedByJanitor:  vs.Labels[inventory.LabelManagedBy] == inventory.ManagedByValue,
+		Superseded:        vs.Labels[inventory.LabelSuperseded] == "true",
+	}
+	if workspaceLabel != "" {
+		s.Workspace = vs.Labels[workspaceLabel]
+	}
+	if vs.DeletionTimestamp != nil {
+		t := vs.DeletionTimestamp.Time
+		s.DeletionTimestamp = &t
+	}
+	if vs.Spec.Source.PersistentVolumeClaimName != nil {
+		s.SourceClaim = *vs.Spec.Source.PersistentVolumeClaimName
+	}
+	if vs.Spec.VolumeSnapshotClassName != nil {
+		s.ClassName = *vs.Spec.VolumeSnapshotClassName
+	}
+	if v, ok := vs.Annotations[inventory.AnnotationOrphanedSince]; ok {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			s.OrphanedSince = &t
+		}
+	}
+	if vs.Status != nil {
+		snapshotStatus(&s, vs.Status)
+	}
+	return s
+}
+
+// snapshotStatus copies what the snapshot controller reports into s.
+func snapshotStatus(s *inventory.Snapshot, st *snapv1.VolumeSnapshotStatus) {
+	if st.CreationTime != nil {
+		t := st.CreationTime.Time
+		s.CutTime = &t
+	}
+	s.ReadyToUse = st.ReadyToUse != nil && *st.ReadyToUse
+	if st.BoundVolumeSnapshotContentName != nil {
+		s.ContentName = *st.BoundVolumeSnapshotContentName
+	}
+	if st.Error != nil {
+		e := &inventory.SnapshotError{}
+		if st.Error.Message != nil {
+			e.Message = *st.Error.Message
+		}
+		if st.Error.Time != nil {
+			e.Time = st.Error.Time.Time
+		}
+		s.Error = e
+	}
+}
+
+// Content reduces a VolumeSnapshotContent to the inventory's form.
+func Content(vc *snapv1.VolumeSnapshotContent) inventory.Content {
+	c := inventory.Content{Name: vc.Name, DeletionPolicy: string(vc.Spec.DeletionPolicy),
+		Snapshot:    inventory.Key{Namespace: vc.Spec.VolumeSnapshotRef.Namespace, Name: vc.Spec.VolumeSnapshotRef.Name},
+		SnapshotUID: vc.Spec.VolumeSnapshotRef.UID}
+	if vc.Status != nil && vc.Status.SnapshotHandle != nil && *vc.Status.SnapshotHandle != "" {
+		c.HasHandle = true
+	}
+	if h := vc.Spec.Source.SnapshotHandle; h != nil && *h != "" {
+		c.HasHandle = true
+	}
+	if vc.DeletionTimestamp != nil {
+		t := vc.DeletionTimestamp.Time
+		c.DeletionTimestamp = &t
+	}
+	return c
+}

@@ -1,0 +1,126 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	snapscheme "github.com/kubernetes-csi/external-snapshotter/client/v6/clientset/versioned/scheme"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/kube/wire"
+)
+
+// pageFn reads one response of a list (the whole list, or one page of it)
+// and returns its continue token.
+type pageFn func(ctx context.Context, opts metav1.ListOptions) (string, error)
+
+// list reads one kind in one namespace ("" = all) into an accumulator that
+// holds n() items; keep(k) drops all but its first k. Unpaginated (PageSize
+// 0, the default) it is one streamed response; with --page-size, pages, and
+// a 410 Gone on a continuation (the list's snapshot expired) restarts it
+// from the first page. A failed attempt drops what it had added before it
+// is retried: a half list is never used.
+func (r *reader) list(ctx context.Context, what, ns string, n func() int, keep func(int), page pageFn, opts metav1.ListOptions) error {
+	opts.Limit = r.s.PageSize
+	where := "in all namespaces"
+	if ns != "" {
+		where = fmt.Sprintf("in namespace %q", ns)
+	}
+	start := n()
+	restarts := 0
+	for {
+		var cont string
+		mark := n()
+		err := r.s.Retry.DoStream(ctx, "list "+what, func(ctx context.Context) error {
+			keep(mark)
+			var err error
+			cont, err = page(ctx, opts)
+			return err
+		})
+		if err != nil {
+			if apierrors.IsResourceExpired(err) && opts.Continue != "" && restarts < 5 {
+				restarts++
+				keep(start)
+				opts.Continue = ""
+				continue
+			}
+			return &ReadError{What: what + " " + where, Err: hint(what, err)}
+		}
+		if cont == "" {
+			return nil
+		}
+		opts.Continue = cont
+	}
+}
+
+// protoList streams one response of a core list as protobuf and calls item
+// with each item's bytes (valid during the call only).
+func (r *reader) protoList(ctx context.Context, c rest.Interface, resource, ns, kind string, opts metav1.ListOptions, item func([]byte) error) (string, error) {
+	req := c.Get().Namespace(ns).Resource(resource).VersionedParams(&opts, scheme.ParameterCodec)
+	return wire.Stream(ctx, req, "application/vnd.kubernetes.protobuf", r.s.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
+		return wire.ReadProtoList(body, kind, item)
+	})
+}
+
+// jsonList streams one response of a snapshot list (CRDs speak JSON only)
+// and calls item with the decoder on each item.
+func (r *reader) jsonList(ctx context.Context, resource, ns, kind string, opts metav1.ListOptions, item func(*json.Decoder) error) (string, error) {
+	req := r.c.Snap.SnapshotV1().RESTClient().Get().Namespace(ns).Resource(resource).VersionedParams(&opts, snapscheme.ParameterCodec)
+	return wire.Stream(ctx, req, "application/json", r.s.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
+		return wire.ReadJSONList(body, kind, item)
+	})
+}
+
+// slice returns n and keep for an accumulator slice.
+func slice[T any](s *[]T) (func() int, func(int)) {
+	return func() int { return len(*s) }, func(k int) { clear((*s)[k:]); *s = (*s)[:k] }
+}
+
+func hint(what string, err error) error {
+	if apierrors.IsNotFound(err) && strings.HasPrefix(what, "volumesnapshot") {
+		return fmt.Errorf("%w (is the snapshot.storage.k8s.io/v1 API installed? the VolumeSnapshot CRDs are missing)", err)
+	}
+	return err
+}
+
+// protoMessage is a typed API object with its generated protobuf decoder.
+type protoMessage[T any] interface {
+	*T
+	Reset()
+	Unmarshal([]byte) error
+}
+
+// decoded returns an item function that decodes each item into one reused
+// object of type T and hands it to fn (valid during the call only).
+func decoded[T any, P protoMessage[T]](fn func(P)) func([]byte) error {
+	var obj T
+	return func(b []byte) error {
+		p := P(&obj)
+		p.Reset()
+		if err := p.Unmarshal(b); err != nil {
+			return err
+		}
+		fn(p)
+		return nil
+	}
+}
+
+// decodedJSON is decoded for the JSON of the snapshot CRDs: each item is
+// decoded into a fresh T (JSON leaves the fields an item lacks untouched, so
+// an object is never reused).
+func decodedJSON[T any](fn func(*T)) func(*json.Decoder) error {
+	return func(dec *json.Decoder) error {
+		var obj T
+		if err := dec.Decode(&obj); err != nil {
+			return err
+		}
+		fn(&obj)
+		return nil
+	}
+}

@@ -1,0 +1,130 @@
+package kube
+
+import (
+	"context"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// The first phase of the read: the claims and the storage objects behind
+// them, each list reduced into the inventory as it streams in.
+
+func (r *reader) claims(ctx context.Context, inv *inventory.Inventory) error {
+	var out []inventory.Claim
+	n, keep := slice(&out)
+	core := r.c.Kube.CoreV1().RESTClient()
+	for _, ns := range r.namespaces() {
+		item := decoded(func(pvc *corev1.PersistentVolumeClaim) {
+			if !r.s.Exclude[pvc.Namespace] {
+				out = append(out, r.claim(pvc))
+			}
+		})
+		err := r.list(ctx, "persistentvolumeclaims", ns, n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			return r.protoList(ctx, core, "persistentvolumeclaims", ns, "PersistentVolumeClaimList", opts, item)
+		}, metav1.ListOptions{LabelSelector: r.s.Selector.String()})
+		if err != nil {
+			return err
+		}
+	}
+	inv.Claims = out
+	return nil
+}
+
+func (r *reader) claim(p *corev1.PersistentVolumeClaim) inventory.Claim {
+	c := Claim(p, r.s.WorkspaceLabel)
+	c.Namespace = r.in(c.Namespace)
+	return c
+}
+
+func (r *reader) pvs(ctx context.Context, inv *inventory.Inventory) error {
+	var out []inventory.PV
+	n, keep := slice(&out)
+	item := decoded(func(pv *corev1.PersistentVolume) {
+		v := inventory.PV{Name: pv.Name}
+		if pv.Spec.CSI != nil {
+			v.CSIDriver, v.VolumeHandle = r.in(pv.Spec.CSI.Driver), pv.Spec.CSI.VolumeHandle
+		}
+		out = append(out, v)
+	})
+	err := r.list(ctx, "persistentvolumes", "", n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		return r.protoList(ctx, r.c.Kube.CoreV1().RESTClient(), "persistentvolumes", "", "PersistentVolumeList", opts, item)
+	}, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	inv.PVs = make(map[string]inventory.PV, len(out))
+	for _, v := range out {
+		inv.PVs[v.Name] = v
+	}
+	return nil
+}
+
+func (r *reader) attachments(ctx context.Context, inv *inventory.Inventory) error {
+	var out []inventory.Attachment
+	n, keep := slice(&out)
+	item := decoded(func(va *storagev1.VolumeAttachment) {
+		if va.Spec.Source.PersistentVolumeName != nil {
+			out = append(out, attachment(va))
+		}
+	})
+	err := r.list(ctx, "volumeattachments", "", n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		return r.protoList(ctx, r.c.Kube.StorageV1().RESTClient(), "volumeattachments", "", "VolumeAttachmentList", opts, item)
+	}, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	inv.Attachments = map[string][]inventory.Attachment{}
+	for _, a := range out {
+		inv.Attachments[a.PVName] = append(inv.Attachments[a.PVName], a)
+	}
+	return nil
+}
+
+func (r *reader) snapshots(ctx context.Context, inv *inventory.Inventory) error {
+	var out []inventory.Snapshot
+	n, keep := slice(&out)
+	item := decodedJSON(func(vs *snapv1.VolumeSnapshot) {
+		if !r.s.Exclude[vs.Namespace] {
+			s := Snapshot(vs, r.s.WorkspaceLabel)
+			s.Namespace = r.in(s.Namespace)
+			out = append(out, s)
+		}
+	})
+	for _, ns := range r.namespaces() {
+		err := r.list(ctx, "volumesnapshots", ns, n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			return r.jsonList(ctx, "volumesnapshots", ns, "VolumeSnapshotList", opts, item)
+		}, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+	}
+	inv.Snapshots = map[string][]inventory.Snapshot{}
+	for _, s := range out {
+		inv.Snapshots[s.Namespace] = append(inv.Snapshots[s.Namespace], s)
+	}
+	return nil
+}
+
+func (r *reader) contents(ctx context.Context, inv *inventory.Inventory) error {
+	var out []inventory.Content
+	n, keep := slice(&out)
+	item := decodedJSON(func(vc *snapv1.VolumeSnapshotContent) {
+		out = append(out, Content(vc))
+	})
+	err := r.list(ctx, "volumesnapshotcontents", "", n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		return r.jsonList(ctx, "volumesnapshotcontents", "", "VolumeSnapshotContentList", opts, item)
+	}, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	inv.Contents = make(map[string]inventory.Content, len(out))
+	for _, c := range out {
+		inv.Contents[c.Name] = c
+	}
+	return nil
+}

@@ -1,0 +1,276 @@
+package rescue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// The rescue of one claim: the checks that need no API call (one), then
+// rounds of re-check, create and wait (claimRescue), each ending the rescue
+// or starting another round.
+
+// maxRounds bounds the create-and-wait rounds of one claim in one run:
+// attempts, plus the rounds that only wait for a snapshot being deleted by
+// someone else, or for the server's clock.
+func maxRounds(attempts int) int { return 2*attempts + 4 }
+
+// one rescues one claim.
+func (r *rescuer) one(ctx context.Context, i int) Outcome {
+	d := &r.ds[i]
+	cl := d.Claim
+	log := zerolog.Ctx(ctx).With().Str("namespace", cl.Namespace).Str("claim", cl.Name).Logger()
+	ctx = log.WithContext(ctx)
+
+	// Failed attempts count across runs: before the next one is due, the
+	// claim is left alone (the scan reports it SnapshotFailed).
+	rec := readAttempts(cl.Annotations)
+	if rec.Invalid != "" {
+		log.Warn().Str("key", rec.Invalid).Msg("attempt record does not parse; ignoring it")
+	}
+	if !due(rec.Attempts, rec.Next, r.now()) {
+		return Outcome{Action: ActionSkipped, State: classify.SnapshotFailed,
+			Message: fmt.Sprintf("%d failed snapshot attempts; the next is due at %s", rec.Attempts, rec.Next.UTC().Format(time.RFC3339))}
+	}
+	class, err := r.class(cl)
+	if err != nil {
+		return r.fail(ctx, cl, "", err.Error(), err)
+	}
+	if r.o.DryRun {
+		return r.dryRun(ctx, d, class)
+	}
+	r.count(func(c *Counts) { c.Pending++ })
+	defer r.count(func(c *Counts) { c.Pending-- })
+	c := &claimRescue{r: r, d: d, cl: cl, class: class, rec: rec, perRun: attemptsThisRun(rec.Attempts, r.o.Attempts)}
+	return c.run(ctx)
+}
+
+// dryRun reports the snapshot a rescue would create, creating nothing.
+func (r *rescuer) dryRun(ctx context.Context, d *classify.Decision, class string) Outcome {
+	cl := d.Claim
+	name := ""
+	if d.OrphanedSince != nil {
+		name = Name(cl.Name, cl.UID, *d.OrphanedSince)
+	}
+	zerolog.Ctx(ctx).Info().Bool("dry_run", true).Str("class", class).Str("snapshot", name).Msg("would create snapshot")
+	return Outcome{Snapshot: name, Action: ActionWould, State: d.State}
+}
+
+// claimRescue is one claim's rescue in this run: the rounds, and what they
+// have seen so far.
+type claimRescue struct {
+	r      *rescuer
+	d      *classify.Decision // the scan's
+	cl     *inventory.Claim
+	class  string
+	rec    attemptRecord // the failed attempts of earlier runs
+	perRun int           // the attempts this run may make
+
+	failed    int    // attempts of this run whose status.error persisted
+	created   bool   // this run created the snapshot
+	lastError string // why the last round did not end the rescue
+}
+
+// attempt is the number of the attempt under way, earlier runs' included.
+func (c *claimRescue) attempt() int { return c.rec.Attempts + c.failed + 1 }
+
+// run repeats rounds until one ends the rescue, at most maxRounds.
+func (c *claimRescue) run(ctx context.Context) Outcome {
+	for round := 1; ; round++ {
+		if round > maxRounds(c.perRun) {
+			return c.r.fail(ctx, c.cl, "", fmt.Sprintf("gave up after %d rounds (last: %s)", round-1, c.lastError), nil)
+		}
+		if o, done := c.round(ctx); done {
+			return o
+		}
+	}
+}
+
+// round re-checks the claim, waits for the server's clock to pass its
+// orphaned-since, then creates (or finds) the snapshot and waits for it.
+// done is false when another round must follow.
+func (c *claimRescue) round(ctx context.Context) (Outcome, bool) {
+	// Just before creating (and before every recreate): is the claim
+	// still unused, and still not superseded?
+	fd, o, ok := c.r.recheckClaim(ctx, c.d)
+	if !ok {
+		return o, true
+	}
+	since := *fd.OrphanedSince
+	wait, ok := clockWait(c.r.now(), since, maxClockWait)
+	if !ok {
+		return c.r.fail(ctx, c.cl, "", fmt.Sprintf("the API server's clock (%s) is more than %s behind the claim's orphaned-since %s",
+			c.r.now().Format(time.RFC3339), maxClockWait, since.Format(time.RFC3339)), nil), true
+	}
+	if wait > 0 {
+		// Wait, then re-check again: the read above would be older than
+		// the wait by then.
+		if !sleep(ctx, wait) {
+			return Outcome{Action: ActionPending, State: c.d.State, Message: "interrupted before starting"}, true
+		}
+		return Outcome{}, false
+	}
+	name := c.snapshotName(ctx, fd, since)
+	log := zerolog.Ctx(ctx).With().Str("snapshot", name).Logger()
+	return c.createAndWait(log.WithContext(ctx), fd, name)
+}
+
+// snapshotName names the snapshot that rescues the claim for since: its
+// deterministic name, or the name of the claim's own snapshot for since
+// (perhaps named by an older version). A failed own snapshot of an earlier
+// orphaned-since is deleted on the way.
+func (c *claimRescue) snapshotName(ctx context.Context, fd *classify.Decision, since time.Time) string {
+	cl := c.cl
+	name := Name(cl.Name, cl.UID, since)
+	if own := fd.Snapshot; own != nil && own.ManagedByJanitor && own.SourceUID == cl.UID &&
+		(fd.State == classify.Snapshotting || fd.State == classify.SnapshotFailed || fd.State == classify.Rescued) {
+		log := zerolog.Ctx(ctx)
+		if ownFor(own, since) {
+			// Ours for this orphaned-since: wait for it, recreate it under
+			// its name.
+			name = own.Name
+		} else if own.Error != nil {
+			// A failed snapshot of an earlier orphaned-since: it holds
+			// no rescue, and its pvc-as-source-protection finalizer
+			// would keep the owner from deleting the claim.
+			log.Info().Str("snapshot", own.Name).Msg("deleting a failed snapshot of an earlier orphaned-since")
+			if err := c.r.remove(ctx, cl.Namespace, own.Name, own.UID); err != nil {
+				log.Warn().Err(err).Str("snapshot", own.Name).Msg("delete failed stale snapshot")
+			}
+		}
+		// A stale one that is pending or ready stays beside the new
+		// rescue: retention (prune) deals with it.
+	}
+	return name
+}
+
+// createAndWait creates the snapshot, or finds the one an earlier round or
+// run made, and waits for it. done is false when another round must follow.
+func (c *claimRescue) createAndWait(ctx context.Context, fd *classify.Decision, name string) (Outcome, bool) {
+	archive := fd.State == classify.Superseded
+	vs, isNew, err := c.r.ensure(ctx, fd, name, c.class, archive, c.attempt())
+	if errors.Is(err, errDeleting) {
+		// Ours, on its way out (a recreate of an earlier run, or someone
+		// deleting it): never a rescue. Create it anew once it is gone.
+		c.lastError = "the snapshot was being deleted"
+		return c.awaitGone(ctx, name, vs.UID)
+	}
+	if err != nil {
+		o := c.r.fail(ctx, c.cl, name, err.Error(), err)
+		if errors.Is(err, errConflict) {
+			o.Action = ActionConflict
+		}
+		return o, true
+	}
+	if isNew {
+		c.recordCreated(ctx, name)
+	}
+	return c.settle(ctx, c.r.wait(ctx, vs), name, vs.UID, archive)
+}
+
+// recordCreated counts a snapshot this run created and records it on the
+// claim: an Event, and the Snapshotting phase label.
+func (c *claimRescue) recordCreated(ctx context.Context, name string) {
+	c.created = true
+	c.r.count(func(n *Counts) { n.Created++ })
+	c.r.event(ctx, c.cl, corev1.EventTypeNormal, "SnapshotCreated", fmt.Sprintf("created VolumeSnapshot %s (class %s, attempt %d)", name, c.class, c.attempt()))
+	c.r.writeClaim(ctx, c.cl, claimPatch(c.cl.UID, classify.Snapshotting, nil))
+}
+
+// settle carries out the wait's verdict on the snapshot. done is false
+// when another round must follow.
+func (c *claimRescue) settle(ctx context.Context, v verdict, name string, uid types.UID, archive bool) (Outcome, bool) {
+	switch v.Result {
+	case waitReady:
+		return c.ready(ctx, name, archive), true
+	case waitInterrupted:
+		return Outcome{Snapshot: name, Action: ActionPending, State: classify.Snapshotting, Message: "interrupted while waiting"}, true
+	case waitTimeout:
+		// Only slow (or an error still within its grace): never deleted,
+		// since a recreate would restart a long snapshot. The next run
+		// waits for the same one.
+		m := fmt.Sprintf("not ready after %s", c.r.o.Timeout)
+		if v.Message != "" {
+			m += ": " + v.Message
+		}
+		return c.r.fail(ctx, c.cl, name, m, nil), true
+	case waitDeleting:
+		c.lastError = v.Message
+		zerolog.Ctx(ctx).Warn().Str("reason", v.Message).Msg("snapshot went away while waiting")
+		return c.awaitGone(ctx, name, uid)
+	case waitError:
+		return c.persistedError(ctx, v.Message, name, uid)
+	}
+	return Outcome{}, false
+}
+
+// awaitGone waits until the snapshot that went away is gone, so that the
+// next round can create it anew.
+func (c *claimRescue) awaitGone(ctx context.Context, name string, uid types.UID) (Outcome, bool) {
+	if err := c.r.gone(ctx, c.cl.Namespace, name, uid); err != nil {
+		return c.r.fail(ctx, c.cl, name, "wait for the deleted snapshot to go: "+err.Error(), err), true
+	}
+	return Outcome{}, false
+}
+
+// ready counts and records a rescue: an Event, the Rescued phase label,
+// and the attempt record cleared.
+func (c *claimRescue) ready(ctx context.Context, name string, archive bool) Outcome {
+	c.r.count(func(n *Counts) { n.Ready++ })
+	c.r.event(ctx, c.cl, corev1.EventTypeNormal, "SnapshotReady", "VolumeSnapshot "+name+" is ready to use")
+	// A successful rescue clears the attempt record.
+	c.r.writeClaim(ctx, c.cl, claimPatch(c.cl.UID, classify.Rescued, &attemptWrite{Clear: true}))
+	action := ActionReady
+	if c.created {
+		action = ActionCreated
+	}
+	if archive {
+		action = ActionArchived
+	}
+	zerolog.Ctx(ctx).Info().Int("attempt", c.attempt()).Msg("snapshot ready")
+	return Outcome{Snapshot: name, Action: action, State: classify.Rescued, Ready: true}
+}
+
+// persistedError deletes a snapshot whose status.error persisted, either
+// way: to replace it in the next round while this run has attempts left
+// (done false), or because the janitor gives up on it and its finalizer
+// must not hold the claim.
+func (c *claimRescue) persistedError(ctx context.Context, msg, name string, uid types.UID) (Outcome, bool) {
+	c.failed++
+	c.lastError = msg
+	zerolog.Ctx(ctx).Warn().Int("attempt", c.rec.Attempts+c.failed).Str("error", msg).Msg("snapshot error persisted")
+	delErr := c.r.remove(ctx, c.cl.Namespace, name, uid)
+	if c.failed < c.perRun && delErr == nil {
+		return Outcome{}, false
+	}
+	return c.giveUp(ctx, msg, name, delErr), true
+}
+
+// giveUp counts and records a claim whose attempts of this run are spent:
+// the attempt record with when the next is due, an Event, the
+// SnapshotFailed phase label.
+func (c *claimRescue) giveUp(ctx context.Context, msg, name string, delErr error) Outcome {
+	c.r.count(func(n *Counts) { n.Failed++ })
+	total := c.rec.Attempts + c.failed
+	next := nextAttempt(c.r.now(), total, c.r.o.Attempts, c.r.o.RetryBackoff)
+	m := fmt.Sprintf("failed after %d attempts: %s", total, msg)
+	switch {
+	case delErr != nil:
+		m += fmt.Sprintf("; deleting the failed snapshot failed: %v", delErr)
+	default:
+		m += "; the failed snapshot was deleted"
+	}
+	m += "; next attempt at " + next.Format(time.RFC3339)
+	zerolog.Ctx(ctx).Error().Str("reason", m).Msg("rescue failed")
+	c.r.event(ctx, c.cl, corev1.EventTypeWarning, "SnapshotFailed", "VolumeSnapshot "+name+": "+m)
+	c.r.writeClaim(ctx, c.cl, claimPatch(c.cl.UID, classify.SnapshotFailed, &attemptWrite{Attempts: total, Next: next}))
+	return Outcome{Snapshot: name, Action: ActionFailed, State: classify.SnapshotFailed, Message: m, Err: delErr}
+}

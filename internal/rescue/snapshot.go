@@ -1,0 +1,154 @@
+package rescue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+)
+
+// The snapshots' I/O: create (or find) one, delete one, wait until one is
+// gone.
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+var errConflict = errors.New("name conflict")
+
+// errDeleting: the snapshot of that name is ours but being deleted.
+var errDeleting = errors.New("the snapshot is being deleted")
+
+// ensure creates the snapshot, or finds the one an earlier run (or attempt)
+// made. isNew reports whether this call created it.
+func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class string, archive bool, attempt int) (*snapv1.VolumeSnapshot, bool, error) {
+	cl := d.Claim
+	vs := &snapv1.VolumeSnapshot{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: cl.Namespace,
+			Name:      name,
+			Labels:    map[string]string{inventory.LabelManagedBy: inventory.ManagedByValue},
+			Annotations: map[string]string{
+				inventory.AnnotationSourceUID:     string(cl.UID),
+				inventory.AnnotationSourceName:    cl.Name,
+				inventory.AnnotationOrphanedSince: d.OrphanedSince.UTC().Format(time.RFC3339),
+				inventory.Prefix + "attempt":      fmt.Sprint(attempt),
+			},
+		},
+		Spec: snapv1.VolumeSnapshotSpec{
+			Source:                  snapv1.VolumeSnapshotSource{PersistentVolumeClaimName: &cl.Name},
+			VolumeSnapshotClassName: &class,
+		},
+	}
+	if r.o.WorkspaceLabel != "" && d.Workspace != "" {
+		vs.Labels[r.o.WorkspaceLabel] = d.Workspace
+	}
+	if archive {
+		vs.Labels[inventory.LabelSuperseded] = "true"
+	}
+	var got *snapv1.VolumeSnapshot
+	err := r.o.Retry.Do(ctx, "create VolumeSnapshot "+cl.Namespace+"/"+name, func(ctx context.Context) error {
+		var err error
+		got, err = r.c.Snap.SnapshotV1().VolumeSnapshots(cl.Namespace).Create(ctx, vs, metav1.CreateOptions{})
+		return err
+	})
+	if err == nil {
+		return got, true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, false, err
+	}
+	got, err = r.getSnapshot(ctx, cl.Namespace, name)
+	if err != nil {
+		return nil, false, err
+	}
+	if got == nil {
+		// Gone between the create and the get: create it again (after
+		// the next re-check).
+		return &snapv1.VolumeSnapshot{}, false, errDeleting
+	}
+	if types.UID(got.Annotations[inventory.AnnotationSourceUID]) != cl.UID {
+		return nil, false, fmt.Errorf("%w: VolumeSnapshot %s exists but is not this claim's (its %s is %q): nothing was overwritten",
+			errConflict, name, inventory.AnnotationSourceUID, got.Annotations[inventory.AnnotationSourceUID])
+	}
+	if got.DeletionTimestamp != nil {
+		return got, false, errDeleting
+	}
+	return got, false, nil
+}
+
+// remove deletes one snapshot of ours (the one looked at: UID precondition)
+// and waits until it is gone, so that the name is free again and its
+// finalizers are released.
+func (r *rescuer) remove(ctx context.Context, ns, name string, uid types.UID) error {
+	err := r.o.Retry.Do(ctx, "delete VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
+		return r.c.Snap.SnapshotV1().VolumeSnapshots(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	})
+	// NotFound: already gone. Conflict: the UID differs, so ours is gone
+	// and another took the name.
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	return r.gone(ctx, ns, name, uid)
+}
+
+// gone waits, bounded by --snapshot-timeout, until the snapshot with this
+// UID no longer exists.
+func (r *rescuer) gone(ctx context.Context, ns, name string, uid types.UID) error {
+	deadline := time.Now().Add(r.o.Timeout)
+	for {
+		vs, err := r.getSnapshot(ctx, ns, name)
+		if err == nil && (vs == nil || (uid != "" && vs.UID != uid)) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("VolumeSnapshot %s/%s still exists after %s", ns, name, r.o.Timeout)
+		}
+		if !sleep(ctx, 200*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// getSnapshot reads a snapshot; nil when it is gone.
+func (r *rescuer) getSnapshot(ctx context.Context, ns, name string) (*snapv1.VolumeSnapshot, error) {
+	var vs *snapv1.VolumeSnapshot
+	err := r.o.Retry.Do(ctx, "get VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
+		var err error
+		vs, err = r.c.Snap.SnapshotV1().VolumeSnapshots(ns).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return vs, err
+}
+
+// getContent reads a VolumeSnapshotContent; nil when it does not exist.
+func (r *rescuer) getContent(ctx context.Context, name string) (*inventory.Content, error) {
+	vc, err := kube.ReadContent(ctx, r.c, r.o.Retry, name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := kube.Content(vc)
+	return &c, nil
+}
