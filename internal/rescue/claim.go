@@ -163,6 +163,9 @@ func (c *claimRescue) createAndWait(ctx context.Context, fd *classify.Decision, 
 		c.lastError = "the snapshot was being deleted"
 		return c.awaitGone(ctx, name, vs.UID)
 	}
+	if errors.Is(err, errReplaced) {
+		return Outcome{Snapshot: name, Action: ActionSkipped, State: fd.State, Message: err.Error() + "; not snapshotted"}, true
+	}
 	if err != nil {
 		o := c.r.fail(ctx, c.cl, name, err.Error(), err)
 		if errors.Is(err, errConflict) {

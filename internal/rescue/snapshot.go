@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,6 +17,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/restore"
 )
 
 // The snapshots' I/O: create (or find) one, delete one, wait until one is
@@ -58,6 +62,9 @@ func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class 
 	}
 	if r.o.WorkspaceLabel != "" && d.Workspace != "" {
 		vs.Labels[r.o.WorkspaceLabel] = d.Workspace
+	}
+	if err := r.template(ctx, cl, vs); err != nil {
+		return nil, false, err
 	}
 	if archive {
 		vs.Labels[inventory.LabelSuperseded] = "true"
@@ -151,4 +158,41 @@ func (r *rescuer) getContent(ctx context.Context, name string) (*inventory.Conte
 	}
 	c := kube.Content(vc)
 	return &c, nil
+}
+
+// errReplaced: the claim is gone, or another claim has its name, since the
+// re-check: a snapshot by name would be of another claim's data.
+var errReplaced = errors.New("the claim was deleted or replaced since the re-check")
+
+// template records the claim the rescue comes from (SPEC §5) on vs, from a
+// fresh read that also proves the name still belongs to the claim. A read
+// that fails leaves the rescue without a template (a restore then needs
+// --storage-class and --size), logged: the rescue matters more.
+func (r *rescuer) template(ctx context.Context, cl *inventory.Claim, vs *snapv1.VolumeSnapshot) error {
+	var p *corev1.PersistentVolumeClaim
+	err := r.o.Retry.Do(ctx, "get claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
+		var err error
+		p, err = r.c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Get(ctx, cl.Name, metav1.GetOptions{})
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return errReplaced
+	case err != nil:
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the claim for its template; the rescue carries none")
+		return nil
+	case p.UID != cl.UID:
+		return errReplaced
+	}
+	data, dropped, err := restore.NewTemplate(p)
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("claim template; the rescue carries none")
+		return nil
+	}
+	vs.Annotations[restore.AnnotationTemplate] = data
+	if len(dropped) > 0 {
+		vs.Annotations[restore.AnnotationTemplateDropped] = strings.Join(dropped, ",")
+		zerolog.Ctx(ctx).Warn().Strs("dropped", dropped).Msg("claim template over 16 KiB: annotations dropped")
+	}
+	return nil
 }

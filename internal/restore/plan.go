@@ -35,6 +35,9 @@ type Snapshot struct {
 	Template string
 	// RestoreSize is status.restoreSize, nil until known.
 	RestoreSize *resource.Quantity
+	// Dropped is the pvc-janitor.io/claim-dropped annotation: the claim's
+	// annotations the template could not keep.
+	Dropped string
 }
 
 // Claim is an existing claim of the namespace and its state this run.
@@ -210,6 +213,9 @@ func manifest(r Request, name string, s *Snapshot, t *Template) (*corev1.Persist
 	}
 	if note != "" {
 		notes = append(notes, note)
+	}
+	if s.Dropped != "" {
+		notes = append(notes, "the claim template could not keep these annotations (over 16 KiB): "+s.Dropped)
 	}
 	pvc := &corev1.PersistentVolumeClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},

@@ -102,7 +102,8 @@ func read(ctx context.Context, c *kube.Clients, req Request, opts Options) ([]Sn
 	snaps := make([]Snapshot, 0, len(list.Items))
 	for i := range list.Items {
 		vs := &list.Items[i]
-		s := Snapshot{Snapshot: kube.Snapshot(vs, opts.Policy.WorkspaceLabel), Template: vs.Annotations[AnnotationTemplate]}
+		s := Snapshot{Snapshot: kube.Snapshot(vs, opts.Policy.WorkspaceLabel), Template: vs.Annotations[AnnotationTemplate],
+			Dropped: vs.Annotations[AnnotationTemplateDropped]}
 		if vs.Status != nil && vs.Status.RestoreSize != nil {
 			q := vs.Status.RestoreSize.DeepCopy()
 			s.RestoreSize = &q

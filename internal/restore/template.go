@@ -20,6 +20,10 @@ import (
 // AnnotationTemplate on a rescue is the JSON Template of its source claim.
 const AnnotationTemplate = inventory.Prefix + "claim"
 
+// AnnotationTemplateDropped on a rescue names the claim's annotations its
+// template could not keep (over MaxTemplate).
+const AnnotationTemplateDropped = inventory.Prefix + "claim-dropped"
+
 // AnnotationRestoredFrom on a restored claim names its snapshot.
 const AnnotationRestoredFrom = inventory.Prefix + "restored-from"
 
