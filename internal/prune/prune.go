@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -243,7 +242,7 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, content
 			out.Action, out.Reason = ActionKept, "its content is Retain and --delete-contents is off"
 			return out
 		}
-		if err := setDelete(ctx, c, o, ct.Name, s.UID); err != nil {
+		if err := kube.SetContentDelete(ctx, c, o.Retry, ct.Name, s.UID); err != nil {
 			out.Action, out.Reason, out.Err = ActionFailed, "set content "+ct.Name+" to Delete: "+err.Error(), err
 			log.Error().Err(err).Msg("prune")
 			return out
@@ -273,22 +272,6 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, content
 	}
 	log.Info().Str("reason", out.Reason).Msg("pruned")
 	return out
-}
-
-// setDelete sets the content's deletionPolicy to Delete, only while its
-// volumeSnapshotRef is the snapshot with uid (a JSON patch test).
-func setDelete(ctx context.Context, c *kube.Clients, o Options, content string, uid types.UID) error {
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": "/spec/volumeSnapshotRef/uid", "value": string(uid)},
-		{"op": "replace", "path": "/spec/deletionPolicy", "value": "Delete"},
-	})
-	if err != nil {
-		return err
-	}
-	return o.Retry.Do(ctx, "patch content "+content, func(ctx context.Context) error {
-		_, err := c.Snap.SnapshotV1().VolumeSnapshotContents().Patch(ctx, content, types.JSONPatchType, patch, metav1.PatchOptions{})
-		return err
-	})
 }
 
 // event records Pruned on the snapshot.

@@ -50,7 +50,9 @@ func (r *rescuer) one(ctx context.Context, i int) Outcome {
 	r.count(func(c *Counts) { c.Pending++ })
 	defer r.count(func(c *Counts) { c.Pending-- })
 	c := &claimRescue{r: r, d: d, cl: cl, class: class, rec: rec, perRun: attemptsThisRun(rec.Attempts, r.o.Attempts)}
-	return c.run(ctx)
+	o := c.run(ctx)
+	o.LeakedContents = c.leaked
+	return o
 }
 
 // dryRun reports the snapshot a rescue would create, creating nothing.
@@ -74,9 +76,20 @@ type claimRescue struct {
 	rec    attemptRecord // the failed attempts of earlier runs
 	perRun int           // the attempts this run may make
 
-	failed    int    // attempts of this run whose status.error persisted
-	created   bool   // this run created the snapshot
-	lastError string // why the last round did not end the rescue
+	failed    int      // attempts of this run whose status.error persisted
+	created   bool     // this run created the snapshot
+	lastError string   // why the last round did not end the rescue
+	leaked    []string // Retain contents its snapshot deletions left behind
+}
+
+// remove deletes one of the claim's snapshots (see rescuer.remove) and
+// remembers the content it left behind.
+func (c *claimRescue) remove(ctx context.Context, name string, uid types.UID) error {
+	left, err := c.r.remove(ctx, c.cl.Namespace, name, uid)
+	if left != "" {
+		c.leaked = append(c.leaked, left)
+	}
+	return err
 }
 
 // attempt is the number of the attempt under way, earlier runs' included.
@@ -142,7 +155,7 @@ func (c *claimRescue) snapshotName(ctx context.Context, fd *classify.Decision, s
 			// no rescue, and its pvc-as-source-protection finalizer
 			// would keep the owner from deleting the claim.
 			log.Info().Str("snapshot", own.Name).Msg("deleting a failed snapshot of an earlier orphaned-since")
-			if err := c.r.remove(ctx, cl.Namespace, own.Name, own.UID); err != nil {
+			if err := c.remove(ctx, own.Name, own.UID); err != nil {
 				log.Warn().Err(err).Str("snapshot", own.Name).Msg("delete failed stale snapshot")
 			}
 		}
@@ -250,7 +263,7 @@ func (c *claimRescue) persistedError(ctx context.Context, msg, name string, uid 
 	c.failed++
 	c.lastError = msg
 	zerolog.Ctx(ctx).Warn().Int("attempt", c.rec.Attempts+c.failed).Str("error", msg).Msg("snapshot error persisted")
-	delErr := c.r.remove(ctx, c.cl.Namespace, name, uid)
+	delErr := c.remove(ctx, name, uid)
 	if c.failed < c.perRun && delErr == nil {
 		return Outcome{}, false
 	}

@@ -88,7 +88,10 @@ type Options struct {
 	RecheckMaxAge time.Duration
 	Concurrency   int
 	DryRun        bool
-	Retry         kube.RetryPolicy
+	// DeleteContents (--delete-contents): a Retain content is set to
+	// Delete before the janitor deletes its snapshot (SPEC §11).
+	DeleteContents bool
+	Retry          kube.RetryPolicy
 	// Progress, when set, is called whenever a counter changes.
 	Progress func(Counts)
 }
@@ -112,6 +115,9 @@ type Outcome struct {
 	// Message explains a failure or a skip (the driver's error included).
 	Message string
 	Err     error
+	// LeakedContents are the Retain VolumeSnapshotContents this rescue's
+	// snapshot deletions left behind (none with DeleteContents).
+	LeakedContents []string
 }
 
 // Failed reports whether the outcome is a failure of the run (exit 4): an

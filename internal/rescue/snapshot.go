@@ -103,16 +103,41 @@ func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class 
 // remove deletes one snapshot of ours (the one looked at: UID precondition)
 // and waits until it is gone, so that the name is free again and its
 // finalizers are released.
-func (r *rescuer) remove(ctx context.Context, ns, name string, uid types.UID) error {
+//
+// Its VolumeSnapshotContent, when Retain, outlives it (SPEC §11): with
+// --delete-contents it is set to Delete first (only while bound to this
+// snapshot's UID); without, its name is returned as left behind, for the
+// report's leakedContents.
+func (r *rescuer) remove(ctx context.Context, ns, name string, uid types.UID) (string, error) {
+	content := ""
+	if vs, err := r.getSnapshot(ctx, ns, name); err == nil && vs != nil && vs.UID == uid &&
+		vs.Status != nil && vs.Status.BoundVolumeSnapshotContentName != nil {
+		content = *vs.Status.BoundVolumeSnapshotContentName
+	}
+	if content != "" && r.o.DeleteContents {
+		if err := kube.SetContentDelete(ctx, r.c, r.o.Retry, content, uid); err != nil && !apierrors.IsNotFound(err) {
+			zerolog.Ctx(ctx).Warn().Err(err).Str("content", content).Msg("set the content to Delete before deleting its snapshot")
+		}
+	}
 	err := r.o.Retry.Do(ctx, "delete VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
 		return r.c.Snap.SnapshotV1().VolumeSnapshots(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	})
 	// NotFound: already gone. Conflict: the UID differs, so ours is gone
 	// and another took the name.
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return err
+		return "", err
 	}
-	return r.gone(ctx, ns, name, uid)
+	if err := r.gone(ctx, ns, name, uid); err != nil {
+		return "", err
+	}
+	if content == "" {
+		return "", nil
+	}
+	left, err := kube.ContentLeft(ctx, r.c, r.o.Retry, content, uid)
+	if err != nil || !left {
+		return "", nil
+	}
+	return content, nil
 }
 
 // gone waits, bounded by --snapshot-timeout, until the snapshot with this
