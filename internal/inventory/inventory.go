@@ -86,6 +86,11 @@ type Claim struct {
 	// Unused is the KEP-5541 condition, nil when the claim does not carry it.
 	Unused *Condition
 	Owners []OwnerRef
+	// Capacity is status.capacity's storage in bytes (0 while unknown);
+	// StorageClass and VolumeAttributesClass are the spec's class names.
+	Capacity              int64
+	StorageClass          string
+	VolumeAttributesClass string
 }
 
 // ClaimLabels are the labels of a claim that classification reads. The
@@ -118,6 +123,9 @@ type PV struct {
 	Name         string
 	CSIDriver    string // empty for non-CSI volumes
 	VolumeHandle string
+	// ReclaimPolicy is spec.persistentVolumeReclaimPolicy: "Delete",
+	// "Retain" (deleting its claim frees nothing) or "Recycle".
+	ReclaimPolicy string
 }
 
 // Attachment is a VolumeAttachment of a PV.
@@ -166,6 +174,8 @@ type Snapshot struct {
 	// ContentName is status.boundVolumeSnapshotContentName.
 	ContentName string
 	ClassName   string
+	// RestoreSize is status.restoreSize in bytes (0 while unknown).
+	RestoreSize int64
 }
 
 // Key returns the snapshot's namespace/name.

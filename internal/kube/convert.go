@@ -49,6 +49,15 @@ func Claim(p *corev1.PersistentVolumeClaim, workspaceLabel string) inventory.Cla
 	for _, o := range p.OwnerReferences {
 		c.Owners = append(c.Owners, inventory.OwnerRef{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID})
 	}
+	if q, ok := p.Status.Capacity[corev1.ResourceStorage]; ok {
+		c.Capacity = q.Value()
+	}
+	if p.Spec.StorageClassName != nil {
+		c.StorageClass = *p.Spec.StorageClassName
+	}
+	if p.Spec.VolumeAttributesClassName != nil {
+		c.VolumeAttributesClass = *p.Spec.VolumeAttributesClassName
+	}
 	return c
 }
 
@@ -94,6 +103,9 @@ func Snapshot(vs *snapv1.VolumeSnapshot, workspaceLabel string) inventory.Snapsh
 
 // snapshotStatus copies what the snapshot controller reports into s.
 func snapshotStatus(s *inventory.Snapshot, st *snapv1.VolumeSnapshotStatus) {
+	if st.RestoreSize != nil {
+		s.RestoreSize = st.RestoreSize.Value()
+	}
 	if st.CreationTime != nil {
 		t := st.CreationTime.Time
 		s.CutTime = &t

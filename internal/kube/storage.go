@@ -38,6 +38,8 @@ func (r *reader) claims(ctx context.Context, inv *inventory.Inventory) error {
 func (r *reader) claim(p *corev1.PersistentVolumeClaim) inventory.Claim {
 	c := Claim(p, r.s.WorkspaceLabel)
 	c.Namespace = r.in(c.Namespace)
+	c.StorageClass = r.in(c.StorageClass)
+	c.VolumeAttributesClass = r.in(c.VolumeAttributesClass)
 	return c
 }
 
@@ -45,7 +47,7 @@ func (r *reader) pvs(ctx context.Context, inv *inventory.Inventory) error {
 	var out []inventory.PV
 	n, keep := slice(&out)
 	item := decoded(func(pv *corev1.PersistentVolume) {
-		v := inventory.PV{Name: pv.Name}
+		v := inventory.PV{Name: pv.Name, ReclaimPolicy: r.in(string(pv.Spec.PersistentVolumeReclaimPolicy))}
 		if pv.Spec.CSI != nil {
 			v.CSIDriver, v.VolumeHandle = r.in(pv.Spec.CSI.Driver), pv.Spec.CSI.VolumeHandle
 		}
