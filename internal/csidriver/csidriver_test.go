@@ -171,11 +171,13 @@ func TestIdentityAndCapabilities(t *testing.T) {
 		got = append(got, c.GetRpc().GetType())
 	}
 	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
-	if len(got) != 2 || got[0] != csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT || got[1] != csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS {
+	if len(got) != 3 || got[0] != csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME ||
+		got[1] != csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT || got[2] != csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS {
 		t.Errorf("ControllerGetCapabilities = %v", got)
 	}
 
-	_, err = h.ctl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "v"})
+	// What is not advertised is not served.
+	_, err = h.ctl.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: "v", NodeId: "n"})
 	wantCode(t, err, codes.Unimplemented)
 }
 
