@@ -26,6 +26,7 @@ type harness struct {
 	logs     *bytes.Buffer // read only after stop: the server writes to it
 	id       csi.IdentityClient
 	ctl      csi.ControllerClient
+	node     csi.NodeClient
 	stop     func()
 }
 
@@ -65,7 +66,7 @@ func start(t *testing.T, stateDir string) *harness {
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
-	h := &harness{t: t, stateDir: stateDir, logs: logs, id: csi.NewIdentityClient(conn), ctl: csi.NewControllerClient(conn)}
+	h := &harness{t: t, stateDir: stateDir, logs: logs, id: csi.NewIdentityClient(conn), ctl: csi.NewControllerClient(conn), node: csi.NewNodeClient(conn)}
 	stopped := false
 	h.stop = func() {
 		if stopped {

@@ -319,3 +319,25 @@ func TestVolumeFilePathsStayInside(t *testing.T) {
 		t.Error("VolumeDir accepted an empty handle")
 	}
 }
+
+// TestNodeServiceIsEmpty: no node capabilities, nothing is ever published,
+// so unpublishing a volume that exists is a no-op and publishing is
+// Unimplemented.
+func TestNodeServiceIsEmpty(t *testing.T) {
+	h := start(t, t.TempDir())
+	ctx := rpcCtx(t)
+	caps, err := h.node.NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{})
+	if err != nil || len(caps.GetCapabilities()) != 0 {
+		t.Errorf("NodeGetCapabilities = %v, %v", caps, err)
+	}
+	v := h.mustCreateVolume("pvc-n", "", 0)
+	if _, err := h.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.GetVolumeId(), TargetPath: "/t"}); err != nil {
+		t.Errorf("NodeUnpublishVolume(existing) = %v", err)
+	}
+	_, err = h.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-missing", TargetPath: "/t"})
+	wantCode(t, err, codes.NotFound)
+	_, err = h.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.GetVolumeId()})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = h.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: v.GetVolumeId(), TargetPath: "/t"})
+	wantCode(t, err, codes.Unimplemented)
+}

@@ -5,7 +5,8 @@
 // real storage backend.
 //
 // The identity service and the controller service's volume and snapshot
-// calls are implemented (there is no node service: nothing is ever mounted).
+// calls are implemented. There is no node side: nothing is ever mounted (the
+// node service answers only the two calls such a driver can, see node.go).
 // Volumes and snapshots hold real bytes, kept as plain files in the state
 // folder: CreateSnapshot copies the volume's files, CreateVolume from a
 // snapshot copies them back (see data.go; tests write and read them with
@@ -187,6 +188,7 @@ func (d *Driver) ServeListener(ctx context.Context, lis net.Listener) error {
 	srv := grpc.NewServer(grpc.UnaryInterceptor(d.logUnary))
 	csi.RegisterIdentityServer(srv, &identityServer{d: d})
 	csi.RegisterControllerServer(srv, &controllerServer{d: d})
+	csi.RegisterNodeServer(srv, &nodeServer{d: d})
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
