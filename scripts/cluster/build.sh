@@ -63,6 +63,18 @@ for c in "$@"; do
 	esac
 done
 
+# The default snapshotter's tools module is scripts/tools/snapshotter; other
+# versions (SNAPSHOTTER_VERSION=v8.4.0) keep theirs in snapshotter-<version>.
+snapshotter_module() {
+	local mod="$tools/snapshotter"
+	[[ -d "$tools/snapshotter-$SNAPSHOTTER_VERSION" ]] && mod="$tools/snapshotter-$SNAPSHOTTER_VERSION"
+	if ! grep -q "github.com/kubernetes-csi/external-snapshotter/v8 $SNAPSHOTTER_VERSION\$" "$mod/go.mod"; then
+		log "no tools module pins external-snapshotter $SNAPSHOTTER_VERSION (looked in $mod)"
+		exit 2
+	fi
+	echo "$mod"
+}
+
 if [[ -n ${comps[etcd]:-} ]]; then
 	if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/etcd" ]]; then
 		log "etcd from KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
@@ -71,12 +83,13 @@ if [[ -n ${comps[etcd]:-} ]]; then
 	fi
 fi
 if [[ -n ${comps[snapshotter]:-} ]]; then
-	build "$SNAPSHOTTER_BIN" "$tools/snapshotter" "-s -w -X main.version=$SNAPSHOTTER_VERSION" \
+	snapmod="$(snapshotter_module)"
+	build "$SNAPSHOTTER_BIN" "$snapmod" "-s -w -X main.version=$SNAPSHOTTER_VERSION" \
 		github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller \
 		github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
 	# The CRDs of the same release ship in its client module.
 	if [[ ! -f "$SNAPSHOTTER_BIN/crd/snapshot.storage.k8s.io_volumesnapshots.yaml" ]]; then
-		crd="$(cd "$tools/snapshotter" && go list -m -f '{{.Dir}}' github.com/kubernetes-csi/external-snapshotter/client/v8)/config/crd"
+		crd="$(cd "$snapmod" && go list -m -f '{{.Dir}}' github.com/kubernetes-csi/external-snapshotter/client/v8)/config/crd"
 		mkdir -p "$SNAPSHOTTER_BIN/crd.tmp.$$"
 		cp "$crd"/snapshot.storage.k8s.io_*.yaml "$SNAPSHOTTER_BIN/crd.tmp.$$/"
 		chmod 0644 "$SNAPSHOTTER_BIN/crd.tmp.$$"/*

@@ -3,7 +3,10 @@
 # the Go test helper reads the same cache folders (internal/testenv).
 KUBE_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
-SNAPSHOTTER_VERSION=v8.4.0
+# SNAPSHOTTER_VERSION=v8.4.0 in the environment selects the previous
+# release: its tools module is kept in scripts/tools/snapshotter-v8.4.0 (the
+# default's is scripts/tools/snapshotter) and its build in its own folder.
+SNAPSHOTTER_VERSION="${SNAPSHOTTER_VERSION:-v8.7.0}"
 SANITY_VERSION=v5.6.0
 CACHE_ROOT="${PVC_JANITOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pvc-janitor}"
 BIN_ROOT="$CACHE_ROOT/bin"
