@@ -14,6 +14,7 @@ import (
 type Binaries struct {
 	Etcd, APIServer, ControllerManager, Kubectl string
 	SnapshotController, CSISnapshotter          string
+	CSIProvisioner                              string
 	Driver                                      string
 	// CRDDir holds the VolumeSnapshot CRDs of the snapshot-controller's version.
 	CRDDir string
@@ -45,7 +46,7 @@ func RepoRoot() (string, error) {
 // cacheDirs evaluates versions.sh with bash so that the shell scripts and
 // this package can never disagree about where a version lives.
 func cacheDirs(root string) (map[string]string, error) {
-	cmd := exec.Command("bash", "-c", `. scripts/cluster/versions.sh && printf 'KUBE_BIN=%s\nETCD_BIN=%s\nSNAPSHOTTER_BIN=%s\nSNAPSHOTTER_VERSION=%s\nCACHE_ROOT=%s\nACTIONLINT_BIN=%s\n' "$KUBE_BIN" "$ETCD_BIN" "$SNAPSHOTTER_BIN" "$SNAPSHOTTER_VERSION" "$CACHE_ROOT" "$ACTIONLINT_BIN"`)
+	cmd := exec.Command("bash", "-c", `. scripts/cluster/versions.sh && printf 'KUBE_BIN=%s\nETCD_BIN=%s\nSNAPSHOTTER_BIN=%s\nSNAPSHOTTER_VERSION=%s\nPROVISIONER_BIN=%s\nCACHE_ROOT=%s\nACTIONLINT_BIN=%s\n' "$KUBE_BIN" "$ETCD_BIN" "$SNAPSHOTTER_BIN" "$SNAPSHOTTER_VERSION" "$PROVISIONER_BIN" "$CACHE_ROOT" "$ACTIONLINT_BIN"`)
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
@@ -78,6 +79,7 @@ func FindBinaries(root, driverOut string) (*Binaries, error) {
 		Kubectl:            filepath.Join(dirs["KUBE_BIN"], "kubectl"),
 		SnapshotController: filepath.Join(dirs["SNAPSHOTTER_BIN"], "snapshot-controller"),
 		CSISnapshotter:     filepath.Join(dirs["SNAPSHOTTER_BIN"], "csi-snapshotter"),
+		CSIProvisioner:     filepath.Join(dirs["PROVISIONER_BIN"], "csi-provisioner"),
 		CRDDir:             filepath.Join(dirs["SNAPSHOTTER_BIN"], "crd"),
 		SnapshotterVersion: dirs["SNAPSHOTTER_VERSION"],
 		Driver:             driverOut,
@@ -89,7 +91,7 @@ func FindBinaries(root, driverOut string) (*Binaries, error) {
 		}
 	}
 	missing := false
-	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Kubectl, b.SnapshotController, b.CSISnapshotter, filepath.Join(b.CRDDir, "snapshot.storage.k8s.io_volumesnapshots.yaml")} {
+	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Kubectl, b.SnapshotController, b.CSISnapshotter, b.CSIProvisioner, filepath.Join(b.CRDDir, "snapshot.storage.k8s.io_volumesnapshots.yaml")} {
 		if !isExec(p) && !isFile(p) {
 			missing = true
 		}

@@ -2,7 +2,7 @@
 # Builds the pinned control-plane binaries from Go modules into a cache outside
 # the repository, one folder per component and version. A folder that is
 # complete is never rebuilt. A cold build takes about 20 minutes on 2 cores.
-# Usage: build.sh [all|kube|etcd|snapshotter|sanity]...
+# Usage: build.sh [all|kube|etcd|snapshotter|provisioner|sanity]...
 #
 # Honours KUBEBUILDER_ASSETS: when it holds etcd and kube-apiserver, those two
 # are not built (kube-controller-manager, kubectl and the snapshot binaries
@@ -50,15 +50,15 @@ kube_ldflags() {
 	echo "-s -w$f"
 }
 
-# Components: all (the stack: etcd, kube, snapshotter) or any of them by
-# name, and sanity (csi-sanity, for `make sanity`; not in all).
-usage="usage: $0 [all|kube|etcd|snapshotter|sanity]..."
+# Components: all (the stack: etcd, kube, snapshotter, provisioner) or any of
+# them by name, and sanity (csi-sanity, for `make sanity`; not in all).
+usage="usage: $0 [all|kube|etcd|snapshotter|provisioner|sanity]..."
 [[ $# -gt 0 ]] || set -- all
 declare -A comps=()
 for c in "$@"; do
 	case "$c" in
-	all) comps[etcd]=1 comps[kube]=1 comps[snapshotter]=1 ;;
-	kube | etcd | snapshotter | sanity) comps[$c]=1 ;;
+	all) comps[etcd]=1 comps[kube]=1 comps[snapshotter]=1 comps[provisioner]=1 ;;
+	kube | etcd | snapshotter | provisioner | sanity) comps[$c]=1 ;;
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
 done
@@ -105,6 +105,10 @@ if [[ -n ${comps[kube]:-} ]]; then
 		log "kube-apiserver from KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
 	fi
 	build "$KUBE_BIN" "$tools/kube" "$(kube_ldflags)" "${pkgs[@]}"
+fi
+if [[ -n ${comps[provisioner]:-} ]]; then
+	build "$PROVISIONER_BIN" "$tools/provisioner" "-s -w -X main.version=$PROVISIONER_VERSION" \
+		github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
 fi
 if [[ -n ${comps[sanity]:-} ]]; then
 	build "$SANITY_BIN" "$tools/sanity" "-s -w" github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity
