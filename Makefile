@@ -21,7 +21,7 @@ GATED_FEATURE_GATES ?= PersistentVolumeClaimUnusedSinceTime=false
 # CHAOS_FEATURE_GATES=$(GATED_FEATURE_GATES).
 CHAOS_FEATURE_GATES ?=
 
-.PHONY: help build test unit lint fuzz control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check bench chaos
+.PHONY: help build test unit lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check bench chaos
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -29,15 +29,19 @@ help: ## show the targets
 build: ## build bin/janitor
 	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/janitor ./cmd/janitor
 
-control-plane: ## build the pinned control-plane binaries into the cache (cold: ~10-20 min)
-	bash scripts/cluster/build.sh all
+control-plane: ## build the pinned control-plane binaries and csi-sanity into the cache (cold: ~10-20 min)
+	bash scripts/cluster/build.sh all sanity
 
-test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration, chart and chaos (short) tests, fuzzing, release check; safety and chaos again without the Unused condition
+test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration, chart and chaos (short) tests, csi-sanity, fuzzing, release check; safety and chaos again without the Unused condition
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@echo "safety and chaos (short) on a control plane with --feature-gates=$(GATED_FEATURE_GATES)"
 	JANITOR_CLUSTER_FEATURE_GATES='$(GATED_FEATURE_GATES)' go test -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestRandomizedSafety|TestChaos)$$' ./internal/cli/
+	$(MAKE) --no-print-directory sanity
 	$(MAKE) --no-print-directory fuzz
 	bash scripts/release/check.sh
+
+sanity: ## csi-sanity (kubernetes-csi/csi-test) against the CSI driver: identity, controller and snapshot specs (node specs skipped: no node plugin)
+	bash scripts/cluster/sanity.sh
 
 FUZZTIME ?= 3s
 fuzz: ## each fuzz target for $(FUZZTIME) (config loading, flags, env, selector, snapshot naming)

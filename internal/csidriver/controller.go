@@ -12,9 +12,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// controllerServer embeds UnimplementedControllerServer so that every volume
-// RPC answers Unimplemented: the test cluster's volumes are pre-provisioned
-// and only snapshots go through this driver.
+// controllerServer embeds UnimplementedControllerServer so that the calls
+// the driver does not advertise (publish, list volumes, capacity, expand,
+// clone, …) answer Unimplemented. The volume calls are in volume.go.
 type controllerServer struct {
 	csi.UnimplementedControllerServer
 	d *Driver
@@ -22,6 +22,7 @@ type controllerServer struct {
 
 func (s *controllerServer) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
 	caps := []csi.ControllerServiceCapability_RPC_Type{
+		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
 		csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
 	}
@@ -80,6 +81,19 @@ func (s *controllerServer) CreateSnapshot(_ context.Context, req *csi.CreateSnap
 			// equal and creation_time never changes across a restart.
 			CreatedAt: time.Now().UTC().Round(time.Microsecond),
 		}
+		if vol, ok := d.volumes[source]; ok {
+			rec.SizeBytes = vol.CapacityBytes
+		}
+		// The copy of the volume's files first, then the record: a recorded
+		// snapshot always has its copy complete. A volume the driver did
+		// not create and nobody wrote to has no folder: its copy is empty.
+		src, err := VolumeDir(d.stateDir, source)
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		if _, err := copyDirAtomic(src, snapshotDataDir(d.stateDir, id)); err != nil {
+			return nil, status.Errorf(codes.Internal, "copy volume %q: %v", source, err)
+		}
 		if err := writeJSONAtomic(d.snapshotPath(id), rec); err != nil {
 			return nil, status.Errorf(codes.Internal, "persist snapshot: %v", err)
 		}
@@ -105,10 +119,14 @@ func (s *controllerServer) DeleteSnapshot(_ context.Context, req *csi.DeleteSnap
 	if _, ok := d.snapshots[id]; !ok {
 		return &csi.DeleteSnapshotResponse{}, nil
 	}
+	// The record first, then the copy (as DeleteVolume does).
 	if err := removeIfExists(d.snapshotPath(id)); err != nil {
 		return nil, status.Errorf(codes.Internal, "delete snapshot record: %v", err)
 	}
 	delete(d.snapshots, id)
+	if err := removeAll(snapshotDataDir(d.stateDir, id)); err != nil {
+		return nil, status.Errorf(codes.Internal, "delete snapshot content: %v", err)
+	}
 	return &csi.DeleteSnapshotResponse{}, nil
 }
 
@@ -189,6 +207,6 @@ func (d *Driver) snapshotProto(rec *snapshotRecord, f Fault) (*csi.Snapshot, err
 		SourceVolumeId: rec.SourceVolumeID,
 		CreationTime:   timestamppb.New(rec.CreatedAt),
 		ReadyToUse:     rec.ReadyToUse,
-		// SizeBytes stays 0 ("unknown"): the snapshots hold no data.
+		SizeBytes:      rec.SizeBytes,
 	}, nil
 }

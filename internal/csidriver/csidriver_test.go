@@ -26,6 +26,7 @@ type harness struct {
 	logs     *bytes.Buffer // read only after stop: the server writes to it
 	id       csi.IdentityClient
 	ctl      csi.ControllerClient
+	node     csi.NodeClient
 	stop     func()
 }
 
@@ -65,7 +66,7 @@ func start(t *testing.T, stateDir string) *harness {
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
-	h := &harness{t: t, stateDir: stateDir, logs: logs, id: csi.NewIdentityClient(conn), ctl: csi.NewControllerClient(conn)}
+	h := &harness{t: t, stateDir: stateDir, logs: logs, id: csi.NewIdentityClient(conn), ctl: csi.NewControllerClient(conn), node: csi.NewNodeClient(conn)}
 	stopped := false
 	h.stop = func() {
 		if stopped {
@@ -171,11 +172,13 @@ func TestIdentityAndCapabilities(t *testing.T) {
 		got = append(got, c.GetRpc().GetType())
 	}
 	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
-	if len(got) != 2 || got[0] != csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT || got[1] != csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS {
+	if len(got) != 3 || got[0] != csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME ||
+		got[1] != csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT || got[2] != csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS {
 		t.Errorf("ControllerGetCapabilities = %v", got)
 	}
 
-	_, err = h.ctl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "v"})
+	// What is not advertised is not served.
+	_, err = h.ctl.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: "v", NodeId: "n"})
 	wantCode(t, err, codes.Unimplemented)
 }
 

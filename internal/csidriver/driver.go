@@ -4,11 +4,16 @@
 // produces genuine readyToUse and status.error outcomes, without needing a
 // real storage backend.
 //
-// Only the identity service and the snapshot part of the controller service
-// are implemented; snapshots hold no data. Everything the driver knows lives
-// in a state folder so that it survives restarts of the driver container, and
-// tests running in other processes steer its behaviour per source volume
-// through fault files in that same folder (see SetFault).
+// The identity service and the controller service's volume and snapshot
+// calls are implemented. There is no node side: nothing is ever mounted (the
+// node service answers only the two calls such a driver can, see node.go).
+// Volumes and snapshots hold real bytes, kept as plain files in the state
+// folder: CreateSnapshot copies the volume's files, CreateVolume from a
+// snapshot copies them back (see data.go; tests write and read them with
+// WriteVolumeFile and ReadVolumeFile). Everything the driver knows lives in
+// that state folder so that it survives restarts of the driver container, and
+// tests running in other processes steer its snapshot behaviour per source
+// volume through fault files in that same folder (see SetFault).
 package csidriver
 
 import (
@@ -70,6 +75,7 @@ type Driver struct {
 	// correct; throughput does not matter for a test driver.
 	mu        sync.Mutex
 	snapshots map[string]*snapshotRecord
+	volumes   map[string]*volumeRecord
 }
 
 // New prepares the state folder and loads the snapshots recorded by earlier
@@ -87,7 +93,8 @@ func New(opts Options) (*Driver, error) {
 		stateDir: opts.StateDir,
 		logger:   opts.Logger,
 	}
-	for _, dir := range []string{d.snapshotDir(), faultDir(d.stateDir), counterDir(d.stateDir)} {
+	for _, dir := range []string{d.snapshotDir(), d.volumeRecordDir(), faultDir(d.stateDir), counterDir(d.stateDir),
+		volumeDataRoot(d.stateDir), snapshotDataRoot(d.stateDir)} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("csidriver: create state folder: %w", err)
 		}
@@ -97,6 +104,9 @@ func New(opts Options) (*Driver, error) {
 		return nil, err
 	}
 	d.snapshots = snaps
+	if d.volumes, err = loadVolumes(d.volumeRecordDir()); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -106,6 +116,13 @@ func New(opts Options) (*Driver, error) {
 func SnapshotID(name string) string {
 	sum := sha256.Sum256([]byte(name))
 	return "snap-" + hex.EncodeToString(sum[:16])
+}
+
+// VolumeID derives the volume id from the CSI volume name, for the same
+// reasons as SnapshotID: idempotent CreateVolume, predictable handles.
+func VolumeID(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return "vol-" + hex.EncodeToString(sum[:16])
 }
 
 // Listen opens the unix socket named by endpoint ("unix:///path", "unix:/path"
@@ -171,6 +188,7 @@ func (d *Driver) ServeListener(ctx context.Context, lis net.Listener) error {
 	srv := grpc.NewServer(grpc.UnaryInterceptor(d.logUnary))
 	csi.RegisterIdentityServer(srv, &identityServer{d: d})
 	csi.RegisterControllerServer(srv, &controllerServer{d: d})
+	csi.RegisterNodeServer(srv, &nodeServer{d: d})
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
@@ -216,6 +234,9 @@ func (d *Driver) logUnary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	if r, ok := resp.(*csi.CreateSnapshotResponse); ok && r.GetSnapshot() != nil {
 		line += fmt.Sprintf(" id=%s ready=%t", r.GetSnapshot().GetSnapshotId(), r.GetSnapshot().GetReadyToUse())
 	}
+	if r, ok := resp.(*csi.CreateVolumeResponse); ok && r.GetVolume() != nil {
+		line += fmt.Sprintf(" id=%s", r.GetVolume().GetVolumeId())
+	}
 	d.logger.Print(line)
 	return resp, err
 }
@@ -226,6 +247,13 @@ func summarize(req any) string {
 		return fmt.Sprintf(" name=%q source=%q", r.GetName(), r.GetSourceVolumeId())
 	case *csi.DeleteSnapshotRequest:
 		return fmt.Sprintf(" id=%q", r.GetSnapshotId())
+	case *csi.CreateVolumeRequest:
+		return fmt.Sprintf(" name=%q snapshot=%q required=%d", r.GetName(),
+			r.GetVolumeContentSource().GetSnapshot().GetSnapshotId(), r.GetCapacityRange().GetRequiredBytes())
+	case *csi.DeleteVolumeRequest:
+		return fmt.Sprintf(" id=%q", r.GetVolumeId())
+	case *csi.ValidateVolumeCapabilitiesRequest:
+		return fmt.Sprintf(" id=%q", r.GetVolumeId())
 	case *csi.ListSnapshotsRequest:
 		return fmt.Sprintf(" id=%q source=%q max=%d token=%q", r.GetSnapshotId(), r.GetSourceVolumeId(), r.GetMaxEntries(), r.GetStartingToken())
 	default:

@@ -23,6 +23,50 @@ type snapshotRecord struct {
 	// the snapshotter treats readiness as one-way and a later, longer
 	// ReadyAfter fault must not take it back.
 	ReadyToUse bool `json:"readyToUse"`
+	// SizeBytes is the source volume's capacity when the driver created
+	// that volume, 0 ("unknown") for a volume it does not know.
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+}
+
+// volumeRecord is the durable form of a volume made by CreateVolume. Its
+// content lives in the volume's data folder (see data.go); the record's
+// existence is what makes the volume exist for the controller RPCs.
+type volumeRecord struct {
+	ID            string `json:"id"`
+	Name          string `json:"name"`
+	CapacityBytes int64  `json:"capacityBytes"`
+	// SourceSnapshotID is the snapshot the volume was restored from.
+	SourceSnapshotID string            `json:"sourceSnapshotId,omitempty"`
+	Parameters       map[string]string `json:"parameters,omitempty"`
+	CreatedAt        time.Time         `json:"createdAt"`
+}
+
+func (d *Driver) volumeRecordDir() string { return filepath.Join(d.stateDir, "volume-records") }
+
+func (d *Driver) volumeRecordPath(id string) string {
+	return filepath.Join(d.volumeRecordDir(), id+".json")
+}
+
+func loadVolumes(dir string) (map[string]*volumeRecord, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("csidriver: read volume records: %w", err)
+	}
+	vols := make(map[string]*volumeRecord, len(entries))
+	for _, e := range entries {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		var rec volumeRecord
+		if err := readJSON(filepath.Join(dir, e.Name()), &rec); err != nil {
+			return nil, err
+		}
+		if rec.ID == "" {
+			return nil, fmt.Errorf("csidriver: volume record %s has no id", e.Name())
+		}
+		vols[rec.ID] = &rec
+	}
+	return vols, nil
 }
 
 func (d *Driver) snapshotDir() string { return filepath.Join(d.stateDir, "snapshots") }

@@ -14,9 +14,14 @@ import (
 type Binaries struct {
 	Etcd, APIServer, ControllerManager, Kubectl string
 	SnapshotController, CSISnapshotter          string
+	CSIProvisioner                              string
 	Driver                                      string
 	// CRDDir holds the VolumeSnapshot CRDs of the snapshot-controller's version.
 	CRDDir string
+	// SnapshotterVersion is the external-snapshotter release of
+	// SnapshotController, CSISnapshotter and CRDDir ($SNAPSHOTTER_VERSION
+	// picks another, see scripts/cluster/versions.sh).
+	SnapshotterVersion string
 }
 
 // RepoRoot walks up from the working directory to the folder holding
@@ -41,7 +46,7 @@ func RepoRoot() (string, error) {
 // cacheDirs evaluates versions.sh with bash so that the shell scripts and
 // this package can never disagree about where a version lives.
 func cacheDirs(root string) (map[string]string, error) {
-	cmd := exec.Command("bash", "-c", `. scripts/cluster/versions.sh && printf 'KUBE_BIN=%s\nETCD_BIN=%s\nSNAPSHOTTER_BIN=%s\nCACHE_ROOT=%s\nACTIONLINT_BIN=%s\n' "$KUBE_BIN" "$ETCD_BIN" "$SNAPSHOTTER_BIN" "$CACHE_ROOT" "$ACTIONLINT_BIN"`)
+	cmd := exec.Command("bash", "-c", `. scripts/cluster/versions.sh && printf 'KUBE_BIN=%s\nETCD_BIN=%s\nSNAPSHOTTER_BIN=%s\nSNAPSHOTTER_VERSION=%s\nPROVISIONER_BIN=%s\nCACHE_ROOT=%s\nACTIONLINT_BIN=%s\n' "$KUBE_BIN" "$ETCD_BIN" "$SNAPSHOTTER_BIN" "$SNAPSHOTTER_VERSION" "$PROVISIONER_BIN" "$CACHE_ROOT" "$ACTIONLINT_BIN"`)
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
@@ -58,7 +63,7 @@ func cacheDirs(root string) (map[string]string, error) {
 }
 
 // FindBinaries returns the cached binaries, building whatever is missing with
-// scripts/cluster/build.sh (a cold build takes about 20 minutes on 2 cores;
+// scripts/cluster/build.sh all (a cold build takes about 20 minutes on 2 cores;
 // its progress goes to stderr). KUBEBUILDER_ASSETS, when it holds etcd and
 // kube-apiserver, provides those two. The CSI driver is built from this
 // repository every time (Go's build cache makes that a second).
@@ -74,7 +79,9 @@ func FindBinaries(root, driverOut string) (*Binaries, error) {
 		Kubectl:            filepath.Join(dirs["KUBE_BIN"], "kubectl"),
 		SnapshotController: filepath.Join(dirs["SNAPSHOTTER_BIN"], "snapshot-controller"),
 		CSISnapshotter:     filepath.Join(dirs["SNAPSHOTTER_BIN"], "csi-snapshotter"),
+		CSIProvisioner:     filepath.Join(dirs["PROVISIONER_BIN"], "csi-provisioner"),
 		CRDDir:             filepath.Join(dirs["SNAPSHOTTER_BIN"], "crd"),
+		SnapshotterVersion: dirs["SNAPSHOTTER_VERSION"],
 		Driver:             driverOut,
 	}
 	if assets := os.Getenv("KUBEBUILDER_ASSETS"); assets != "" {
@@ -84,7 +91,7 @@ func FindBinaries(root, driverOut string) (*Binaries, error) {
 		}
 	}
 	missing := false
-	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Kubectl, b.SnapshotController, b.CSISnapshotter, filepath.Join(b.CRDDir, "snapshot.storage.k8s.io_volumesnapshots.yaml")} {
+	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Kubectl, b.SnapshotController, b.CSISnapshotter, b.CSIProvisioner, filepath.Join(b.CRDDir, "snapshot.storage.k8s.io_volumesnapshots.yaml")} {
 		if !isExec(p) && !isFile(p) {
 			missing = true
 		}

@@ -28,6 +28,9 @@ type Fixtures struct {
 	// KEP-5541 gate off: no Unused condition will ever appear (see
 	// WaitIdle).
 	UnusedCondition bool
+	// DriverStateDir is the CSI driver's state folder, where the volumes'
+	// files live (WriteVolume, ReadVolume).
+	DriverStateDir string
 }
 
 // NewFixtures returns fixtures for the cluster.
@@ -40,7 +43,7 @@ func (c *Cluster) NewFixtures() (*Fixtures, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Fixtures{Kube: kube, Snap: snap, UnusedCondition: c.UnusedCondition()}, nil
+	return &Fixtures{Kube: kube, Snap: snap, UnusedCondition: c.UnusedCondition(), DriverStateDir: c.DriverStateDir}, nil
 }
 
 // ClaimSpec describes a workspace claim.
@@ -55,6 +58,9 @@ type ClaimSpec struct {
 	Unbound bool
 	// OwnerReferences are copied onto the claim.
 	OwnerReferences []metav1.OwnerReference
+	// FromSnapshot (ProvisionedClaim only) names a VolumeSnapshot in the
+	// claim's namespace for its dataSourceRef: the volume is restored from it.
+	FromSnapshot string
 }
 
 // BoundClaim creates a CSI PersistentVolume pre-bound to a new claim and

@@ -24,8 +24,16 @@ import (
 
 // Names of the cluster-wide storage objects every local cluster has.
 const (
-	// StorageClassName is the class of the fixtures' CSI volumes.
+	// StorageClassName is the class of the fixtures' CSI volumes, which
+	// are made by hand and pre-bound (Fixtures.BoundClaim; reclaimPolicy
+	// Retain). Its provisioner is the driver, so csi-provisioner provisions
+	// a claim of it that is not pre-bound (a generic ephemeral volume's).
 	StorageClassName = "csi-hostpath"
+	// ProvisionedStorageClassName is the class of dynamically provisioned
+	// volumes: csi-provisioner provisions its claims through the driver
+	// (reclaimPolicy Delete: deleting the claim deletes the volume and its
+	// files; immediate binding). Fixtures.ProvisionedClaim makes them.
+	ProvisionedStorageClassName = "pvc-janitor-csi"
 	// SnapshotClassRetain is the default VolumeSnapshotClass (deletionPolicy Retain).
 	SnapshotClassRetain = "csi-hostpath-retain"
 	// SnapshotClassDelete is a non-default class with deletionPolicy Delete.
@@ -114,9 +122,10 @@ func applyCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
 	return nil
 }
 
-// createStorageObjects creates the StorageClass of the fixtures' volumes and
-// the two VolumeSnapshotClasses of the driver: the default one with
-// deletionPolicy Retain and a non-default one with Delete.
+// createStorageObjects creates the StorageClass of the fixtures' volumes, the
+// one csi-provisioner provisions, and the two VolumeSnapshotClasses of the
+// driver: the default one with deletionPolicy Retain and a non-default one
+// with Delete.
 func createStorageObjects(ctx context.Context, cfg *rest.Config) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -130,8 +139,17 @@ func createStorageObjects(ctx context.Context, cfg *rest.Config) error {
 		VolumeBindingMode: &immediate,
 		ReclaimPolicy:     &retain,
 	}
-	if _, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create StorageClass: %w", err)
+	del := corev1.PersistentVolumeReclaimDelete
+	provisioned := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: ProvisionedStorageClassName},
+		Provisioner:       DriverName,
+		VolumeBindingMode: &immediate,
+		ReclaimPolicy:     &del,
+	}
+	for _, sc := range []*storagev1.StorageClass{sc, provisioned} {
+		if _, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create StorageClass %s: %w", sc.Name, err)
+		}
 	}
 	sn, err := snapclient.NewForConfig(cfg)
 	if err != nil {

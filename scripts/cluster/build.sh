@@ -2,6 +2,7 @@
 # Builds the pinned control-plane binaries from Go modules into a cache outside
 # the repository, one folder per component and version. A folder that is
 # complete is never rebuilt. A cold build takes about 20 minutes on 2 cores.
+# Usage: build.sh [all|kube|etcd|snapshotter|provisioner|sanity]...
 #
 # Honours KUBEBUILDER_ASSETS: when it holds etcd and kube-apiserver, those two
 # are not built (kube-controller-manager, kubectl and the snapshot binaries
@@ -49,26 +50,46 @@ kube_ldflags() {
 	echo "-s -w$f"
 }
 
-what="${1:-all}"
-case "$what" in
-all | kube | etcd | snapshotter) ;;
-*) echo "usage: $0 [all|kube|etcd|snapshotter]" >&2; exit 2 ;;
-esac
+# Components: all (the stack: etcd, kube, snapshotter, provisioner) or any of
+# them by name, and sanity (csi-sanity, for `make sanity`; not in all).
+usage="usage: $0 [all|kube|etcd|snapshotter|provisioner|sanity]..."
+[[ $# -gt 0 ]] || set -- all
+declare -A comps=()
+for c in "$@"; do
+	case "$c" in
+	all) comps[etcd]=1 comps[kube]=1 comps[snapshotter]=1 comps[provisioner]=1 ;;
+	kube | etcd | snapshotter | provisioner | sanity) comps[$c]=1 ;;
+	*) echo "$usage" >&2; exit 2 ;;
+	esac
+done
 
-if [[ $what == all || $what == etcd ]]; then
+# The default snapshotter's tools module is scripts/tools/snapshotter; other
+# versions (SNAPSHOTTER_VERSION=v8.4.0) keep theirs in snapshotter-<version>.
+snapshotter_module() {
+	local mod="$tools/snapshotter"
+	[[ -d "$tools/snapshotter-$SNAPSHOTTER_VERSION" ]] && mod="$tools/snapshotter-$SNAPSHOTTER_VERSION"
+	if ! grep -q "github.com/kubernetes-csi/external-snapshotter/v8 $SNAPSHOTTER_VERSION\$" "$mod/go.mod"; then
+		log "no tools module pins external-snapshotter $SNAPSHOTTER_VERSION (looked in $mod)"
+		exit 2
+	fi
+	echo "$mod"
+}
+
+if [[ -n ${comps[etcd]:-} ]]; then
 	if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/etcd" ]]; then
 		log "etcd from KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
 	else
 		build "$ETCD_BIN" "$tools/etcd" "-s -w" github.com/pvc-janitor/pvc-janitor/scripts/tools/etcd
 	fi
 fi
-if [[ $what == all || $what == snapshotter ]]; then
-	build "$SNAPSHOTTER_BIN" "$tools/snapshotter" "-s -w -X main.version=$SNAPSHOTTER_VERSION" \
+if [[ -n ${comps[snapshotter]:-} ]]; then
+	snapmod="$(snapshotter_module)"
+	build "$SNAPSHOTTER_BIN" "$snapmod" "-s -w -X main.version=$SNAPSHOTTER_VERSION" \
 		github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller \
 		github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
 	# The CRDs of the same release ship in its client module.
 	if [[ ! -f "$SNAPSHOTTER_BIN/crd/snapshot.storage.k8s.io_volumesnapshots.yaml" ]]; then
-		crd="$(cd "$tools/snapshotter" && go list -m -f '{{.Dir}}' github.com/kubernetes-csi/external-snapshotter/client/v8)/config/crd"
+		crd="$(cd "$snapmod" && go list -m -f '{{.Dir}}' github.com/kubernetes-csi/external-snapshotter/client/v8)/config/crd"
 		mkdir -p "$SNAPSHOTTER_BIN/crd.tmp.$$"
 		cp "$crd"/snapshot.storage.k8s.io_*.yaml "$SNAPSHOTTER_BIN/crd.tmp.$$/"
 		chmod 0644 "$SNAPSHOTTER_BIN/crd.tmp.$$"/*
@@ -76,7 +97,7 @@ if [[ $what == all || $what == snapshotter ]]; then
 		log "snapshot CRDs copied from $crd"
 	fi
 fi
-if [[ $what == all || $what == kube ]]; then
+if [[ -n ${comps[kube]:-} ]]; then
 	pkgs=(k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl)
 	if [[ -z "${KUBEBUILDER_ASSETS:-}" || ! -x "$KUBEBUILDER_ASSETS/kube-apiserver" ]]; then
 		pkgs=(k8s.io/kubernetes/cmd/kube-apiserver "${pkgs[@]}")
@@ -84,4 +105,11 @@ if [[ $what == all || $what == kube ]]; then
 		log "kube-apiserver from KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
 	fi
 	build "$KUBE_BIN" "$tools/kube" "$(kube_ldflags)" "${pkgs[@]}"
+fi
+if [[ -n ${comps[provisioner]:-} ]]; then
+	build "$PROVISIONER_BIN" "$tools/provisioner" "-s -w -X main.version=$PROVISIONER_VERSION" \
+		github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
+fi
+if [[ -n ${comps[sanity]:-} ]]; then
+	build "$SANITY_BIN" "$tools/sanity" "-s -w" github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity
 fi

@@ -3,12 +3,20 @@
 # the Go test helper reads the same cache folders (internal/testenv).
 KUBE_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
-SNAPSHOTTER_VERSION=v8.4.0
+# SNAPSHOTTER_VERSION=v8.4.0 in the environment selects the previous
+# release: its tools module is kept in scripts/tools/snapshotter-v8.4.0 (the
+# default's is scripts/tools/snapshotter) and its build in its own folder.
+SNAPSHOTTER_VERSION="${SNAPSHOTTER_VERSION:-v8.7.0}"
+PROVISIONER_VERSION=v6.4.0
+SANITY_VERSION=v5.6.0
 CACHE_ROOT="${PVC_JANITOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pvc-janitor}"
 BIN_ROOT="$CACHE_ROOT/bin"
 KUBE_BIN="$BIN_ROOT/kube-$KUBE_VERSION"
 ETCD_BIN="$BIN_ROOT/etcd-$ETCD_VERSION"
 SNAPSHOTTER_BIN="$BIN_ROOT/snapshotter-$SNAPSHOTTER_VERSION"
+PROVISIONER_BIN="$BIN_ROOT/provisioner-$PROVISIONER_VERSION"
+# csi-sanity, the CSI conformance test of `make sanity` (not part of the stack).
+SANITY_BIN="$BIN_ROOT/sanity-$SANITY_VERSION"
 # Linters the examples tests run (internal/examplestest): actionlint is built
 # from its Go module into the cache; shellcheck is the Debian package.
 ACTIONLINT_VERSION=v1.7.12

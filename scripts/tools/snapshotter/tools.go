@@ -1,7 +1,8 @@
 //go:build tools
 
-// Package tools pins the CSI snapshot binaries that the local cluster builds.
-// It is never imported.
+// Package tools pins the CSI snapshot binaries that the local cluster builds
+// (the default SNAPSHOTTER_VERSION; scripts/tools/snapshotter-<version>/ holds
+// the modules of older versions that stay buildable). It is never imported.
 package tools
 
 import (
