@@ -156,3 +156,50 @@ func TestReadExcludesNamespaces(t *testing.T) {
 		t.Fatalf("claims = %+v, want only %s/c", inv.Claims, a)
 	}
 }
+
+// TestReadKeepsSizesAndClasses: the inventory keeps what the report's sizes
+// and money need (issue 16): the claim's capacity and classes, the PV's
+// reclaim policy, the snapshot's restore size; as the API objects say.
+func TestReadKeepsSizesAndClasses(t *testing.T) {
+	ctx := context.Background()
+	f, err := env.NewFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := env.Namespace(t)
+	// A dynamically provisioned volume: the driver knows its size.
+	p, err := f.ProvisionedClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "ws-0", Labels: map[string]string{"workspace": "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Snapshot(ctx, ns, "s", "ws-0", "", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := f.WaitSnapshot(ctx, ns, "s", time.Minute, testenv.Ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv, err := f.Kube.CoreV1().PersistentVolumes().Get(ctx, p.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := kube.Read(ctx, clients(t), kube.Scope{Namespaces: []string{ns}, WorkspaceLabel: "workspace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Claims) != 1 {
+		t.Fatalf("%d claims", len(inv.Claims))
+	}
+	c := inv.Claims[0]
+	capacity := pv.Spec.Capacity.Storage().Value()
+	if capacity == 0 || c.Capacity != capacity || c.StorageClass != *p.Spec.StorageClassName {
+		t.Errorf("claim capacity %d class %q, want %d and %q", c.Capacity, c.StorageClass, capacity, *p.Spec.StorageClassName)
+	}
+	if got, want := inv.PVs[pv.Name].ReclaimPolicy, string(pv.Spec.PersistentVolumeReclaimPolicy); got == "" || got != want {
+		t.Errorf("PV reclaim policy %q, want %q", got, want)
+	}
+	s := inv.Snapshots[ns]
+	if len(s) != 1 || vs.Status.RestoreSize == nil || s[0].RestoreSize == 0 || s[0].RestoreSize != vs.Status.RestoreSize.Value() {
+		t.Errorf("snapshots %+v, want restore size %v", s, vs.Status.RestoreSize)
+	}
+}
