@@ -39,6 +39,7 @@ type snapshotResult struct {
 	ExitCode             int
 	ClaimsPerSecond      float64
 	ControllerQPS        string
+	SnapshotterVersion   string
 	Args                 []string
 	// Requests counts the API requests served during the run (everyone's:
 	// the janitor's and the snapshot controllers'), by verb and resource.
@@ -60,7 +61,7 @@ func snapshotThroughput(ctx context.Context, o *options, work, janitorBin string
 			err = serr
 		}
 	}()
-	res = &snapshotResult{Env: collectEnv(ctx, c, "full local stack"), N: o.snapshotN, ControllerQPS: "200 (burst 400)", Args: snapshotArgs(o.snapshotQPS)}
+	res = &snapshotResult{Env: collectEnv(ctx, c, "full local stack"), N: o.snapshotN, ControllerQPS: "200 (burst 400)", SnapshotterVersion: c.Bin.SnapshotterVersion, Args: snapshotArgs(o.snapshotQPS)}
 	f, err := c.NewFixtures()
 	if err != nil {
 		return nil, err
@@ -136,7 +137,7 @@ func renderSnapshot(r *snapshotResult) string {
 	var b strings.Builder
 	b.WriteString("## Snapshot throughput\n\n")
 	r.Env.markdownNote(&b, "the request counts below are exact")
-	fmt.Fprintf(&b, "- Full local stack: kube-controller-manager (binder, pvc-protection with the `Unused` condition), snapshot-controller and csi-snapshotter v8.4.0 (client QPS %s), the project's CSI driver.\n", r.ControllerQPS)
+	fmt.Fprintf(&b, "- Full local stack: kube-controller-manager (binder, pvc-protection with the `Unused` condition), snapshot-controller and csi-snapshotter %s (client QPS %s), the project's CSI driver.\n", r.SnapshotterVersion, r.ControllerQPS)
 	fmt.Fprintf(&b, "- %d orphaned, bound claims (no pod), seeded with `testenv` fixtures in %s; the controller manager marked them all `Unused` within %s more.\n", r.N, dur(r.SeedTime), dur(r.UnusedTime))
 	fmt.Fprintf(&b, "- Command: `janitor %s`: it scans and marks, creates one VolumeSnapshot per orphan and waits until every one is `readyToUse`.\n\n", strings.Join(r.Args, " "))
 	b.WriteString("| orphans | rescued (ready) | failed | wall, end to end | claims/s | janitor CPU | janitor peak RSS | server CPU | exit |\n")
