@@ -231,7 +231,7 @@ func TestChaos(t *testing.T) {
 	w := &chaosWorld{t: t, rng: rand.New(rand.NewSource(seed + 1)), claims: map[string]*chaosClaim{},
 		pods: map[string]*chaosPod{}, deleted: map[string]time.Time{}, late: map[string]bool{}, archived: map[string]bool{},
 		retired: map[string]bool{}, archivedAt: map[string]time.Time{}, deletedObj: map[string]*corev1.PersistentVolumeClaim{},
-		invisible: map[string]bool{}, blind: map[int]bool{}, leaked: map[bool]int{}, discards: map[string]string{}}
+		invisible: map[string]bool{}, blind: map[int]bool{}, creating: map[string]bool{}, leaked: map[bool]int{}, discards: map[string]string{}}
 	w.f, _ = env.NewFixtures()
 	w.ns = env.Namespace(t)
 	ctx, stop := context.WithCancel(context.Background())
@@ -669,7 +669,9 @@ type chaosWorld struct {
 	podLists   []podList                                // the janitor's pod lists (first pages) as they reached the server
 	// blind are the runs (by pid) whose pod lists are no use the janitor
 	// saw: killed, failed (exit 1), or said a use it saw is lost.
-	blind     map[int]bool
+	blind map[int]bool
+	// creating are the workspaces whose newer claim is being created.
+	creating  map[string]bool
 	invisible map[string]bool   // pod uses seen by neither the janitor nor the controller manager
 	discards  map[string]string // claims deleted without their own snapshot, and the newer data that justified it
 	leaked    map[bool]int      // contents left by the janitor's snapshot deletions: ready or not
@@ -708,6 +710,15 @@ func (w *chaosWorld) addClaim(fail func(string, ...any), outsider bool) {
 	var ended []string // the older session's pods: it ends before the new one starts
 	if alive := w.aliveLocked(); len(alive) > 0 && w.rng.Intn(6) == 0 {
 		c.workspace = alive[w.rng.Intn(len(alive))].workspace // same workspace, newer claim
+		// No session of the workspace starts until the new claim is
+		// known: a user never mounts the older claim once a newer one
+		// exists (the churn runs concurrently).
+		w.creating[c.workspace] = true
+		defer func() {
+			w.mu.Lock()
+			delete(w.creating, c.workspace)
+			w.mu.Unlock()
+		}()
 		for pod, p := range w.pods {
 			if old := w.claims[p.claim]; old != nil && old.workspace == c.workspace && p.deleted.IsZero() && p.deleteStart.IsZero() {
 				ended = append(ended, pod)
@@ -779,7 +790,7 @@ func (w *chaosWorld) sessionsLocked() []*chaosClaim {
 	}
 	var out []*chaosClaim
 	for _, c := range w.aliveLocked() {
-		if newest[c.workspace] == c {
+		if newest[c.workspace] == c && !w.creating[c.workspace] {
 			out = append(out, c)
 		}
 	}
