@@ -18,8 +18,10 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
 )
 
-const usage = "usage: localcluster up|down|status|seed-demo [--dir DIR] (default: $JANITOR_CLUSTER_DIR or .cluster; " +
-	"up passes $JANITOR_CLUSTER_FEATURE_GATES to kube-apiserver and kube-controller-manager as --feature-gates)"
+const usage = "usage: localcluster up|down|status|seed-demo [--dir DIR] | read-volume NAMESPACE CLAIM PATH " +
+	"(default DIR: $JANITOR_CLUSTER_DIR or .cluster; " +
+	"up passes $JANITOR_CLUSTER_FEATURE_GATES to kube-apiserver and kube-controller-manager as --feature-gates; " +
+	"read-volume prints a file of a claim's volume, as a pod mounting it would see it)"
 
 // DemoNamespace is where seed-demo puts the demo fleet.
 const DemoNamespace = "pvc-janitor-demo"
@@ -39,9 +41,13 @@ func run(args []string) error {
 	if dir == "" {
 		dir = ".cluster"
 	}
-	if len(args) == 3 && args[1] == "--dir" {
+	var rest []string
+	switch {
+	case args[0] == "read-volume" && len(args) == 4:
+		rest = args[1:]
+	case len(args) == 3 && args[1] == "--dir":
 		dir = args[2]
-	} else if len(args) != 1 {
+	case len(args) != 1:
 		return fmt.Errorf("%s", usage)
 	}
 	dir, err := filepath.Abs(dir)
@@ -81,6 +87,8 @@ func run(args []string) error {
 		return testenv.StopDir(dir, os.Stderr)
 	case "seed-demo":
 		return seedDemo(ctx, dir)
+	case "read-volume":
+		return readVolume(ctx, dir, rest[0], rest[1], rest[2])
 	case "status":
 		if testenv.Running(ctx, dir) {
 			gates, _ := testenv.RecordedFeatureGates(dir)
@@ -101,19 +109,27 @@ func gatesNote(gates string) string {
 	return "(--feature-gates=" + gates + ")"
 }
 
+// fixtures connects to the running local cluster in dir.
+func fixtures(ctx context.Context, dir string) (*testenv.Fixtures, error) {
+	if !testenv.Running(ctx, dir) {
+		return nil, fmt.Errorf("no local cluster running in %s: run make cluster-up", dir)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		return nil, err
+	}
+	gates, _ := testenv.RecordedFeatureGates(dir)
+	c := &testenv.Cluster{Dir: dir, Config: cfg, DriverStateDir: filepath.Join(dir, "csi-state"), FeatureGates: gates}
+	return c.NewFixtures()
+}
+
 // seedDemo (re)creates the demo namespace and its fleet in a running
 // cluster and prints the expected state of every claim.
 func seedDemo(ctx context.Context, dir string) error {
 	if !testenv.Running(ctx, dir) {
 		return fmt.Errorf("no local cluster running in %s: run make cluster-up", dir)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
-	if err != nil {
-		return err
-	}
-	gates, _ := testenv.RecordedFeatureGates(dir)
-	c := &testenv.Cluster{Dir: dir, Config: cfg, DriverStateDir: filepath.Join(dir, "csi-state"), FeatureGates: gates}
-	f, err := c.NewFixtures()
+	f, err := fixtures(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -125,10 +141,24 @@ func seedDemo(ctx context.Context, dir string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "seeding the demo fleet in namespace %s (about %s) ...\n", DemoNamespace, testenv.DemoGracePeriod+3*time.Second)
-	want, err := testenv.SeedDemo(ctx, f, DemoNamespace, c.DriverStateDir)
+	want, err := testenv.SeedDemo(ctx, f, DemoNamespace, f.DriverStateDir)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "seeded %d claims\n", len(want))
 	return nil
+}
+
+// readVolume prints the file at path in the volume of claim ns/name.
+func readVolume(ctx context.Context, dir, ns, name, path string) error {
+	f, err := fixtures(ctx, dir)
+	if err != nil {
+		return err
+	}
+	b, err := f.ReadVolume(ctx, ns, name, path)
+	if err != nil {
+		return err
+	}
+	_, err = os.Stdout.Write(b)
+	return err
 }

@@ -22,6 +22,12 @@ const (
 	// seconds ago already has old claims.
 	DemoMinAge      = 5 * time.Second
 	DemoGracePeriod = 10 * time.Second
+	// DemoFileClaim is the demo claim whose user left work in its volume
+	// (DemoFile, DemoFileContent): make demo rescues and reaps it, then
+	// restores it and reads the file back.
+	DemoFileClaim   = "ws-olivia"
+	DemoFile        = "notes.md"
+	DemoFileContent = "olivia's last work: the chapter she wrote before her workspace was orphaned\n"
 )
 
 // SeedDemo creates a fleet of about twenty workspace claims in ns that
@@ -101,7 +107,8 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 		func() error {
 			return csidriver.SetFault(driverStateDir, ns+"-ws-niaj", csidriver.Fault{ReadyAfter: time.Hour})
 		},
-		func() error { return claim("ws-olivia", "olivia", "Orphaned", nil) },
+		func() error { return claim(DemoFileClaim, "olivia", "Orphaned", nil) },
+		func() error { return f.WriteVolume(ctx, ns, DemoFileClaim, DemoFile, []byte(DemoFileContent)) },
 		func() error { return claim("ws-peggy", "peggy", "Orphaned", nil) },
 		func() error { return claim("ws-rupert", "rupert", "Orphaned", nil) },
 		func() error { return claim("ws-sybil", "sybil", "Grace", nil) },
