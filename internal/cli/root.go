@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -29,21 +30,70 @@ by another run, 130/143 interrupted.`,
 	root.SetIn(s.In)
 	root.SetOut(s.Out)
 	root.SetErr(s.ErrOut)
-	config.Register(root.PersistentFlags())
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return exitcode.New(exitcode.Usage, err)
-	})
+	config.RegisterGlobal(root.PersistentFlags())
+	root.SetFlagErrorFunc(flagError)
+	root.SetUsageTemplate(usageTemplate)
 	root.AddCommand(newScanCommand(s), newSnapshotCommand(s), newReapCommand(s), newRunCommand(s), newGuardCommand(s), newVersionCommand(s))
 	// An unknown command is a usage error, not a runtime one.
 	root.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return exitcode.New(exitcode.Usage, errors.New("unknown command "+strings.Join(args, " ")+"; see janitor --help"))
+			return unknownCommand(args)
 		}
 		return nil
 	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	return root
 }
+
+// flagError makes every flag error a usage error (exit 2). A flag that
+// another command takes says which: `--rescue is only valid for guard`.
+func flagError(cmd *cobra.Command, err error) error {
+	if !cmd.HasParent() && cmd.Flags().NArg() > 0 {
+		// `janitor frobnicate --flag`: the command is what is wrong.
+		return unknownCommand(cmd.Flags().Args())
+	}
+	msg := err.Error()
+	name := ""
+	switch {
+	case strings.HasPrefix(msg, "unknown flag: --"):
+		name = strings.TrimPrefix(msg, "unknown flag: --")
+	case strings.HasPrefix(msg, "unknown shorthand flag: '"):
+		name = config.LongName(msg[len("unknown shorthand flag: '") : len("unknown shorthand flag: '")+1])
+	}
+	if only := config.OnlyFor(name); name != "" && only != "" {
+		return exitcode.New(exitcode.Usage, fmt.Errorf("--%s is only valid for %s", name, only))
+	}
+	return exitcode.New(exitcode.Usage, err)
+}
+
+func unknownCommand(args []string) error {
+	return exitcode.New(exitcode.Usage, errors.New("unknown command "+strings.Join(args, " ")+"; see janitor --help"))
+}
+
+// usageTemplate is cobra's, with the inherited flags under "Global Flags"
+// listed after the command's own, as kubectl's "options" and
+// "kubectl options" are.
+const usageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+
+Flags:
+{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+Global Flags (every command takes them; see janitor --help):
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`
 
 // load resolves the configuration of a command, mapping every error to the
 // usage exit code.
