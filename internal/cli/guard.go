@@ -40,8 +40,7 @@ command).`,
 			return sess.guard()
 		},
 	}
-	config.RegisterCommand(cmd.Flags(), config.CommandGuard)
-	return cmd
+	return withFlags(cmd, config.CommandGuard)
 }
 
 // guard runs the gate; with --rescue it rescues first under the lease.

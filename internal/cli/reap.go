@@ -44,8 +44,7 @@ terminal and without --yes it refuses (exit 2). --dry-run deletes nothing.`,
 			return sess.finishReap(r, addReap(r, res.Step), failuresError("marks", res.Scan.Marks.Errors))
 		},
 	}
-	config.RegisterCommand(cmd.Flags(), config.CommandReap)
-	return cmd
+	return withFlags(cmd, config.CommandReap)
 }
 
 func newRunCommand(s Streams) *cobra.Command {
@@ -82,8 +81,7 @@ Lease and with one report. Without a terminal it needs --yes to delete
 			return sess.finishReap(r, addReap(r, res.Reap), stepErr)
 		},
 	}
-	config.RegisterCommand(cmd.Flags(), config.CommandRun)
-	return cmd
+	return withFlags(cmd, config.CommandRun)
 }
 
 // beginDeleting is begin for the commands that delete claims: without

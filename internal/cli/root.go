@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
@@ -70,9 +71,9 @@ func unknownCommand(args []string) error {
 	return exitcode.New(exitcode.Usage, errors.New("unknown command "+strings.Join(args, " ")+"; see janitor --help"))
 }
 
-// usageTemplate is cobra's, with the inherited flags under "Global Flags"
-// listed after the command's own, as kubectl's "options" and
-// "kubectl options" are.
+// usageTemplate is cobra's, with a command's own flags in sections (see
+// withFlags) and the inherited ones under "Global Flags" after them, as
+// kubectl lists a command's options and then points to its global ones.
 const usageTemplate = `Usage:{{if .Runnable}}
   {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
   {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
@@ -84,16 +85,51 @@ Examples:
 {{.Example}}{{end}}{{if .HasAvailableSubCommands}}
 
 Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
-  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}{{with index .Annotations "` + flagSections + `"}}{{.}}{{else}}
 
 Flags:
-{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableInheritedFlags}}
+{{$.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{end}}{{if .HasAvailableInheritedFlags}}
 
-Global Flags (every command takes them; see janitor --help):
+Global flags (every command takes them):
 {{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableSubCommands}}
 
 Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
 `
+
+// flagSections is the annotation that holds a command's own flags as
+// --help lists them, in sections.
+const flagSections = "flag-sections"
+
+// withFlags registers the flags of command name's own options on cmd (only
+// those it uses: any other is a usage error) and lists them in --help by
+// section (classification, acting, rescue, …).
+func withFlags(cmd *cobra.Command, name string) *cobra.Command {
+	config.RegisterCommand(cmd.Flags(), name)
+	cmd.InitDefaultHelpFlag()
+	const other = "Other flags"
+	sections := map[string]*pflag.FlagSet{}
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		g := other
+		if v := f.Annotations[config.FlagGroupAnnotation]; len(v) > 0 {
+			g = v[0]
+		}
+		if sections[g] == nil {
+			sections[g] = pflag.NewFlagSet(g, pflag.ContinueOnError)
+		}
+		sections[g].AddFlag(f)
+	})
+	var b strings.Builder
+	for _, g := range append(config.FlagGroups(), other) {
+		if fs := sections[g]; fs != nil {
+			fmt.Fprintf(&b, "\n\n%s:\n%s", g, strings.TrimRight(fs.FlagUsages(), " \n"))
+		}
+	}
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[flagSections] = b.String()
+	return cmd
+}
 
 // load resolves the configuration of a command, mapping every error to the
 // usage exit code.

@@ -39,6 +39,5 @@ report. --dry-run writes nothing.`,
 			return sess.finish(r, failuresError("marks", res.Marks.Errors))
 		},
 	}
-	config.RegisterCommand(cmd.Flags(), config.CommandScan)
-	return cmd
+	return withFlags(cmd, config.CommandScan)
 }

@@ -45,6 +45,5 @@ newer work. --dry-run creates nothing.`,
 			return sess.finish(r, addSnapshot(r, res))
 		},
 	}
-	config.RegisterCommand(cmd.Flags(), config.CommandSnapshot)
-	return cmd
+	return withFlags(cmd, config.CommandSnapshot)
 }

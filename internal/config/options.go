@@ -67,6 +67,25 @@ const (
 	forMutating = forSnapshot | forReap | forRun | forGuard
 )
 
+// Sections of a command's --help, in order.
+const (
+	groupClassify = "Classification flags"
+	groupAct      = "Acting flags"
+	groupRescue   = "Rescue flags"
+	groupGate     = "Gate flags"
+	groupAPI      = "API and lease flags"
+	groupPublish  = "Metrics and notification flags"
+)
+
+// FlagGroupAnnotation is the pflag annotation naming a flag's section of
+// --help; FlagGroups lists the sections in order.
+const FlagGroupAnnotation = "pvc-janitor.io/flag-group"
+
+// FlagGroups returns the sections of a command's --help, in order.
+func FlagGroups() []string {
+	return []string{groupClassify, groupAct, groupRescue, groupGate, groupAPI, groupPublish}
+}
+
 // commandBits names the bit of each command.
 var commandBits = []struct {
 	name string
@@ -82,6 +101,8 @@ type option struct {
 	short string
 	def   string // the default, in its flag spelling
 	usage string
+	// group is the section of --help the flag is listed in.
+	group string
 	cmds  commands
 	// field returns a pointer to the option's field of c; its type decides
 	// the option's kind.
@@ -154,26 +175,26 @@ func commandOptions() []option {
 // scopeOptions decide which claims are looked at and how they are classified.
 func scopeOptions() []option {
 	return []option{
-		{name: "all-claims", cmds: forMutating, field: func(c *Config) any { return &c.AllClaims },
+		{name: "all-claims", group: groupAct, cmds: forMutating, field: func(c *Config) any { return &c.AllClaims },
 			usage: "let mutating commands run without --selector, on every claim in scope"},
-		{name: "workspace-label", cmds: forReading, field: func(c *Config) any { return &c.WorkspaceLabel }, check: labelKey,
+		{name: "workspace-label", group: groupClassify, cmds: forReading, field: func(c *Config) any { return &c.WorkspaceLabel }, check: labelKey,
 			usage: "label whose value names a claim's workspace (default: each claim is its own workspace)"},
-		{name: "min-age", def: "10m", cmds: forReading, field: func(c *Config) any { return &c.MinAge }, check: nonNegative,
+		{name: "min-age", group: groupClassify, def: "10m", cmds: forReading, field: func(c *Config) any { return &c.MinAge }, check: nonNegative,
 			usage: "claims younger than this are never orphans"},
-		{name: "grace-period", def: "30m", cmds: forReading, field: func(c *Config) any { return &c.GracePeriod }, check: nonNegative,
+		{name: "grace-period", group: groupClassify, def: "30m", cmds: forReading, field: func(c *Config) any { return &c.GracePeriod }, check: nonNegative,
 			usage: "how long a claim must have been orphaned before it is rescued"},
-		{name: "trust-existing-snapshots", cmds: forReading, field: func(c *Config) any { return &c.TrustExistingSnapshots },
+		{name: "trust-existing-snapshots", group: groupClassify, cmds: forReading, field: func(c *Config) any { return &c.TrustExistingSnapshots },
 			usage: "count any ready snapshot of a claim as its rescue, whenever it was taken"},
-		{name: "superseded", def: rescue.SupersededKeep, cmds: forRescuing | forDeleting, field: func(c *Config) any { return &c.Superseded },
+		{name: "superseded", group: groupClassify, def: rescue.SupersededKeep, cmds: forRescuing | forDeleting, field: func(c *Config) any { return &c.Superseded },
 			choices: []string{rescue.SupersededKeep, rescue.SupersededArchive, rescue.SupersededDiscard},
 			usage:   "what to do with superseded claims: keep, archive or discard"},
-		{name: "dry-run", cmds: forReading, field: func(c *Config) any { return &c.DryRun },
+		{name: "dry-run", group: groupAct, cmds: forReading, field: func(c *Config) any { return &c.DryRun },
 			usage: "change nothing; report what would be done"},
-		{name: "yes", short: "y", cmds: forDeleting, field: func(c *Config) any { return &c.Yes },
+		{name: "yes", group: groupAct, short: "y", cmds: forDeleting, field: func(c *Config) any { return &c.Yes },
 			usage: "do not ask for confirmation before deleting"},
-		{name: "page-size", def: "0", cmds: forReading, field: func(c *Config) any { return &c.PageSize }, check: pageSize,
+		{name: "page-size", group: groupAPI, def: "0", cmds: forReading, field: func(c *Config) any { return &c.PageSize }, check: pageSize,
 			usage: "items per list call (1..10000); 0 reads each list as one stream"},
-		{name: "api-timeout", def: "2m", cmds: forReading, field: func(c *Config) any { return &c.APITimeout }, check: positive,
+		{name: "api-timeout", group: groupAPI, def: "2m", cmds: forReading, field: func(c *Config) any { return &c.APITimeout }, check: positive,
 			usage: "cap on retrying one API call"},
 	}
 }
@@ -181,21 +202,21 @@ func scopeOptions() []option {
 // rescueOptions configure snapshots.
 func rescueOptions() []option {
 	return []option{
-		{name: "snapshot-class", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotClass },
+		{name: "snapshot-class", group: groupRescue, cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotClass },
 			usage: "VolumeSnapshotClass of rescues (default: the driver's default class)"},
-		{name: "snapshot-timeout", def: "10m", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotTimeout }, check: positive,
+		{name: "snapshot-timeout", group: groupRescue, def: "10m", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotTimeout }, check: positive,
 			usage: "how long to wait for a snapshot to become ready"},
-		{name: "snapshot-error-grace", def: "2m", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotErrorGrace }, check: positive,
+		{name: "snapshot-error-grace", group: groupRescue, def: "2m", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotErrorGrace }, check: positive,
 			usage: "how long a snapshot error may last before the snapshot is recreated"},
-		{name: "snapshot-attempts", def: "3", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotAttempts }, check: positive,
+		{name: "snapshot-attempts", group: groupRescue, def: "3", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotAttempts }, check: positive,
 			usage: "how many times a failing snapshot is created before the claim is SnapshotFailed"},
-		{name: "snapshot-retry-backoff", def: "10m", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotRetryBackoff }, check: positive,
+		{name: "snapshot-retry-backoff", group: groupRescue, def: "10m", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotRetryBackoff }, check: positive,
 			usage: "wait before a failed claim's next snapshot attempt, doubled per failed run, at most 24h"},
-		{name: "concurrency", def: "4", cmds: forReading, field: func(c *Config) any { return &c.Concurrency }, check: positive,
+		{name: "concurrency", group: groupAPI, def: "4", cmds: forReading, field: func(c *Config) any { return &c.Concurrency }, check: positive,
 			usage: "claims worked on at once"},
-		{name: "qps", def: "50", cmds: forReading, field: func(c *Config) any { return &c.QPS }, check: positive,
+		{name: "qps", group: groupAPI, def: "50", cmds: forReading, field: func(c *Config) any { return &c.QPS }, check: positive,
 			usage: "API requests per second"},
-		{name: "burst", def: "100", cmds: forReading, field: func(c *Config) any { return &c.Burst }, check: positive,
+		{name: "burst", group: groupAPI, def: "100", cmds: forReading, field: func(c *Config) any { return &c.Burst }, check: positive,
 			usage: "API request burst"},
 	}
 }
@@ -203,25 +224,25 @@ func rescueOptions() []option {
 // runOptions bound and report a run.
 func runOptions() []option {
 	return []option{
-		{name: "max-deletions", def: "50", cmds: forDeleting, field: func(c *Config) any { return &c.MaxDeletions }, check: nonNegative,
+		{name: "max-deletions", group: groupAct, def: "50", cmds: forDeleting, field: func(c *Config) any { return &c.MaxDeletions }, check: nonNegative,
 			usage: "delete nothing when a run would delete more claims than this (0: delete nothing)"},
-		{name: "max-deletion-percent", def: "25", cmds: forDeleting, field: func(c *Config) any { return &c.MaxDeletionPercent }, check: percent,
+		{name: "max-deletion-percent", group: groupAct, def: "25", cmds: forDeleting, field: func(c *Config) any { return &c.MaxDeletionPercent }, check: percent,
 			usage: "delete nothing when a run would delete more than this percentage of the claims in scope"},
-		{name: "lock-namespace", def: "default", cmds: forReading, field: func(c *Config) any { return &c.LockNamespace }, check: namespaces,
+		{name: "lock-namespace", group: groupAPI, def: "default", cmds: forReading, field: func(c *Config) any { return &c.LockNamespace }, check: namespaces,
 			usage: "namespace of the run's Lease"},
-		{name: "lock-duration", def: "60s", cmds: forReading, field: func(c *Config) any { return &c.LockDuration }, check: positive,
+		{name: "lock-duration", group: groupAPI, def: "60s", cmds: forReading, field: func(c *Config) any { return &c.LockDuration }, check: positive,
 			usage: "how long the run's Lease lasts without renewal"},
-		{name: "allow-delete-policy", cmds: forGuard, field: func(c *Config) any { return &c.AllowDeletePolicy },
+		{name: "allow-delete-policy", group: groupGate, cmds: forGuard, field: func(c *Config) any { return &c.AllowDeletePolicy },
 			usage: "accept rescues whose VolumeSnapshotContent has deletionPolicy Delete"},
-		{name: "rescue", cmds: forGuard, field: func(c *Config) any { return &c.Rescue },
+		{name: "rescue", group: groupGate, cmds: forGuard, field: func(c *Config) any { return &c.Rescue },
 			usage: "run snapshot first"},
-		{name: "min-claims", def: "0", cmds: forGuard, field: func(c *Config) any { return &c.MinClaims }, check: nonNegative,
+		{name: "min-claims", group: groupGate, def: "0", cmds: forGuard, field: func(c *Config) any { return &c.MinClaims }, check: nonNegative,
 			usage: "fail the gate when fewer claims than this are in scope (a mistyped selector cannot pass it)"},
-		{name: "metrics-file", cmds: forReading, field: func(c *Config) any { return &c.MetricsFile },
+		{name: "metrics-file", group: groupPublish, cmds: forReading, field: func(c *Config) any { return &c.MetricsFile },
 			usage: "write the run's Prometheus metrics to this file, atomically (node-exporter textfile collector)"},
-		{name: "pushgateway", cmds: forReading, field: func(c *Config) any { return &c.Pushgateway }, redact: redactURL,
+		{name: "pushgateway", group: groupPublish, cmds: forReading, field: func(c *Config) any { return &c.Pushgateway }, redact: redactURL,
 			usage: "push the run's Prometheus metrics to this Pushgateway URL (credentials become basic auth and are never logged)"},
-		{name: "notify-webhook", cmds: forReading, field: func(c *Config) any { return &c.NotifyWebhook }, redact: redactSecret,
+		{name: "notify-webhook", group: groupPublish, cmds: forReading, field: func(c *Config) any { return &c.NotifyWebhook }, redact: redactSecret,
 			usage: "post a Slack-compatible summary to this webhook URL when a run acted or failed (the URL is never logged)"},
 	}
 }
@@ -319,6 +340,9 @@ func register(fs *pflag.FlagSet, o option) {
 		fs.StringSliceP(o.name, o.short, nil, o.usage)
 	default:
 		fs.StringP(o.name, o.short, o.def, o.usage)
+	}
+	if o.group != "" {
+		_ = fs.SetAnnotation(o.name, FlagGroupAnnotation, []string{o.group})
 	}
 }
 
