@@ -134,27 +134,9 @@ func readFile(path string) (map[string]any, error) {
 	if err != nil {
 		return nil, &Error{Flag: "config", Err: fmt.Errorf("--config: %w", err)}
 	}
-	// YAML 1.2 (yaml.v3), not 1.1: the key "yes" and a namespace called
-	// "no" must stay strings. Duplicate keys are an error.
-	// One document: the settings of any further one (after ---) would be
-	// ignored without a word.
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil && !errors.Is(err, io.EOF) {
-		return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: invalid YAML (want a mapping of flag names to values): %s", path, term.OneLine(err.Error()))}
-	}
-	for {
-		var more any
-		err := dec.Decode(&more)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: invalid YAML (want a mapping of flag names to values): %s", path, term.OneLine(err.Error()))}
-		}
-		if more != nil {
-			return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: more than one YAML document (---); put every setting in one mapping", path)}
-		}
+	m, err := decodeOne(path, data)
+	if err != nil {
+		return nil, err
 	}
 	kinds := map[string]kind{}
 	var names []string
@@ -185,6 +167,33 @@ func readFile(path string) (map[string]any, error) {
 		}
 		if !fileTypeOK(kd, m[k]) {
 			return nil, &Error{Flag: k, Err: fmt.Errorf("config file %s: key %q: want a %s, got %s", path, k, kindWant(kd), describe(m[k]))}
+		}
+	}
+	return m, nil
+}
+
+// decodeOne decodes the config file's one YAML document, a mapping.
+func decodeOne(path string, data []byte) (map[string]any, error) {
+	// YAML 1.2 (yaml.v3), not 1.1: the key "yes" and a namespace called
+	// "no" must stay strings. Duplicate keys are an error.
+	// One document: the settings of any further one (after ---) would be
+	// ignored without a word.
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil && !errors.Is(err, io.EOF) {
+		return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: invalid YAML (want a mapping of flag names to values): %s", path, term.OneLine(err.Error()))}
+	}
+	for {
+		var more any
+		err := dec.Decode(&more)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: invalid YAML (want a mapping of flag names to values): %s", path, term.OneLine(err.Error()))}
+		}
+		if more != nil {
+			return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: more than one YAML document (---); put every setting in one mapping", path)}
 		}
 	}
 	return m, nil
