@@ -71,9 +71,6 @@ func begin(cmd *cobra.Command, s Streams, name string, check func(*config.Config
 	if err != nil {
 		return nil, err
 	}
-	if err := checkURLs(cfg); err != nil {
-		return nil, err
-	}
 	if check != nil {
 		if err := check(cfg); err != nil {
 			return nil, err
@@ -85,22 +82,6 @@ func begin(cmd *cobra.Command, s Streams, name string, check func(*config.Config
 		return nil, err
 	}
 	return sess, nil
-}
-
-// checkURLs vets the URLs the run publishes to, as the packages that use
-// them parse them.
-func checkURLs(cfg *config.Config) error {
-	if cfg.Pushgateway != "" {
-		if err := metrics.ValidatePushgatewayURL(cfg.Pushgateway); err != nil {
-			return exitcode.New(exitcode.Usage, fmt.Errorf("--pushgateway: %w", err))
-		}
-	}
-	if cfg.NotifyWebhook != "" {
-		if err := notify.Validate(cfg.NotifyWebhook); err != nil {
-			return exitcode.New(exitcode.Usage, fmt.Errorf("--notify-webhook: %w", err))
-		}
-	}
-	return nil
 }
 
 // close releases the run's lease, if it took one.

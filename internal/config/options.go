@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/metrics"
+	"github.com/pvc-janitor/pvc-janitor/internal/notify"
 	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
 )
 
@@ -241,8 +243,10 @@ func runOptions() []option {
 		{name: "metrics-file", group: groupPublish, cmds: forReading, field: func(c *Config) any { return &c.MetricsFile },
 			usage: "write the run's Prometheus metrics to this file, atomically (node-exporter textfile collector)"},
 		{name: "pushgateway", group: groupPublish, cmds: forReading, field: func(c *Config) any { return &c.Pushgateway }, redact: redactURL,
+			check: parsedBy(metrics.ValidatePushgatewayURL),
 			usage: "push the run's Prometheus metrics to this Pushgateway URL (credentials become basic auth and are never logged)"},
 		{name: "notify-webhook", group: groupPublish, cmds: forReading, field: func(c *Config) any { return &c.NotifyWebhook }, redact: redactSecret,
+			check: parsedBy(notify.Validate),
 			usage: "post a Slack-compatible summary to this webhook URL when a run acted or failed (the URL is never logged)"},
 	}
 }
@@ -436,6 +440,21 @@ func labelKey(name string, v any, from string) error {
 		}
 	}
 	return nil
+}
+
+// parsedBy checks a URL as the package that uses it parses it; its
+// message names no secret.
+func parsedBy(parse func(string) error) func(name string, v any, from string) error {
+	return func(name string, v any, from string) error {
+		raw := v.(string)
+		if raw == "" {
+			return nil
+		}
+		if err := parse(raw); err != nil {
+			return &Error{Flag: name, Err: fmt.Errorf("--%s: %w%s", name, err, from)}
+		}
+		return nil
+	}
 }
 
 func fail(flag, format string, args ...any) error {
