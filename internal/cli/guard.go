@@ -47,19 +47,14 @@ command).`,
 func (sess *session) guard() error {
 	cfg := sess.cfg
 	o := janitor.GuardOptions{Scan: sess.scanOptions(true), AllowDeletePolicy: cfg.AllowDeletePolicy, MinClaims: cfg.MinClaims}
-	var prog *progress
 	if cfg.Rescue {
 		if err := sess.lock(!cfg.DryRun, sess.snapshotOptions(nil).Validate); err != nil {
 			return err
 		}
-		prog = newProgress(sess.s.ErrOut, zerolog.Ctx(sess.ctx))
-		so := sess.snapshotOptions(prog)
+		so := sess.snapshotOptions(newProgress(sess.s.ErrOut, zerolog.Ctx(sess.ctx)))
 		o.Rescue = &so
 	}
 	res, err := janitor.Guard(sess.ctx, sess.clients, o)
-	if prog != nil {
-		prog.done()
-	}
 	if err != nil {
 		var re *janitor.RescueError
 		if errors.As(err, &re) {

@@ -68,8 +68,7 @@ Lease and with one report. Without a terminal it needs --yes to delete
 			}
 			prog := newProgress(s.ErrOut, zerolog.Ctx(sess.ctx))
 			res, err := janitor.Run(sess.ctx, sess.clients, janitor.RunOptions{
-				Snapshot: sess.snapshotOptions(prog), Reap: sess.reapOptions(confirm), AfterSnapshot: prog.done})
-			prog.done()
+				Snapshot: sess.snapshotOptions(prog), Reap: sess.reapOptions(confirm)})
 			if err != nil {
 				if lerr := sess.leaseErr(); lerr != nil {
 					err = lerr

@@ -180,7 +180,7 @@ func (sess *session) snapshotOptions(p *progress) janitor.SnapshotOptions {
 		Class: cfg.SnapshotClass, Superseded: cfg.Superseded, Timeout: cfg.SnapshotTimeout,
 		ErrorGrace: cfg.SnapshotErrorGrace, Attempts: cfg.SnapshotAttempts, RetryBackoff: cfg.SnapshotRetryBackoff}}
 	if p != nil {
-		o.Rescue.Progress = p.update
+		o.Rescue.Progress, o.Done = p.update, p.done
 	}
 	return o
 }

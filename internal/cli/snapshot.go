@@ -37,7 +37,6 @@ newer work. --dry-run creates nothing.`,
 			}
 			prog := newProgress(s.ErrOut, zerolog.Ctx(sess.ctx))
 			res, err := janitor.Snapshot(sess.ctx, sess.clients, sess.snapshotOptions(prog))
-			prog.done()
 			if err != nil {
 				return sess.failed(exitError(err))
 			}

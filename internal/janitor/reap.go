@@ -100,9 +100,6 @@ type RunOptions struct {
 	// Snapshot's Scan is the run's scan; Reap's Scan is ignored.
 	Snapshot SnapshotOptions
 	Reap     ReapOptions
-	// AfterSnapshot, when set, is called between the rescue and the reap
-	// (the CLI ends its progress line there, before any prompt).
-	AfterSnapshot func()
 }
 
 // RunResult is what a run did.
@@ -118,9 +115,6 @@ func Run(ctx context.Context, c *kube.Clients, o RunOptions) (*RunResult, error)
 	snap, err := Snapshot(ctx, c, o.Snapshot)
 	if err != nil {
 		return nil, err
-	}
-	if o.AfterSnapshot != nil {
-		o.AfterSnapshot()
 	}
 	ro := o.Reap
 	ro.Scan = o.Snapshot.Scan

@@ -17,6 +17,9 @@ type SnapshotOptions struct {
 	// (policy, workspace label, selector, concurrency, dry run, retries)
 	// are taken from Scan: one source for each.
 	Rescue rsc.Options
+	// Done, when set, is called once when Snapshot returns (the CLI ends
+	// its progress line there, before a reap's prompt or guard's scan).
+	Done func()
 }
 
 // rescueOptions are o.Rescue completed from o.Scan.
@@ -61,6 +64,9 @@ type SnapshotResult struct {
 // Superseded one under the archive policy (SPEC §4). An error means there
 // is no result: bad input (*InputError) or a failed scan.
 func Snapshot(ctx context.Context, c *kube.Clients, o SnapshotOptions) (*SnapshotResult, error) {
+	if o.Done != nil {
+		defer o.Done()
+	}
 	if err := o.Validate(ctx, c); err != nil {
 		return nil, err
 	}
