@@ -216,6 +216,9 @@ func feed(ctx context.Context, c *kube.Clients, ds []classify.Decision, opts Opt
 			case removal:
 				work <- i
 			case stopped:
+			case ctx.Err() != nil:
+				// A select would pick a ready worker half the time.
+				stopped = true
 			default:
 				select {
 				case work <- i:
