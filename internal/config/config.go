@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/report"
 )
 
 // Commands that Load knows.
@@ -28,12 +30,12 @@ const (
 	CommandVersion  = "version"
 )
 
-// Values of --output.
+// Values of --output: the report's formats.
 const (
-	OutputTable = "table"
-	OutputWide  = "wide"
-	OutputJSON  = "json"
-	OutputYAML  = "yaml"
+	OutputTable = report.FormatTable
+	OutputWide  = report.FormatWide
+	OutputJSON  = report.FormatJSON
+	OutputYAML  = report.FormatYAML
 )
 
 // Values of --log-format.
