@@ -168,7 +168,7 @@ func proveRBAC(t *testing.T, namespaced bool) {
 	}
 
 	// 3. scan: marks (patch claims) and OrphanDetected Events (create).
-	code, out, stderr = runJanitor(t, "scan", "--config", actCfg, "--kubeconfig", kc)
+	code, _, stderr = runJanitor(t, "scan", "--config", actCfg, "--kubeconfig", kc)
 	if code != 0 {
 		t.Fatalf("scan: exit %d: %s", code, stderr)
 	}

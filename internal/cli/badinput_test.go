@@ -474,7 +474,9 @@ func TestSecretsNeverLogged(t *testing.T) {
 	}
 
 	base := []string{"-n", ns, "-l", wsSel, "--workspace-label", "workspace", "--min-age", "0s", "--grace-period", "0s",
-		"--lock-namespace", ns, "--log-level", "debug", "--api-timeout", "5s", "--snapshot-timeout", "20s"}
+		"--lock-namespace", ns, "--log-level", "debug", "--api-timeout", "5s"}
+	// Only the commands that snapshot take --snapshot-timeout.
+	const snapTimeout = "--snapshot-timeout=20s"
 	type proc struct {
 		args []string
 		env  []string
@@ -483,21 +485,21 @@ func TestSecretsNeverLogged(t *testing.T) {
 	envSecrets := []string{"JANITOR_PUSHGATEWAY=" + pushURL, "JANITOR_NOTIFY_WEBHOOK=" + hookURL}
 	runs := []proc{
 		{append([]string{"scan", "--kubeconfig", tokenKC, "--log-format", "json", "-o", "json", "--pushgateway", pushURL, "--notify-webhook", hookURL}, base...), nil, 0},
-		{append([]string{"guard", "--kubeconfig", proxyKC, "--log-format", "console", "-o", "yaml"}, base...), envSecrets, -1},
+		{append([]string{"guard", snapTimeout, "--kubeconfig", proxyKC, "--log-format", "console", "-o", "yaml"}, base...), envSecrets, -1},
 		// Under faults, the release of its Lease can be lost, which would
 		// hold the next run off for --lock-duration: its own Lease.
-		{append(append([]string{"snapshot", "--kubeconfig", proxyKC, "--log-format", "json", "-o", "wide"}, base...), "--lock-namespace", env.Namespace(t)), envSecrets, -1},
-		{append([]string{"run", "--yes", "--kubeconfig", tokenKC, "--log-format", "console", "-o", "json", "--max-deletion-percent", "100",
+		{append(append([]string{"snapshot", snapTimeout, "--kubeconfig", proxyKC, "--log-format", "json", "-o", "wide"}, base...), "--lock-namespace", env.Namespace(t)), envSecrets, -1},
+		{append([]string{"run", snapTimeout, "--yes", "--kubeconfig", tokenKC, "--log-format", "console", "-o", "json", "--max-deletion-percent", "100",
 			"--pushgateway", pushDown, "--notify-webhook", hookDown}, base...), nil, 0},
 		{append([]string{"scan", "--kubeconfig", env.Kubeconfig, "--log-format", "json", "-o", "table", "--config", goodConfig}, base...), nil, 0},
-		{append([]string{"run", "--yes", "--kubeconfig", rejectedKC, "--log-format", "json"}, base...), envSecrets, 1},
-		{append([]string{"run", "--yes", "--kubeconfig", rejectedKC, "--log-format", "console", "--config", goodConfig}, base...), nil, 1},
+		{append([]string{"run", snapTimeout, "--yes", "--kubeconfig", rejectedKC, "--log-format", "json"}, base...), envSecrets, 1},
+		{append([]string{"run", snapTimeout, "--yes", "--kubeconfig", rejectedKC, "--log-format", "console", "--config", goodConfig}, base...), nil, 1},
 		{append([]string{"scan", "--kubeconfig", brokenKC, "--log-format", "json"}, base...), envSecrets, 2},
 		{append([]string{"scan", "--kubeconfig", tokenKC, "--config", badConfig}, base...), nil, 2},
 		{append([]string{"scan", "--kubeconfig", tokenKC, "--pushgateway", "https://janitor:pushpass-5ecret@"}, base...), nil, 2},
 		{append([]string{"scan", "--kubeconfig", tokenKC, "--pushgateway", "https://janitor:pushpass-5ecret@push.example/x?hooksecret-0123456789"}, base...), nil, 2},
-		{append([]string{"run", "--yes", "--kubeconfig", tokenKC, "--notify-webhook", "ftp://hooks.example/hooksecret-0123456789"}, base...), nil, 2},
-		{append([]string{"guard", "--kubeconfig", tokenKC, "--context", "nope"}, base...), envSecrets, 2},
+		{append([]string{"run", snapTimeout, "--yes", "--kubeconfig", tokenKC, "--notify-webhook", "ftp://hooks.example/hooksecret-0123456789"}, base...), nil, 2},
+		{append([]string{"guard", snapTimeout, "--kubeconfig", tokenKC, "--context", "nope"}, base...), envSecrets, 2},
 	}
 	var all strings.Builder
 	for i, r := range runs {

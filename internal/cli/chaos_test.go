@@ -803,12 +803,6 @@ func (w *chaosWorld) aliveClaims() []*chaosClaim {
 	return w.aliveLocked()
 }
 
-func (w *chaosWorld) isRetired(name string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.retired[name]
-}
-
 func (w *chaosWorld) outsiders() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()

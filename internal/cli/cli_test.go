@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/cli"
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
@@ -37,8 +36,6 @@ func runWith(args []string, out, errOut io.Writer) int {
 	return cli.Run(context.Background(), args, cli.Streams{In: strings.NewReader(""), Out: out, ErrOut: errOut,
 		LookupEnv: func(string) (string, bool) { return "", false }})
 }
-
-func toUID(s string) types.UID { return types.UID(s) }
 
 type report struct {
 	Kind, APIVersion, Command, Cluster string

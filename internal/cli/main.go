@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
+	"github.com/pvc-janitor/pvc-janitor/internal/term"
 )
 
 // Streams are the command's standard streams.
@@ -66,7 +67,7 @@ func Run(ctx context.Context, args []string, s Streams) int {
 	if err != nil {
 		msg := strings.TrimSpace(err.Error())
 		if msg != "" {
-			fmt.Fprintln(s.ErrOut, "error: "+oneLine(msg))
+			fmt.Fprintln(s.ErrOut, "error: "+term.OneLine(msg))
 		}
 		return exitcode.Code(err)
 	}
@@ -76,8 +77,3 @@ func Run(ctx context.Context, args []string, s Streams) int {
 type signalError struct{ sig syscall.Signal }
 
 func (e *signalError) Error() string { return "interrupted by " + e.sig.String() }
-
-// oneLine keeps an error on one line: operators grep logs line by line.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
@@ -29,20 +31,104 @@ by another run, 130/143 interrupted.`,
 	root.SetIn(s.In)
 	root.SetOut(s.Out)
 	root.SetErr(s.ErrOut)
-	config.Register(root.PersistentFlags())
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return exitcode.New(exitcode.Usage, err)
-	})
+	config.RegisterGlobal(root.PersistentFlags())
+	root.SetFlagErrorFunc(flagError)
+	root.SetUsageTemplate(usageTemplate)
 	root.AddCommand(newScanCommand(s), newSnapshotCommand(s), newReapCommand(s), newRunCommand(s), newGuardCommand(s), newVersionCommand(s))
 	// An unknown command is a usage error, not a runtime one.
 	root.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return exitcode.New(exitcode.Usage, errors.New("unknown command "+strings.Join(args, " ")+"; see janitor --help"))
+			return unknownCommand(args)
 		}
 		return nil
 	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	return root
+}
+
+// flagError makes every flag error a usage error (exit 2). A flag that
+// another command takes says which: `--rescue is only valid for guard`.
+func flagError(cmd *cobra.Command, err error) error {
+	if !cmd.HasParent() && cmd.Flags().NArg() > 0 {
+		// `janitor frobnicate --flag`: the command is what is wrong.
+		return unknownCommand(cmd.Flags().Args())
+	}
+	msg := err.Error()
+	name := ""
+	switch {
+	case strings.HasPrefix(msg, "unknown flag: --"):
+		name = strings.TrimPrefix(msg, "unknown flag: --")
+	case strings.HasPrefix(msg, "unknown shorthand flag: '"):
+		name = config.LongName(msg[len("unknown shorthand flag: '") : len("unknown shorthand flag: '")+1])
+	}
+	if only := config.OnlyFor(name); name != "" && only != "" {
+		return exitcode.New(exitcode.Usage, fmt.Errorf("--%s is only valid for %s", name, only))
+	}
+	return exitcode.New(exitcode.Usage, err)
+}
+
+func unknownCommand(args []string) error {
+	return exitcode.New(exitcode.Usage, errors.New("unknown command "+strings.Join(args, " ")+"; see janitor --help"))
+}
+
+// usageTemplate is cobra's, with a command's own flags in sections (see
+// withFlags) and the inherited ones under "Global Flags" after them, as
+// kubectl lists a command's options and then points to its global ones.
+const usageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}{{with index .Annotations "` + flagSections + `"}}{{.}}{{else}}
+
+Flags:
+{{$.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+Global flags (every command takes them):
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`
+
+// flagSections is the annotation that holds a command's own flags as
+// --help lists them, in sections.
+const flagSections = "flag-sections"
+
+// withFlags registers the flags of command name's own options on cmd (only
+// those it uses: any other is a usage error) and lists them in --help by
+// section (classification, acting, rescue, …).
+func withFlags(cmd *cobra.Command, name string) *cobra.Command {
+	config.RegisterCommand(cmd.Flags(), name)
+	cmd.InitDefaultHelpFlag()
+	const other = "Other flags"
+	sections := map[string]*pflag.FlagSet{}
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		g := other
+		if v := f.Annotations[config.FlagGroupAnnotation]; len(v) > 0 {
+			g = v[0]
+		}
+		if sections[g] == nil {
+			sections[g] = pflag.NewFlagSet(g, pflag.ContinueOnError)
+		}
+		sections[g].AddFlag(f)
+	})
+	var b strings.Builder
+	for _, g := range append(config.FlagGroups(), other) {
+		if fs := sections[g]; fs != nil {
+			fmt.Fprintf(&b, "\n\n%s:\n%s", g, strings.TrimRight(fs.FlagUsages(), " \n"))
+		}
+	}
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[flagSections] = b.String()
+	return cmd
 }
 
 // load resolves the configuration of a command, mapping every error to the

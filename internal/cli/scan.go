@@ -3,11 +3,14 @@ package cli
 import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/config"
+	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
 )
 
 func newScanCommand(s Streams) *cobra.Command {
-	return &cobra.Command{
-		Use:   "scan",
+	cmd := &cobra.Command{
+		Use:   config.CommandScan,
 		Short: "Classify every workspace claim in scope and mark orphans on the claim",
 		Long: `scan reads the claims in scope and everything that can keep them in use, gives
 every claim one state (see the README), records orphaned-since and the phase on
@@ -17,21 +20,24 @@ report. --dry-run writes nothing.`,
   janitor scan -A -l app=ide -o json --dry-run`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, sess, release, err := begin(cmd, s, "scan", writes, nil)
-			defer release()
+			sess, err := begin(cmd, s, config.CommandScan, nil)
 			if err != nil {
 				return err
 			}
-			cfg := sess.cfg
-			res, err := sess.scan(ctx, cfg.DryRun)
-			if err != nil {
-				return sess.failed(ctx, "scan", err)
+			defer sess.close()
+			dryRun := sess.cfg.DryRun
+			if err := sess.lock(!dryRun, nil); err != nil {
+				return err
 			}
-			r := sess.newReport("scan", cfg.DryRun)
-			r.AddDecisions(res.Decisions)
-			addMarks(r, res)
-			zerolog.Ctx(ctx).Debug().Int("marked", len(res.Marks.Outcomes)).Msg("scan done")
-			return sess.finish(ctx, s.Out, r, failuresError("marks", res.Marks.Errors))
+			res, err := janitor.Scan(sess.ctx, sess.clients, sess.scanOptions(dryRun))
+			if err != nil {
+				return sess.failed(err)
+			}
+			r := sess.newReport(config.CommandScan, dryRun)
+			addScan(r, res)
+			zerolog.Ctx(sess.ctx).Debug().Int("marked", len(res.Marks.Outcomes)).Msg("scan done")
+			return sess.finish(r, failuresError("marks", res.Marks.Errors))
 		},
 	}
+	return withFlags(cmd, config.CommandScan)
 }

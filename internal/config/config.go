@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/report"
 )
 
 // Commands that Load knows.
@@ -28,23 +30,12 @@ const (
 	CommandVersion  = "version"
 )
 
-// Values of --superseded (SPEC §3, state Superseded).
+// Values of --output: the report's formats.
 const (
-	// SupersededKeep reports superseded claims and does nothing else.
-	SupersededKeep = "keep"
-	// SupersededArchive snapshots them (labelled pvc-janitor.io/superseded)
-	// and reaps them once the snapshot is ready.
-	SupersededArchive = "archive"
-	// SupersededDiscard reaps them without a snapshot; it needs --yes.
-	SupersededDiscard = "discard"
-)
-
-// Values of --output.
-const (
-	OutputTable = "table"
-	OutputWide  = "wide"
-	OutputJSON  = "json"
-	OutputYAML  = "yaml"
+	OutputTable = report.FormatTable
+	OutputWide  = report.FormatWide
+	OutputJSON  = report.FormatJSON
+	OutputYAML  = report.FormatYAML
 )
 
 // Values of --log-format.
@@ -94,7 +85,8 @@ type Config struct {
 	GracePeriod time.Duration
 	// TrustExistingSnapshots counts any ready snapshot as a rescue.
 	TrustExistingSnapshots bool
-	// Superseded is one of SupersededKeep, SupersededArchive, SupersededDiscard.
+	// Superseded is one of rescue.SupersededKeep, SupersededArchive and
+	// SupersededDiscard (the rescue defines the policies).
 	Superseded string
 
 	// DryRun changes nothing.
@@ -204,49 +196,36 @@ func (c *Config) deleting() bool {
 }
 
 // Redacted returns the configuration as flag name -> value for a debug log.
-// Nothing in it is secret: the kubeconfig is a path, never its content.
+// Nothing in it is secret: the kubeconfig is a path, never its content; the
+// Pushgateway's credentials and the webhook are left out.
 func (c *Config) Redacted() map[string]any {
-	return map[string]any{
-		"command":                  c.Command,
-		"config":                   c.ConfigFile,
-		"kubeconfig":               c.Kubeconfig,
-		"context":                  c.Context,
-		"namespace":                c.Namespaces,
-		"all-namespaces":           c.AllNamespaces,
-		"exclude-namespace":        c.ExcludeNamespaces,
-		"selector":                 c.SelectorString,
-		"all-claims":               c.AllClaims,
-		"workspace-label":          c.WorkspaceLabel,
-		"min-age":                  c.MinAge.String(),
-		"grace-period":             c.GracePeriod.String(),
-		"trust-existing-snapshots": c.TrustExistingSnapshots,
-		"superseded":               c.Superseded,
-		"dry-run":                  c.DryRun,
-		"yes":                      c.Yes,
-		"output":                   c.Output,
-		"log-format":               c.LogFormat,
-		"log-level":                c.LogLevel,
-		"page-size":                c.PageSize,
-		"api-timeout":              c.APITimeout.String(),
-		"snapshot-class":           c.SnapshotClass,
-		"snapshot-timeout":         c.SnapshotTimeout.String(),
-		"snapshot-error-grace":     c.SnapshotErrorGrace.String(),
-		"snapshot-attempts":        c.SnapshotAttempts,
-		"snapshot-retry-backoff":   c.SnapshotRetryBackoff.String(),
-		"concurrency":              c.Concurrency,
-		"qps":                      c.QPS,
-		"burst":                    c.Burst,
-		"max-deletions":            c.MaxDeletions,
-		"max-deletion-percent":     c.MaxDeletionPercent,
-		"lock-namespace":           c.LockNamespace,
-		"lock-duration":            c.LockDuration.String(),
-		"allow-delete-policy":      c.AllowDeletePolicy,
-		"rescue":                   c.Rescue,
-		"min-claims":               c.MinClaims,
-		"metrics-file":             c.MetricsFile,
-		"pushgateway":              redactURL(c.Pushgateway),
-		"notify-webhook":           redactSecret(c.NotifyWebhook),
+	m := map[string]any{"command": c.Command}
+	for _, o := range options() {
+		var v any
+		switch p := o.field(c).(type) {
+		case *string:
+			v = *p
+			if o.redact != nil {
+				v = o.redact(*p)
+			}
+		case *bool:
+			v = *p
+		case *int:
+			v = *p
+		case *int64:
+			v = *p
+		case *float32:
+			v = *p
+		case *float64:
+			v = *p
+		case *time.Duration:
+			v = p.String()
+		case *[]string:
+			v = *p
+		}
+		m[o.name] = v
 	}
+	return m
 }
 
 // redactURL drops the userinfo (credentials) of a URL for logging.

@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/term"
 )
 
 // Load resolves the configuration for command (one of "scan", "snapshot",
@@ -36,7 +38,7 @@ func Load(fs *pflag.FlagSet, command string, lookupEnv func(string) (string, boo
 	default:
 		return nil, &Error{Err: fmt.Errorf("unknown command %q", command)}
 	}
-	r, err := newResolver(fs, lookupEnv)
+	r, err := newResolver(fs, command, lookupEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -73,18 +75,25 @@ type resolver struct {
 	filePath string
 }
 
-func newResolver(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*resolver, error) {
+func newResolver(fs *pflag.FlagSet, command string, lookupEnv func(string) (string, bool)) (*resolver, error) {
 	r := &resolver{v: viper.New(), fs: fs, env: map[string]string{}}
+	bit := commandBit(command)
 	for _, o := range options() {
 		f := fs.Lookup(o.name)
-		if f == nil {
+		switch {
+		case f == nil && o.cmds&(global|bit) != 0:
 			return nil, &Error{Flag: o.name, Err: fmt.Errorf("--%s is not registered: config.Register was not called", o.name)}
-		}
-		if err := r.v.BindPFlag(o.name, f); err != nil {
-			return nil, &Error{Flag: o.name, Err: fmt.Errorf("--%s: %w", o.name, err)}
-		}
-		if f.Changed {
-			continue
+		case f == nil:
+			// An option the command does not take: its environment
+			// variable and file key still count, and are checked.
+			r.v.SetDefault(o.name, o.defaultValue())
+		default:
+			if err := r.v.BindPFlag(o.name, f); err != nil {
+				return nil, &Error{Flag: o.name, Err: fmt.Errorf("--%s: %w", o.name, err)}
+			}
+			if f.Changed {
+				continue
+			}
 		}
 		if val, ok := lookupEnv(EnvName(o.name)); ok && val != "" {
 			r.env[o.name] = val
@@ -125,32 +134,14 @@ func readFile(path string) (map[string]any, error) {
 	if err != nil {
 		return nil, &Error{Flag: "config", Err: fmt.Errorf("--config: %w", err)}
 	}
-	// YAML 1.2 (yaml.v3), not 1.1: the key "yes" and a namespace called
-	// "no" must stay strings. Duplicate keys are an error.
-	// One document: the settings of any further one (after ---) would be
-	// ignored without a word.
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil && !errors.Is(err, io.EOF) {
-		return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: invalid YAML (want a mapping of flag names to values): %s", path, oneLine(err.Error()))}
-	}
-	for {
-		var more any
-		err := dec.Decode(&more)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: invalid YAML (want a mapping of flag names to values): %s", path, oneLine(err.Error()))}
-		}
-		if more != nil {
-			return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: more than one YAML document (---); put every setting in one mapping", path)}
-		}
+	m, err := decodeOne(path, data)
+	if err != nil {
+		return nil, err
 	}
 	kinds := map[string]kind{}
 	var names []string
 	for _, o := range options() {
-		kinds[o.name] = o.kind
+		kinds[o.name] = o.kind()
 		names = append(names, o.name)
 	}
 	keys := make([]string, 0, len(m))
@@ -176,6 +167,33 @@ func readFile(path string) (map[string]any, error) {
 		}
 		if !fileTypeOK(kd, m[k]) {
 			return nil, &Error{Flag: k, Err: fmt.Errorf("config file %s: key %q: want a %s, got %s", path, k, kindWant(kd), describe(m[k]))}
+		}
+	}
+	return m, nil
+}
+
+// decodeOne decodes the config file's one YAML document, a mapping.
+func decodeOne(path string, data []byte) (map[string]any, error) {
+	// YAML 1.2 (yaml.v3), not 1.1: the key "yes" and a namespace called
+	// "no" must stay strings. Duplicate keys are an error.
+	// One document: the settings of any further one (after ---) would be
+	// ignored without a word.
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil && !errors.Is(err, io.EOF) {
+		return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: invalid YAML (want a mapping of flag names to values): %s", path, term.OneLine(err.Error()))}
+	}
+	for {
+		var more any
+		err := dec.Decode(&more)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: invalid YAML (want a mapping of flag names to values): %s", path, term.OneLine(err.Error()))}
+		}
+		if more != nil {
+			return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: more than one YAML document (---); put every setting in one mapping", path)}
 		}
 	}
 	return m, nil
@@ -399,100 +417,55 @@ func (r *resolver) list(name string) ([]string, error) {
 
 // complete turns every raw value into its typed field.
 func (r *resolver) complete(command string) (*Config, error) {
-	c := &Config{Command: command, ConfigFile: r.filePath}
-	var err error
-	setStr := func(dst *string, name string) {
-		if err == nil {
-			*dst, err = r.str(name)
+	c := &Config{Command: command}
+	for _, o := range options() {
+		if err := r.set(o, o.field(c)); err != nil {
+			return nil, err
+		}
+		if o.choices != nil {
+			p := o.field(c).(*string)
+			*p = strings.ToLower(*p)
 		}
 	}
-	setBool := func(dst *bool, name string) {
-		if err == nil {
-			*dst, err = r.boolean(name)
-		}
-	}
-	setDur := func(dst *time.Duration, name string) {
-		if err == nil {
-			*dst, err = r.duration(name)
-		}
-	}
-	setInt := func(dst *int, name string) {
-		if err == nil {
-			var n int64
-			n, err = r.integer(name, strconv.IntSize)
-			*dst = int(n)
-		}
-	}
-	setList := func(dst *[]string, name string) {
-		if err == nil {
-			*dst, err = r.list(name)
-		}
-	}
-	setStr(&c.Kubeconfig, "kubeconfig")
-	setStr(&c.Context, "context")
-	setList(&c.Namespaces, "namespace")
-	setBool(&c.AllNamespaces, "all-namespaces")
-	setList(&c.ExcludeNamespaces, "exclude-namespace")
-	setStr(&c.SelectorString, "selector")
-	setBool(&c.AllClaims, "all-claims")
-	setStr(&c.WorkspaceLabel, "workspace-label")
-	setDur(&c.MinAge, "min-age")
-	setDur(&c.GracePeriod, "grace-period")
-	setBool(&c.TrustExistingSnapshots, "trust-existing-snapshots")
-	setStr(&c.Superseded, "superseded")
-	setBool(&c.DryRun, "dry-run")
-	setBool(&c.Yes, "yes")
-	setStr(&c.Output, "output")
-	setStr(&c.LogFormat, "log-format")
-	setStr(&c.LogLevel, "log-level")
-	if err == nil {
-		c.PageSize, err = r.integer("page-size", 64)
-	}
-	setDur(&c.APITimeout, "api-timeout")
-	setStr(&c.SnapshotClass, "snapshot-class")
-	setDur(&c.SnapshotTimeout, "snapshot-timeout")
-	setDur(&c.SnapshotErrorGrace, "snapshot-error-grace")
-	setInt(&c.SnapshotAttempts, "snapshot-attempts")
-	setDur(&c.SnapshotRetryBackoff, "snapshot-retry-backoff")
-	setInt(&c.Concurrency, "concurrency")
-	if err == nil {
-		var q float64
-		q, err = r.float("qps", 32)
-		c.QPS = float32(q)
-	}
-	setInt(&c.Burst, "burst")
-	setInt(&c.MaxDeletions, "max-deletions")
-	if err == nil {
-		c.MaxDeletionPercent, err = r.float("max-deletion-percent", 64)
-	}
-	setStr(&c.LockNamespace, "lock-namespace")
-	setDur(&c.LockDuration, "lock-duration")
-	setStr(&c.MetricsFile, "metrics-file")
-	setStr(&c.Pushgateway, "pushgateway")
-	setStr(&c.NotifyWebhook, "notify-webhook")
-	setBool(&c.AllowDeletePolicy, "allow-delete-policy")
-	setBool(&c.Rescue, "rescue")
-	setInt(&c.MinClaims, "min-claims")
-	if err != nil {
-		return nil, err
-	}
-	c.Superseded = strings.ToLower(c.Superseded)
-	c.Output = strings.ToLower(c.Output)
-	c.LogFormat = strings.ToLower(c.LogFormat)
-	c.LogLevel = strings.ToLower(c.LogLevel)
-
+	c.ConfigFile = r.filePath
 	c.Selector = labels.Everything()
 	if c.SelectorString != "" {
 		sel, perr := labels.Parse(c.SelectorString)
 		if perr != nil {
-			return nil, &Error{Flag: "selector", Err: fmt.Errorf("--selector: invalid selector %q%s: %s", c.SelectorString, r.from("selector"), oneLine(perr.Error()))}
+			return nil, &Error{Flag: "selector", Err: fmt.Errorf("--selector: invalid selector %q%s: %s", c.SelectorString, r.from("selector"), term.OneLine(perr.Error()))}
 		}
 		c.Selector = sel
 	}
 	return c, nil
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// set resolves option o into its field, dst.
+func (r *resolver) set(o option, dst any) error {
+	var err error
+	switch p := dst.(type) {
+	case *string:
+		*p, err = r.str(o.name)
+	case *bool:
+		*p, err = r.boolean(o.name)
+	case *int:
+		var n int64
+		n, err = r.integer(o.name, strconv.IntSize)
+		*p = int(n)
+	case *int64:
+		*p, err = r.integer(o.name, 64)
+	case *float32:
+		var f float64
+		f, err = r.float(o.name, 32)
+		*p = float32(f)
+	case *float64:
+		*p, err = r.float(o.name, 64)
+	case *time.Duration:
+		*p, err = r.duration(o.name)
+	case *[]string:
+		*p, err = r.list(o.name)
+	}
+	return err
+}
 
 // closest returns the candidate nearest to s by edit distance, if it is near
 // enough to be a plausible misspelling.

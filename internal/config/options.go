@@ -1,11 +1,21 @@
 package config
 
 import (
+	"fmt"
+	"strings"
+	"time"
+
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/validate/content"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/metrics"
+	"github.com/pvc-janitor/pvc-janitor/internal/notify"
+	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
 )
 
 // kind is how an option's value is typed, in the environment and in the
-// config file as much as on the command line.
+// config file as much as on the command line. It follows from the type of
+// the option's Config field.
 type kind int
 
 const (
@@ -36,89 +46,319 @@ func (k kind) String() string {
 	}
 }
 
-// option is one flag, and therefore one environment variable and one config
-// file key: the three names are derived from a single one so they can never
-// drift apart.
+// commands is a set of commands that take an option.
+type commands uint8
+
+const (
+	forScan commands = 1 << iota
+	forSnapshot
+	forReap
+	forRun
+	forGuard
+	// global options are the root command's persistent flags: every
+	// command takes them (as kubectl's global flags).
+	global
+
+	// forReading: every command that reads the cluster.
+	forReading = forScan | forSnapshot | forReap | forRun | forGuard
+	// forRescuing: the commands that may create snapshots (guard --rescue).
+	forRescuing = forSnapshot | forRun | forGuard
+	// forDeleting: the commands that may delete claims.
+	forDeleting = forReap | forRun
+	// forMutating: the commands that refuse an empty selector.
+	forMutating = forSnapshot | forReap | forRun | forGuard
+)
+
+// Sections of a command's --help, in order.
+const (
+	groupClassify = "Classification flags"
+	groupAct      = "Acting flags"
+	groupRescue   = "Rescue flags"
+	groupGate     = "Gate flags"
+	groupAPI      = "API and lease flags"
+	groupPublish  = "Metrics and notification flags"
+)
+
+// FlagGroupAnnotation is the pflag annotation naming a flag's section of
+// --help; FlagGroups lists the sections in order.
+const FlagGroupAnnotation = "pvc-janitor.io/flag-group"
+
+// FlagGroups returns the sections of a command's --help, in order.
+func FlagGroups() []string {
+	return []string{groupClassify, groupAct, groupRescue, groupGate, groupAPI, groupPublish}
+}
+
+// commandBits names the bit of each command.
+var commandBits = []struct {
+	name string
+	bit  commands
+}{{CommandScan, forScan}, {CommandSnapshot, forSnapshot}, {CommandReap, forReap}, {CommandRun, forRun}, {CommandGuard, forGuard}}
+
+// option is one setting: its flag, and therefore its environment variable
+// (EnvName) and config file key (the name), its Config field, the commands
+// that take it, its checks and how a debug log shows it. This table is the
+// one place an option is written down.
 type option struct {
 	name  string
 	short string
-	kind  kind
 	def   string // the default, in its flag spelling
 	usage string
+	// group is the section of --help the flag is listed in.
+	group string
+	cmds  commands
+	// field returns a pointer to the option's field of c; its type decides
+	// the option's kind.
+	field func(c *Config) any
+	// choices, when set, are the only values (matched case-insensitively).
+	choices []string
+	// check, when set, vets the completed value; from says where it came
+	// from when not from a flag.
+	check func(name string, v any, from string) error
+	// redact, when set, is how a debug log shows the value.
+	redact func(string) string
+}
+
+// kind is the option's kind, from its field's type.
+func (o option) kind() kind {
+	switch o.field(&Config{}).(type) {
+	case *bool:
+		return kindBool
+	case *int:
+		return kindInt
+	case *int64:
+		return kindInt64
+	case *float32:
+		return kindFloat32
+	case *float64:
+		return kindFloat64
+	case *time.Duration:
+		return kindDuration
+	case *[]string:
+		return kindList
+	}
+	return kindString
 }
 
 // options lists every setting. It is a function, not a package variable, so
 // nothing can change it at run time.
 func options() []option {
+	return append(globalOptions(), commandOptions()...)
+}
+
+func globalOptions() []option {
 	return []option{
-		{name: "config", kind: kindString, usage: "YAML file of settings; keys are flag names (env JANITOR_CONFIG)"},
-		{name: "kubeconfig", kind: kindString, usage: "path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"},
-		{name: "context", kind: kindString, usage: "kubeconfig context to use (default: the current context)"},
-		{name: "namespace", short: "n", kind: kindList, usage: "namespace to look at; repeatable or comma-separated (default: the context's namespace)"},
-		{name: "all-namespaces", short: "A", kind: kindBool, usage: "look at every namespace"},
-		{name: "exclude-namespace", kind: kindList, usage: "namespace never to look at; repeatable or comma-separated"},
-		{name: "selector", short: "l", kind: kindString, usage: "label selector of workspace claims, e.g. app=ide"},
-		{name: "all-claims", kind: kindBool, usage: "let mutating commands run without --selector, on every claim in scope"},
-		{name: "workspace-label", kind: kindString, usage: "label whose value names a claim's workspace (default: each claim is its own workspace)"},
-		{name: "min-age", kind: kindDuration, def: "10m", usage: "claims younger than this are never orphans"},
-		{name: "grace-period", kind: kindDuration, def: "30m", usage: "how long a claim must have been orphaned before it is rescued"},
-		{name: "trust-existing-snapshots", kind: kindBool, usage: "count any ready snapshot of a claim as its rescue, whenever it was taken"},
-		{name: "superseded", kind: kindString, def: SupersededKeep, usage: "what to do with superseded claims: keep, archive or discard"},
-		{name: "dry-run", kind: kindBool, usage: "change nothing; report what would be done"},
-		{name: "yes", short: "y", kind: kindBool, usage: "do not ask for confirmation before deleting"},
-		{name: "output", short: "o", kind: kindString, def: OutputTable, usage: "report format: table, wide, json or yaml"},
-		{name: "log-format", kind: kindString, def: LogFormatAuto, usage: "log format on stderr: auto, json or console"},
-		{name: "log-level", kind: kindString, def: "info", usage: "log level: debug, info, warn or error"},
-		{name: "page-size", kind: kindInt64, def: "0", usage: "items per list call (1..10000); 0 reads each list as one stream"},
-		{name: "api-timeout", kind: kindDuration, def: "2m", usage: "cap on retrying one API call"},
-		{name: "snapshot-class", kind: kindString, usage: "VolumeSnapshotClass of rescues (default: the driver's default class)"},
-		{name: "snapshot-timeout", kind: kindDuration, def: "10m", usage: "how long to wait for a snapshot to become ready"},
-		{name: "snapshot-error-grace", kind: kindDuration, def: "2m", usage: "how long a snapshot error may last before the snapshot is recreated"},
-		{name: "snapshot-attempts", kind: kindInt, def: "3", usage: "how many times a failing snapshot is created before the claim is SnapshotFailed"},
-		{name: "snapshot-retry-backoff", kind: kindDuration, def: "10m", usage: "wait before a failed claim's next snapshot attempt, doubled per failed run, at most 24h"},
-		{name: "concurrency", kind: kindInt, def: "4", usage: "claims worked on at once"},
-		{name: "qps", kind: kindFloat32, def: "50", usage: "API requests per second"},
-		{name: "burst", kind: kindInt, def: "100", usage: "API request burst"},
-		{name: "max-deletions", kind: kindInt, def: "50", usage: "delete nothing when a run would delete more claims than this (0: delete nothing)"},
-		{name: "max-deletion-percent", kind: kindFloat64, def: "25", usage: "delete nothing when a run would delete more than this percentage of the claims in scope"},
-		{name: "lock-namespace", kind: kindString, def: "default", usage: "namespace of the run's Lease"},
-		{name: "lock-duration", kind: kindDuration, def: "60s", usage: "how long the run's Lease lasts without renewal"},
-		{name: "allow-delete-policy", kind: kindBool, usage: "guard: accept rescues whose VolumeSnapshotContent has deletionPolicy Delete"},
-		{name: "rescue", kind: kindBool, usage: "guard: run snapshot first"},
-		{name: "min-claims", kind: kindInt, def: "0", usage: "guard: fail the gate when fewer claims than this are in scope (a mistyped selector cannot pass it)"},
-		{name: "metrics-file", kind: kindString, usage: "write the run's Prometheus metrics to this file, atomically (node-exporter textfile collector)"},
-		{name: "pushgateway", kind: kindString, usage: "push the run's Prometheus metrics to this Pushgateway URL (credentials become basic auth and are never logged)"},
-		{name: "notify-webhook", kind: kindString, usage: "post a Slack-compatible summary to this webhook URL when a run acted or failed (the URL is never logged)"},
+		{name: "config", cmds: global, field: func(c *Config) any { return &c.ConfigFile },
+			usage: "YAML file of settings; keys are flag names (env JANITOR_CONFIG)"},
+		{name: "kubeconfig", cmds: global, field: func(c *Config) any { return &c.Kubeconfig },
+			usage: "path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"},
+		{name: "context", cmds: global, field: func(c *Config) any { return &c.Context },
+			usage: "kubeconfig context to use (default: the current context)"},
+		{name: "namespace", short: "n", cmds: global, field: func(c *Config) any { return &c.Namespaces }, check: namespaces,
+			usage: "namespace to look at; repeatable or comma-separated (default: the context's namespace)"},
+		{name: "all-namespaces", short: "A", cmds: global, field: func(c *Config) any { return &c.AllNamespaces },
+			usage: "look at every namespace"},
+		{name: "exclude-namespace", cmds: global, field: func(c *Config) any { return &c.ExcludeNamespaces }, check: namespaces,
+			usage: "namespace never to look at; repeatable or comma-separated"},
+		{name: "selector", short: "l", cmds: global, field: func(c *Config) any { return &c.SelectorString },
+			usage: "label selector of workspace claims, e.g. app=ide"},
+		{name: "output", short: "o", def: OutputTable, cmds: global, field: func(c *Config) any { return &c.Output },
+			choices: []string{OutputTable, OutputWide, OutputJSON, OutputYAML}, usage: "report format: table, wide, json or yaml"},
+		{name: "log-format", def: LogFormatAuto, cmds: global, field: func(c *Config) any { return &c.LogFormat },
+			choices: []string{LogFormatAuto, LogFormatJSON, LogFormatConsole}, usage: "log format on stderr: auto, json or console"},
+		{name: "log-level", def: "info", cmds: global, field: func(c *Config) any { return &c.LogLevel },
+			choices: []string{"debug", "info", "warn", "error"}, usage: "log level: debug, info, warn or error"},
 	}
 }
 
-// Register adds every flag to fs (the root command's persistent flags).
-// Durations are registered as text and parsed by Load, so that a bad value
-// gets the same message whether it came from a flag, the environment or the
-// config file.
+func commandOptions() []option {
+	return append(append(scopeOptions(), rescueOptions()...), runOptions()...)
+}
+
+// scopeOptions decide which claims are looked at and how they are classified.
+func scopeOptions() []option {
+	return []option{
+		{name: "all-claims", group: groupAct, cmds: forMutating, field: func(c *Config) any { return &c.AllClaims },
+			usage: "let mutating commands run without --selector, on every claim in scope"},
+		{name: "workspace-label", group: groupClassify, cmds: forReading, field: func(c *Config) any { return &c.WorkspaceLabel }, check: labelKey,
+			usage: "label whose value names a claim's workspace (default: each claim is its own workspace)"},
+		{name: "min-age", group: groupClassify, def: "10m", cmds: forReading, field: func(c *Config) any { return &c.MinAge }, check: nonNegative,
+			usage: "claims younger than this are never orphans"},
+		{name: "grace-period", group: groupClassify, def: "30m", cmds: forReading, field: func(c *Config) any { return &c.GracePeriod }, check: nonNegative,
+			usage: "how long a claim must have been orphaned before it is rescued"},
+		{name: "trust-existing-snapshots", group: groupClassify, cmds: forReading, field: func(c *Config) any { return &c.TrustExistingSnapshots },
+			usage: "count any ready snapshot of a claim as its rescue, whenever it was taken"},
+		{name: "superseded", group: groupClassify, def: rescue.SupersededKeep, cmds: forRescuing | forDeleting, field: func(c *Config) any { return &c.Superseded },
+			choices: []string{rescue.SupersededKeep, rescue.SupersededArchive, rescue.SupersededDiscard},
+			usage:   "what to do with superseded claims: keep, archive or discard"},
+		{name: "dry-run", group: groupAct, cmds: forReading, field: func(c *Config) any { return &c.DryRun },
+			usage: "change nothing; report what would be done"},
+		{name: "yes", group: groupAct, short: "y", cmds: forDeleting, field: func(c *Config) any { return &c.Yes },
+			usage: "do not ask for confirmation before deleting"},
+		{name: "page-size", group: groupAPI, def: "0", cmds: forReading, field: func(c *Config) any { return &c.PageSize }, check: pageSize,
+			usage: "items per list call (1..10000); 0 reads each list as one stream"},
+		{name: "api-timeout", group: groupAPI, def: "2m", cmds: forReading, field: func(c *Config) any { return &c.APITimeout }, check: positive,
+			usage: "cap on retrying one API call"},
+	}
+}
+
+// rescueOptions configure snapshots.
+func rescueOptions() []option {
+	return []option{
+		{name: "snapshot-class", group: groupRescue, cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotClass },
+			usage: "VolumeSnapshotClass of rescues (default: the driver's default class)"},
+		{name: "snapshot-timeout", group: groupRescue, def: "10m", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotTimeout }, check: positive,
+			usage: "how long to wait for a snapshot to become ready"},
+		{name: "snapshot-error-grace", group: groupRescue, def: "2m", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotErrorGrace }, check: positive,
+			usage: "how long a snapshot error may last before the snapshot is recreated"},
+		{name: "snapshot-attempts", group: groupRescue, def: "3", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotAttempts }, check: positive,
+			usage: "how many times a failing snapshot is created before the claim is SnapshotFailed"},
+		{name: "snapshot-retry-backoff", group: groupRescue, def: "10m", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotRetryBackoff }, check: positive,
+			usage: "wait before a failed claim's next snapshot attempt, doubled per failed run, at most 24h"},
+		{name: "concurrency", group: groupAPI, def: "4", cmds: forReading, field: func(c *Config) any { return &c.Concurrency }, check: positive,
+			usage: "claims worked on at once"},
+		{name: "qps", group: groupAPI, def: "50", cmds: forReading, field: func(c *Config) any { return &c.QPS }, check: positive,
+			usage: "API requests per second"},
+		{name: "burst", group: groupAPI, def: "100", cmds: forReading, field: func(c *Config) any { return &c.Burst }, check: positive,
+			usage: "API request burst"},
+	}
+}
+
+// runOptions bound and report a run.
+func runOptions() []option {
+	return []option{
+		{name: "max-deletions", group: groupAct, def: "50", cmds: forDeleting, field: func(c *Config) any { return &c.MaxDeletions }, check: nonNegative,
+			usage: "delete nothing when a run would delete more claims than this (0: delete nothing)"},
+		{name: "max-deletion-percent", group: groupAct, def: "25", cmds: forDeleting, field: func(c *Config) any { return &c.MaxDeletionPercent }, check: percent,
+			usage: "delete nothing when a run would delete more than this percentage of the claims in scope"},
+		{name: "lock-namespace", group: groupAPI, def: "default", cmds: forReading, field: func(c *Config) any { return &c.LockNamespace }, check: namespaces,
+			usage: "namespace of the run's Lease"},
+		{name: "lock-duration", group: groupAPI, def: "60s", cmds: forReading, field: func(c *Config) any { return &c.LockDuration }, check: positive,
+			usage: "how long the run's Lease lasts without renewal"},
+		{name: "allow-delete-policy", group: groupGate, cmds: forGuard, field: func(c *Config) any { return &c.AllowDeletePolicy },
+			usage: "accept rescues whose VolumeSnapshotContent has deletionPolicy Delete"},
+		{name: "rescue", group: groupGate, cmds: forGuard, field: func(c *Config) any { return &c.Rescue },
+			usage: "run snapshot first"},
+		{name: "min-claims", group: groupGate, def: "0", cmds: forGuard, field: func(c *Config) any { return &c.MinClaims }, check: nonNegative,
+			usage: "fail the gate when fewer claims than this are in scope (a mistyped selector cannot pass it)"},
+		{name: "metrics-file", group: groupPublish, cmds: forReading, field: func(c *Config) any { return &c.MetricsFile },
+			usage: "write the run's Prometheus metrics to this file, atomically (node-exporter textfile collector)"},
+		{name: "pushgateway", group: groupPublish, cmds: forReading, field: func(c *Config) any { return &c.Pushgateway }, redact: redactURL,
+			check: parsedBy(metrics.ValidatePushgatewayURL),
+			usage: "push the run's Prometheus metrics to this Pushgateway URL (credentials become basic auth and are never logged)"},
+		{name: "notify-webhook", group: groupPublish, cmds: forReading, field: func(c *Config) any { return &c.NotifyWebhook }, redact: redactSecret,
+			check: parsedBy(notify.Validate),
+			usage: "post a Slack-compatible summary to this webhook URL when a run acted or failed (the URL is never logged)"},
+	}
+}
+
+// Register adds every flag to fs, as one flat set (for tools and tests
+// that load any command's configuration from one flag set).
 func Register(fs *pflag.FlagSet) {
 	for _, o := range options() {
-		switch o.kind {
-		case kindBool:
-			fs.BoolP(o.name, o.short, false, o.usage)
-		case kindInt:
-			fs.IntP(o.name, o.short, mustInt(o.def), o.usage)
-		case kindInt64:
-			fs.Int64P(o.name, o.short, int64(mustInt(o.def)), o.usage)
-		case kindFloat32:
-			fs.Float32P(o.name, o.short, float32(mustFloat(o.def)), o.usage)
-		case kindFloat64:
-			fs.Float64P(o.name, o.short, mustFloat(o.def), o.usage)
-		case kindDuration:
-			v := &durationText{s: o.def}
-			fs.VarP(v, o.name, o.short, o.usage)
-			fs.Lookup(o.name).DefValue = o.def
-		case kindList:
-			fs.StringSliceP(o.name, o.short, nil, o.usage)
-		default:
-			fs.StringP(o.name, o.short, o.def, o.usage)
+		register(fs, o)
+	}
+}
+
+// RegisterGlobal adds the flags every command takes (kubeconfig, scope,
+// output, logging, config file) to fs: the root command's persistent flags.
+func RegisterGlobal(fs *pflag.FlagSet) {
+	for _, o := range options() {
+		if o.cmds&global != 0 {
+			register(fs, o)
 		}
 	}
+}
+
+// RegisterCommand adds the flags of command's own options to fs: only
+// those it uses.
+func RegisterCommand(fs *pflag.FlagSet, command string) {
+	bit := commandBit(command)
+	for _, o := range options() {
+		if o.cmds&global == 0 && o.cmds&bit != 0 {
+			register(fs, o)
+		}
+	}
+}
+
+// OnlyFor says which commands take the option named name (a flag name, or
+// a one-letter shorthand): "guard", "reap and run". It is empty for a name
+// that is no option.
+func OnlyFor(name string) string {
+	for _, o := range options() {
+		if o.name != name && (o.short == "" || o.short != name) {
+			continue
+		}
+		var names []string
+		for _, cb := range commandBits {
+			if o.cmds&cb.bit != 0 {
+				names = append(names, cb.name)
+			}
+		}
+		if len(names) == 0 {
+			return "every command"
+		}
+		return oneOf(names)
+	}
+	return ""
+}
+
+// LongName returns the option whose shorthand is short, else short.
+func LongName(short string) string {
+	for _, o := range options() {
+		if o.short == short {
+			return o.name
+		}
+	}
+	return short
+}
+
+func commandBit(command string) commands {
+	for _, cb := range commandBits {
+		if cb.name == command {
+			return cb.bit
+		}
+	}
+	return 0
+}
+
+// register adds o's flag to fs. Durations are registered as text and
+// parsed by Load, so that a bad value gets the same message whether it
+// came from a flag, the environment or the config file.
+func register(fs *pflag.FlagSet, o option) {
+	switch o.kind() {
+	case kindBool:
+		fs.BoolP(o.name, o.short, false, o.usage)
+	case kindInt:
+		fs.IntP(o.name, o.short, mustInt(o.def), o.usage)
+	case kindInt64:
+		fs.Int64P(o.name, o.short, int64(mustInt(o.def)), o.usage)
+	case kindFloat32:
+		fs.Float32P(o.name, o.short, float32(mustFloat(o.def)), o.usage)
+	case kindFloat64:
+		fs.Float64P(o.name, o.short, mustFloat(o.def), o.usage)
+	case kindDuration:
+		v := &durationText{s: o.def}
+		fs.VarP(v, o.name, o.short, o.usage)
+		fs.Lookup(o.name).DefValue = o.def
+	case kindList:
+		fs.StringSliceP(o.name, o.short, nil, o.usage)
+	default:
+		fs.StringP(o.name, o.short, o.def, o.usage)
+	}
+	if o.group != "" {
+		_ = fs.SetAnnotation(o.name, FlagGroupAnnotation, []string{o.group})
+	}
+}
+
+// defaultValue is o's default as the resolver reads an unbound option.
+func (o option) defaultValue() any {
+	switch o.kind() {
+	case kindBool:
+		return false
+	case kindList:
+		return nil
+	}
+	return o.def
 }
 
 // durationText is a flag value that keeps a duration as typed; Load parses
@@ -128,3 +368,95 @@ type durationText struct{ s string }
 func (d *durationText) String() string     { return d.s }
 func (d *durationText) Set(s string) error { d.s = s; return nil }
 func (d *durationText) Type() string       { return "duration" }
+
+// Checks of the option table. Each names the flag, the value and, when it
+// did not come from a flag, where it came from.
+
+func nonNegative(name string, v any, from string) error {
+	switch x := v.(type) {
+	case time.Duration:
+		if x < 0 {
+			return fail(name, "--%s: must not be negative, got %s%s", name, x, from)
+		}
+	case int:
+		if x < 0 {
+			return fail(name, "--%s: must not be negative, got %d%s", name, x, from)
+		}
+	}
+	return nil
+}
+
+// positive: a duration that bounds a wait, where 0 would mean "give up at
+// once", or a count or rate.
+func positive(name string, v any, from string) error {
+	switch x := v.(type) {
+	case time.Duration:
+		if x <= 0 {
+			return fail(name, "--%s: must be greater than 0, got %s%s", name, x, from)
+		}
+	case int:
+		if x <= 0 {
+			return fail(name, "--%s: must be greater than 0, got %d%s", name, x, from)
+		}
+	case float32:
+		if !(x > 0) {
+			return fail(name, "--%s: must be greater than 0, got %g%s", name, x, from)
+		}
+	}
+	return nil
+}
+
+func pageSize(name string, v any, from string) error {
+	if n := v.(int64); n < 0 || n > 10000 {
+		return fail(name, "--%s: must be 0 (one streamed list) or between 1 and 10000, got %d%s", name, n, from)
+	}
+	return nil
+}
+
+func percent(name string, v any, from string) error {
+	if p := v.(float64); !(p > 0 && p <= 100) {
+		return fail(name, "--%s: must be greater than 0 and at most 100, got %g%s", name, p, from)
+	}
+	return nil
+}
+
+func namespaces(name string, v any, from string) error {
+	nss, ok := v.([]string)
+	if !ok {
+		nss = []string{v.(string)}
+	}
+	for _, ns := range nss {
+		if errs := content.IsDNS1123Label(ns); len(errs) > 0 {
+			return fail(name, "--%s: invalid namespace %q%s: %s", name, ns, from, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+func labelKey(name string, v any, from string) error {
+	if k := v.(string); k != "" {
+		if errs := content.IsLabelKey(k); len(errs) > 0 {
+			return fail(name, "--%s: invalid label key %q%s: %s", name, k, from, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+// parsedBy checks a URL as the package that uses it parses it; its
+// message names no secret.
+func parsedBy(parse func(string) error) func(name string, v any, from string) error {
+	return func(name string, v any, from string) error {
+		raw := v.(string)
+		if raw == "" {
+			return nil
+		}
+		if err := parse(raw); err != nil {
+			return &Error{Flag: name, Err: fmt.Errorf("--%s: %w%s", name, err, from)}
+		}
+		return nil
+	}
+}
+
+func fail(flag, format string, args ...any) error {
+	return &Error{Flag: flag, Err: fmt.Errorf(format, args...)}
+}

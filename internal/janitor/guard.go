@@ -14,6 +14,131 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 )
 
+// ActionAtRisk is the report action of what a teardown would lose.
+const ActionAtRisk = "at-risk"
+
+// GuardOptions configure the pre-teardown gate (janitor guard).
+type GuardOptions struct {
+	// Scan configures the judging scan, which only reads whatever
+	// Scan.DryRun says: a CI gate needs no write permission.
+	Scan ScanOptions
+	// AllowDeletePolicy accepts rescues whose content has deletionPolicy
+	// Delete.
+	AllowDeletePolicy bool
+	// MinClaims fails the gate when fewer claims are in scope.
+	MinClaims int
+	// Rescue, when set, runs Snapshot with it first (guard --rescue).
+	Rescue *SnapshotOptions
+}
+
+// ClaimRisk is a claim whose data a teardown would lose.
+type ClaimRisk struct {
+	// Index into the judging scan's decisions.
+	Index int
+	Why   string
+}
+
+// SnapshotRisk is the janitor's rescue of a claim that is gone: its only copy.
+type SnapshotRisk struct {
+	Snapshot *inventory.Snapshot
+	AtRisk   bool
+	Why      string
+}
+
+// GuardResult is the gate's verdict and its evidence.
+type GuardResult struct {
+	// Rescue is what --rescue did, nil without it.
+	Rescue *SnapshotResult
+	// Scan is the judging scan.
+	Scan *ScanResult
+	// AtRisk lists the claims at risk, in decision order.
+	AtRisk []ClaimRisk
+	// OnlyCopies lists the rescues of claims already reaped, by namespace
+	// and name.
+	OnlyCopies []SnapshotRisk
+	// MinClaims is GuardOptions.MinClaims.
+	MinClaims int
+}
+
+// RescueError is a guard --rescue whose rescue could not run or was cut
+// short (failed rescues are not: the judgement counts their claims).
+type RescueError struct{ Err error }
+
+func (e *RescueError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *RescueError) Unwrap() error { return e.Err }
+
+// Guard judges whether tearing the cluster down would lose data (SPEC §4,
+// guard), after rescuing first when o.Rescue is set. An error means there
+// is no verdict: a *RescueError from the rescue, or a failed read.
+func Guard(ctx context.Context, c *kube.Clients, o GuardOptions) (*GuardResult, error) {
+	res := &GuardResult{MinClaims: o.MinClaims}
+	if o.Rescue != nil {
+		// Failed rescues show up in the judgement as SnapshotFailed
+		// claims, at risk.
+		snap, err := Snapshot(ctx, c, *o.Rescue)
+		if err == nil {
+			err = snap.Err
+		}
+		if err != nil {
+			return nil, &RescueError{Err: err}
+		}
+		res.Rescue = snap
+	}
+	so := o.Scan
+	so.DryRun = true
+	scan, err := Scan(ctx, c, so)
+	if err != nil {
+		return nil, err
+	}
+	res.Scan = scan
+	for i := range scan.Decisions {
+		if risky, why := AtRisk(&scan.Decisions[i], scan.Inventory, o.AllowDeletePolicy); risky {
+			res.AtRisk = append(res.AtRisk, ClaimRisk{Index: i, Why: why})
+		}
+	}
+	live, err := ClaimUIDs(ctx, c, scan.Inventory, o.Scan.Retry)
+	if err != nil {
+		return nil, err
+	}
+	for _, sn := range OnlyCopies(scan.Inventory, func(u types.UID) bool { return live[u] }) {
+		risky, why := SnapshotAtRisk(sn, scan.Inventory, o.AllowDeletePolicy)
+		res.OnlyCopies = append(res.OnlyCopies, SnapshotRisk{Snapshot: sn, AtRisk: risky, Why: why})
+	}
+	return res, nil
+}
+
+// TooFew says, when fewer claims than MinClaims are in scope, so.
+func (r *GuardResult) TooFew() string {
+	if n := len(r.Scan.Decisions); n < r.MinClaims {
+		return fmt.Sprintf("%d claims in scope, fewer than --min-claims %d (a mistyped selector or namespace?)", n, r.MinClaims)
+	}
+	return ""
+}
+
+// Problems are the reasons the gate fails, empty when nothing in scope
+// would be lost.
+func (r *GuardResult) Problems() []string {
+	var problems []string
+	if n := len(r.AtRisk); n > 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d claims in scope hold data a teardown would lose", n, len(r.Scan.Decisions)))
+	}
+	snaps := 0
+	for _, s := range r.OnlyCopies {
+		if s.AtRisk {
+			snaps++
+		}
+	}
+	if snaps > 0 {
+		problems = append(problems, fmt.Sprintf("%d rescues of reaped claims (their only copy) could be lost", snaps))
+	}
+	if msg := r.TooFew(); msg != "" {
+		problems = append(problems, msg)
+	}
+	return problems
+}
+
 // AtRisk says whether tearing the cluster down would lose the data of the
 // claim decided by d (SPEC §4, guard), and why. Every state but Terminating,
 // Unbound and Rescued holds data that a teardown would lose: InUse and Young

@@ -155,34 +155,47 @@ func RetryRemoval(m classify.Marks, uid types.UID, cur *corev1.PersistentVolumeC
 // phase turns Superseded. Nothing is written in dry
 // run. A failure to mark one claim does not stop the others.
 func Apply(ctx context.Context, c *kube.Clients, ds []classify.Decision, opts Options) Result {
-	res := Result{Outcomes: map[int]Outcome{}}
-	var mu sync.Mutex
-	record := func(i int, o Outcome, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		res.Outcomes[i] = o
-		if err != nil {
-			res.Errors = append(res.Errors, err)
-		}
-	}
+	res := &collector{res: Result{Outcomes: map[int]Outcome{}}}
 	work := make(chan int)
-	n := max(opts.Concurrency, 1)
 	var wg sync.WaitGroup
-	for w := 0; w < n; w++ {
+	for w := 0; w < max(opts.Concurrency, 1); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
 				o, err := one(ctx, c, &ds[i], opts)
-				record(i, o, err)
+				res.record(i, o, err)
 			}
 		}()
 	}
+	feed(ctx, c, ds, opts, work, res)
+	close(work)
+	wg.Wait()
+	return res.res
+}
+
+// collector gathers the workers' outcomes.
+type collector struct {
+	mu  sync.Mutex
+	res Result
+}
+
+func (r *collector) record(i int, o Outcome, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.Outcomes[i] = o
+	if err != nil {
+		r.res.Errors = append(r.res.Errors, err)
+	}
+}
+
+// feed hands the claims whose marks change to the workers. Removals go
+// first and are written even when the run is ending (a lost lease, a stop
+// signal): a use the janitor saw and did not write down is invisible to
+// the next run on a cluster without the Unused condition. Each is bounded
+// by the retry policy.
+func feed(ctx context.Context, c *kube.Clients, ds []classify.Decision, opts Options, work chan<- int, res *collector) {
 	log := zerolog.Ctx(ctx)
-	// Removals go first and are written even when the run is ending (a
-	// lost lease, a stop signal): a use the janitor saw and did not write
-	// down is invisible to the next run on a cluster without the Unused
-	// condition. Each is bounded by the retry policy.
 	stopped := false
 	for _, removal := range []bool{true, false} {
 		for i := range ds {
@@ -195,30 +208,26 @@ func Apply(ctx context.Context, c *kube.Clients, ds []classify.Decision, opts Op
 				// reaped in that run.
 				c.Uses.Record(ds[i].Claim.UID, string(ds[i].State)+": "+ds[i].Reason)
 			}
-			if opts.DryRun {
+			switch {
+			case opts.DryRun:
 				log.Debug().Str("namespace", ds[i].Claim.Namespace).Str("claim", ds[i].Claim.Name).
 					Str("state", string(ds[i].State)).Bool("dry_run", true).Msg("would mark claim")
-				record(i, WouldMark, nil)
-				continue
-			}
-			if removal {
+				res.record(i, WouldMark, nil)
+			case removal:
 				work <- i
-				continue
-			}
-			if stopped || ctx.Err() != nil {
+			case stopped:
+			case ctx.Err() != nil:
+				// A select would pick a ready worker half the time.
 				stopped = true
-				continue
-			}
-			select {
-			case work <- i:
-			case <-ctx.Done():
-				stopped = true
+			default:
+				select {
+				case work <- i:
+				case <-ctx.Done():
+					stopped = true
+				}
 			}
 		}
 	}
-	close(work)
-	wg.Wait()
-	return res
 }
 
 // removalRetries bounds the fresh reads a conflicting removal is retried
@@ -278,10 +287,7 @@ func write(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Opti
 	if d.Marks.OrphanedSince == classify.Set && !hadMark {
 		msg := fmt.Sprintf("no pod or workload references this claim; orphaned since %s (state %s)",
 			d.Marks.OrphanedSinceValue.UTC().Format(time.RFC3339), d.State)
-		if err := c.Event(ctx, opts.Retry, cl, corev1.EventTypeNormal, "OrphanDetected", msg); err != nil {
-			// The mark is what matters; a lost Event is logged, not fatal.
-			log.Warn().Err(err).Msg("record OrphanDetected event")
-		}
+		Event(ctx, c, opts.Retry, cl, corev1.EventTypeNormal, "OrphanDetected", msg)
 	}
 	if d.Marks.Phase == classify.Set && d.Marks.PhaseValue == classify.Superseded {
 		// SPEC §7: the Superseded Event, once, when the phase turns to it.
@@ -289,11 +295,17 @@ func write(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Opti
 		if d.DiscardReason != "" {
 			msg += "; discard: " + d.DiscardReason
 		}
-		if err := c.Event(ctx, opts.Retry, cl, corev1.EventTypeNormal, "Superseded", msg); err != nil {
-			log.Warn().Err(err).Msg("record Superseded event")
-		}
+		Event(ctx, c, opts.Retry, cl, corev1.EventTypeNormal, "Superseded", msg)
 	}
 	return Marked, nil
+}
+
+// Event records an Event on the claim (SPEC §7). What the janitor did to
+// the claim is what matters: a lost Event is logged, never an error.
+func Event(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *inventory.Claim, typ, reason, msg string) {
+	if err := c.Event(ctx, retry, cl, typ, reason, msg); err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Str("reason", reason).Msg("record event")
+	}
 }
 
 func patchClaim(ctx context.Context, c *kube.Clients, cl *inventory.Claim, patch []byte, opts Options) error {

@@ -28,23 +28,12 @@ const changedMsg = "changed since it was read (delete precondition failed)"
 // once after a change that says nothing about use (SPEC §6).
 func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Options, log *zerolog.Logger, seen *uses) Outcome {
 	cl := d.Claim
-	out := Outcome{Namespace: cl.Namespace, Name: cl.Name, State: d.State}
-	l := log.With().Str("namespace", cl.Namespace).Str("claim", cl.Name).Str("state", string(d.State)).Logger()
-	skip := func(msg string) Outcome {
-		out.Action, out.Message = ActionSkipped, msg
-		l.Info().Str("reason", msg).Msg("claim not deleted")
-		event(ctx, c, o, cl, corev1.EventTypeNormal, "ReapSkipped", msg)
-		return out
-	}
-	fail := func(err error) Outcome {
-		out.Action, out.Message, out.Err = ActionFailed, err.Error(), err
-		l.Error().Err(err).Msg("delete claim")
-		event(ctx, c, o, cl, corev1.EventTypeWarning, "ReapSkipped", "delete failed: "+err.Error())
-		return out
-	}
+	x := &deleter{ctx: ctx, c: c, d: d, o: o, seen: seen,
+		out: Outcome{Namespace: cl.Namespace, Name: cl.Name, State: d.State},
+		l:   log.With().Str("namespace", cl.Namespace).Str("claim", cl.Name).Str("state", string(d.State)).Logger()}
 	if what, ok := c.Uses.Seen(cl.UID); ok {
-		out.State = classify.InUse
-		return skip("seen in use earlier in this run (" + what + "); not deleted")
+		x.out.State = classify.InUse
+		return x.skip("seen in use earlier in this run (" + what + "); not deleted")
 	}
 	rv := cl.ResourceVersion
 	maybeApplied := false
@@ -54,83 +43,124 @@ func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Opt
 		})
 		maybeApplied = maybeApplied || applied
 		if err == nil {
-			return deleted(ctx, c, o, d, out, l, "")
+			return deleted(ctx, c, o, d, x.out, x.l, "")
 		}
 		var used *errInUse
 		if errors.As(err, &used) && !maybeApplied {
 			// On a cluster without the Unused condition nothing moves
 			// the claim's resourceVersion when a pod starts using it:
 			// the precondition cannot see that use, the pod list can.
-			if !o.DryRun {
-				if _, err := mark.Clear(ctx, c, cl, mark.Options{Retry: o.Retry}); err != nil {
-					l.Warn().Err(err).Msg("remove marks of a claim in use again")
-				}
-			}
-			out.State = classify.InUse
-			return skip("in use again since it was read (pod " + strings.Join(used.pods, ", ") + "); not deleted")
+			return x.inUse(used.pods)
 		}
-		conflict := apierrors.IsConflict(err) || apierrors.IsNotFound(err)
-		if !conflict && !maybeApplied {
-			return fail(err)
+		out, next, done := x.settle(err, rv, maybeApplied, try)
+		if done {
+			return out
 		}
-		cur, gerr := getClaim(ctx, c, o.Retry, cl)
-		if gerr != nil {
-			if maybeApplied {
-				return fail(fmt.Errorf("delete claim %s/%s: response lost and the claim cannot be read to settle it: %w", cl.Namespace, cl.Name, gerr))
-			}
-			return fail(gerr)
-		}
-		switch Settle(cl.UID, maybeApplied, cur) {
-		case Deleted:
-			return deleted(ctx, c, o, d, out, l, " (the response to the delete was lost; a read shows it accepted)")
-		case Gone:
-			return skip("gone since it was read: deleted by someone else")
-		case Terminating:
-			return skip("being deleted by someone else since it was read")
-		case Replaced:
-			return skip("another claim now has this name (UID " + string(cur.UID) + "); not deleted")
-		}
-		if !conflict {
-			if cur.ResourceVersion == rv {
-				// Unchanged: the delete never landed; the error stands.
-				return fail(err)
-			}
-		}
-		if try > 0 {
-			return skip(changedMsg + " again after a retry; left for the next run")
-		}
-		before, berr := claimAt(ctx, c, o.Retry, cl, rv)
-		if berr != nil {
-			l.Info().Err(berr).Msg("cannot read the claim as it was classified")
-			return skip(changedMsg + "; what changed cannot be told; left for the next run")
-		}
-		if ok, why := Unrelated(before, cur); !ok {
-			return skip(changedMsg + ": " + why + "; left for the next run")
-		}
-		// Only finalizers or bookkeeping changed (the snapshot controller
-		// dropping pvc-as-source-protection, say): check for use again
-		// before trusting the decision with the new resourceVersion.
-		pods, perr := listPods(ctx, c, o.Retry, cl.Namespace)
-		if perr != nil {
-			l.Info().Err(perr).Msg("re-check for use")
-			return skip(changedMsg + "; cannot re-check it for use: " + perr.Error())
-		}
-		seen.record(cl.Namespace, pods)
-		if users := seen.of(cl.Key()); len(users) > 0 {
-			if !o.DryRun {
-				if _, err := mark.Clear(ctx, c, cl, mark.Options{Retry: o.Retry}); err != nil {
-					l.Warn().Err(err).Msg("remove marks of a claim in use again")
-				}
-			}
-			out.State = classify.InUse
-			return skip("in use again since it was read (pod " + strings.Join(users, ", ") + "); not deleted")
-		}
-		if ctx.Err() != nil {
-			return skip(changedMsg + "; interrupted before the retry")
-		}
-		l.Info().Str("resource_version", cur.ResourceVersion).Msg("only finalizers or bookkeeping changed; retrying the delete once")
-		rv = cur.ResourceVersion
+		rv = next
 	}
+}
+
+// deleter is the deletion of one claim.
+type deleter struct {
+	ctx  context.Context
+	c    *kube.Clients
+	d    *classify.Decision
+	o    Options
+	l    zerolog.Logger
+	seen *uses
+	out  Outcome
+}
+
+// skip leaves the claim alone, with the reason.
+func (x *deleter) skip(msg string) Outcome {
+	x.out.Action, x.out.Message = ActionSkipped, msg
+	x.l.Info().Str("reason", msg).Msg("claim not deleted")
+	mark.Event(x.ctx, x.c, x.o.Retry, x.d.Claim, corev1.EventTypeNormal, "ReapSkipped", msg)
+	return x.out
+}
+
+// fail reports a delete that failed.
+func (x *deleter) fail(err error) Outcome {
+	x.out.Action, x.out.Message, x.out.Err = ActionFailed, err.Error(), err
+	x.l.Error().Err(err).Msg("delete claim")
+	mark.Event(x.ctx, x.c, x.o.Retry, x.d.Claim, corev1.EventTypeWarning, "ReapSkipped", "delete failed: "+err.Error())
+	return x.out
+}
+
+// inUse skips a claim that pods use again, and restarts its clock.
+func (x *deleter) inUse(pods []string) Outcome {
+	if !x.o.DryRun {
+		if _, err := mark.Clear(x.ctx, x.c, x.d.Claim, mark.Options{Retry: x.o.Retry}); err != nil {
+			x.l.Warn().Err(err).Msg("remove marks of a claim in use again")
+		}
+	}
+	x.out.State = classify.InUse
+	return x.skip("in use again since it was read (pod " + strings.Join(pods, ", ") + "); not deleted")
+}
+
+// settle decides after a delete at rv failed with err: the outcome (done),
+// or the resourceVersion to retry at.
+func (x *deleter) settle(err error, rv string, maybeApplied bool, try int) (Outcome, string, bool) {
+	cl := x.d.Claim
+	conflict := apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+	if !conflict && !maybeApplied {
+		return x.fail(err), "", true
+	}
+	cur, gerr := getClaim(x.ctx, x.c, x.o.Retry, cl)
+	if gerr != nil {
+		if maybeApplied {
+			return x.fail(fmt.Errorf("delete claim %s/%s: response lost and the claim cannot be read to settle it: %w", cl.Namespace, cl.Name, gerr)), "", true
+		}
+		return x.fail(gerr), "", true
+	}
+	switch Settle(cl.UID, maybeApplied, cur) {
+	case Deleted:
+		return deleted(x.ctx, x.c, x.o, x.d, x.out, x.l, " (the response to the delete was lost; a read shows it accepted)"), "", true
+	case Gone:
+		return x.skip("gone since it was read: deleted by someone else"), "", true
+	case Terminating:
+		return x.skip("being deleted by someone else since it was read"), "", true
+	case Replaced:
+		return x.skip("another claim now has this name (UID " + string(cur.UID) + "); not deleted"), "", true
+	}
+	if !conflict && cur.ResourceVersion == rv {
+		// Unchanged: the delete never landed; the error stands.
+		return x.fail(err), "", true
+	}
+	if try > 0 {
+		return x.skip(changedMsg + " again after a retry; left for the next run"), "", true
+	}
+	return x.retryable(rv, cur)
+}
+
+// retryable allows one retry at cur's resourceVersion when only
+// finalizers or bookkeeping changed since rv (the snapshot controller
+// dropping pvc-as-source-protection, say), after checking for use again
+// before trusting the decision with the new resourceVersion.
+func (x *deleter) retryable(rv string, cur *corev1.PersistentVolumeClaim) (Outcome, string, bool) {
+	cl := x.d.Claim
+	before, berr := claimAt(x.ctx, x.c, x.o.Retry, cl, rv)
+	if berr != nil {
+		x.l.Info().Err(berr).Msg("cannot read the claim as it was classified")
+		return x.skip(changedMsg + "; what changed cannot be told; left for the next run"), "", true
+	}
+	if ok, why := Unrelated(before, cur); !ok {
+		return x.skip(changedMsg + ": " + why + "; left for the next run"), "", true
+	}
+	pods, perr := listPods(x.ctx, x.c, x.o.Retry, cl.Namespace)
+	if perr != nil {
+		x.l.Info().Err(perr).Msg("re-check for use")
+		return x.skip(changedMsg + "; cannot re-check it for use: " + perr.Error()), "", true
+	}
+	x.seen.record(cl.Namespace, pods)
+	if users := x.seen.of(cl.Key()); len(users) > 0 {
+		return x.inUse(users), "", true
+	}
+	if x.ctx.Err() != nil {
+		return x.skip(changedMsg + "; interrupted before the retry"), "", true
+	}
+	x.l.Info().Str("resource_version", cur.ResourceVersion).Msg("only finalizers or bookkeeping changed; retrying the delete once")
+	return Outcome{}, cur.ResourceVersion, false
 }
 
 // deleted reports an accepted deletion. A deleted claim may stay
@@ -146,7 +176,7 @@ func deleted(ctx context.Context, c *kube.Clients, o Options, d *classify.Decisi
 	out.Action = ActionDeleted
 	out.Message = "deleted (deletion accepted): " + why + note
 	l.Info().Msg("claim deletion accepted")
-	event(ctx, c, o, d.Claim, corev1.EventTypeNormal, "Reaped", out.Message)
+	mark.Event(ctx, c, o.Retry, d.Claim, corev1.EventTypeNormal, "Reaped", out.Message)
 	return out
 }
 

@@ -51,11 +51,29 @@ type Outcome struct {
 	Err     error
 }
 
+// Block says why a reap deleted nothing although it had claims to delete.
+type Block int
+
+const (
+	// NotBlocked: the reap went ahead.
+	NotBlocked Block = iota
+	// BlockedBlastRadius: more deletions than --max-deletions or
+	// --max-deletion-percent allow; a partial failure of the run (exit 4).
+	BlockedBlastRadius
+	// BlockedDeclined: the operator answered no at the prompt; not a failure.
+	BlockedDeclined
+)
+
+// declinedMsg is the report's note for BlockedDeclined.
+const declinedMsg = "deletion declined at the prompt; nothing was deleted"
+
 // Result of a reap.
 type Result struct {
 	Outcomes []Outcome
-	// Blocked explains why nothing was deleted (blast radius, declined).
-	Blocked string
+	// Blocked says why nothing was deleted; BlockedWhy says it in words,
+	// for the report.
+	Blocked    Block
+	BlockedWhy string
 	// Decisions of the fresh read, for the report.
 	Decisions []classify.Decision
 }
@@ -66,120 +84,33 @@ type Result struct {
 // that is not a candidate is never deleted, and a candidate that is no
 // longer reapable is skipped with the reason.
 func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]bool, o Options) (*Result, error) {
-	log := zerolog.Ctx(ctx)
-	res := &Result{}
 	if len(candidates) == 0 {
-		return res, nil
+		return &Result{}, nil
 	}
-	inv, err := kube.Read(ctx, c, o.Scope)
+	p, err := newPlan(ctx, c, candidates, o)
 	if err != nil {
-		return nil, fmt.Errorf("re-read before deleting: %w", err)
-	}
-	if inv.ServerTime.IsZero() {
-		return nil, fmt.Errorf("re-read before deleting: no server time")
-	}
-	now := inv.ServerTime
-	ds := classify.Classify(inv, o.Policy, now)
-	res.Decisions = ds
-	var del []*classify.Decision
-	var used []classify.Decision
-	seen := map[inventory.Key]bool{}
-	for i := range ds {
-		d := &ds[i]
-		k := d.Claim.Key()
-		if d.Marks.OrphanedSince == classify.Remove || d.Marks.Attempts == classify.Remove {
-			// The re-read saw a use, of a candidate or not: the claim's
-			// clock restarts now, not at the next scan (SPEC §3 Marks).
-			// On a cluster without the Unused condition the next scan
-			// may not see that use any more.
-			used = append(used, *d)
-		}
-		if !candidates[k] {
-			continue
-		}
-		seen[k] = true
-		if !Reapable(d, o.Discard, o.Policy.GracePeriod, now) {
-			res.Outcomes = append(res.Outcomes, Outcome{Namespace: k.Namespace, Name: k.Name, Action: ActionSkipped, State: d.State,
-				Message: notReapableReason(d, o.Discard, o.Policy.GracePeriod, now)})
-			continue
-		}
-		del = append(del, d)
+		return nil, err
 	}
 	// Marks of claims the re-read saw in use go after the deletions, so
 	// that nothing stands between the re-read and the deletes; they are
 	// never deleted either way.
 	podsSeen := &uses{}
-	defer func() {
-		// Claims the pod lists before the deletes showed in use, whether
-		// they were to be deleted or not.
-		for i := range ds {
-			d := &ds[i]
-			if _, marked := d.Claim.Annotations[inventory.AnnotationOrphanedSince]; !marked || d.Marks.OrphanedSince == classify.Remove {
-				continue
-			}
-			if len(podsSeen.of(d.Claim.Key())) > 0 {
-				u := *d
-				u.State = classify.InUse
-				u.Marks = classify.Marks{OrphanedSince: classify.Remove, Phase: classify.Remove, Attempts: classify.Remove}
-				used = append(used, u)
-			}
-		}
-		if len(used) == 0 {
-			return
-		}
-		mr := mark.Apply(ctx, c, used, mark.Options{DryRun: o.DryRun, Concurrency: 1, Retry: o.Retry})
-		for _, err := range mr.Errors {
-			// The next scan retries.
-			log.Warn().Err(err).Msg("remove marks of a claim in use again")
-		}
-	}()
-	for k := range candidates {
-		if !seen[k] {
-			res.Outcomes = append(res.Outcomes, Outcome{Namespace: k.Namespace, Name: k.Name, Action: ActionSkipped,
-				Message: "gone or out of scope since the scan"})
-		}
-	}
-	if why := Limit(len(del), len(ds), o.MaxDeletions, o.MaxDeletionPercent); why != "" {
-		res.Blocked = why
-		for _, d := range del {
-			res.Outcomes = append(res.Outcomes, Outcome{Namespace: d.Claim.Namespace, Name: d.Claim.Name, Action: ActionLimited, State: d.State, Message: why})
-		}
+	defer p.clearUses(ctx, c, o, podsSeen)
+	res := &Result{Outcomes: p.skipped, Decisions: p.ds}
+	if why := Limit(len(p.del), len(p.ds), o.MaxDeletions, o.MaxDeletionPercent); why != "" {
+		res.Blocked, res.BlockedWhy = BlockedBlastRadius, why
+		res.Outcomes = p.each(res.Outcomes, ActionLimited, func(*classify.Decision) string { return why })
 		return res, nil
 	}
 	if o.DryRun {
-		for _, d := range del {
-			res.Outcomes = append(res.Outcomes, Outcome{Namespace: d.Claim.Namespace, Name: d.Claim.Name, Action: ActionWould, State: d.State, Message: d.Reason})
-		}
+		res.Outcomes = p.each(res.Outcomes, ActionWould, func(d *classify.Decision) string { return d.Reason })
 		return res, nil
 	}
-	if o.Confirm != nil && len(del) > 0 {
-		ok, err := o.Confirm(len(del))
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			res.Blocked = "deletion declined at the prompt; nothing was deleted"
-			for _, d := range del {
-				res.Outcomes = append(res.Outcomes, Outcome{Namespace: d.Claim.Namespace, Name: d.Claim.Name, Action: ActionSkipped, State: d.State, Message: "declined"})
-			}
-			return res, nil
-		}
-		// Someone may have taken minutes to answer: read again, and
-		// delete only what was confirmed and is still reapable.
-		confirmed := make(map[inventory.Key]bool, len(del))
-		for _, d := range del {
-			confirmed[d.Claim.Key()] = true
-		}
-		again := o
-		again.Confirm = nil
-		res2, err := Reap(ctx, c, confirmed, again)
-		if err != nil {
-			return nil, err
-		}
-		res2.Outcomes = append(res.Outcomes, res2.Outcomes...)
-		return res2, nil
+	if o.Confirm != nil && len(p.del) > 0 {
+		return confirmed(ctx, c, o, res, p.del)
 	}
-	for _, d := range del {
+	log := zerolog.Ctx(ctx)
+	for _, d := range p.del {
 		if ctx.Err() != nil {
 			res.Outcomes = append(res.Outcomes, Outcome{Namespace: d.Claim.Namespace, Name: d.Claim.Name, Action: ActionSkipped, State: d.State, Message: "interrupted before deleting"})
 			continue
@@ -189,8 +120,118 @@ func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]boo
 	return res, nil
 }
 
-func event(ctx context.Context, c *kube.Clients, o Options, cl *inventory.Claim, typ, reason, msg string) {
-	if err := c.Event(ctx, o.Retry, cl, typ, reason, msg); err != nil {
-		zerolog.Ctx(ctx).Warn().Err(err).Str("reason", reason).Msg("record event")
+// plan is what the fresh read says of the candidates.
+type plan struct {
+	ds []classify.Decision
+	// del are the candidates still reapable, skipped the others.
+	del     []*classify.Decision
+	skipped []Outcome
+	// used are claims the re-read saw in use: their marks are removed.
+	used []classify.Decision
+}
+
+// newPlan re-reads the cluster and sorts the candidates into the claims to
+// delete and the skipped ones.
+func newPlan(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]bool, o Options) (*plan, error) {
+	inv, err := kube.Read(ctx, c, o.Scope)
+	if err != nil {
+		return nil, fmt.Errorf("re-read before deleting: %w", err)
 	}
+	if inv.ServerTime.IsZero() {
+		return nil, fmt.Errorf("re-read before deleting: no server time")
+	}
+	now := inv.ServerTime
+	p := &plan{ds: classify.Classify(inv, o.Policy, now)}
+	seen := map[inventory.Key]bool{}
+	for i := range p.ds {
+		d := &p.ds[i]
+		k := d.Claim.Key()
+		if d.Marks.OrphanedSince == classify.Remove || d.Marks.Attempts == classify.Remove {
+			// The re-read saw a use, of a candidate or not: the claim's
+			// clock restarts now, not at the next scan (SPEC §3 Marks).
+			// On a cluster without the Unused condition the next scan
+			// may not see that use any more.
+			p.used = append(p.used, *d)
+		}
+		if !candidates[k] {
+			continue
+		}
+		seen[k] = true
+		if !Reapable(d, o.Discard, o.Policy.GracePeriod, now) {
+			p.skipped = append(p.skipped, Outcome{Namespace: k.Namespace, Name: k.Name, Action: ActionSkipped, State: d.State,
+				Message: notReapableReason(d, o.Discard, o.Policy.GracePeriod, now)})
+			continue
+		}
+		p.del = append(p.del, d)
+	}
+	for k := range candidates {
+		if !seen[k] {
+			p.skipped = append(p.skipped, Outcome{Namespace: k.Namespace, Name: k.Name, Action: ActionSkipped,
+				Message: "gone or out of scope since the scan"})
+		}
+	}
+	return p, nil
+}
+
+// each appends one outcome with action per claim to delete.
+func (p *plan) each(out []Outcome, action string, msg func(*classify.Decision) string) []Outcome {
+	for _, d := range p.del {
+		out = append(out, Outcome{Namespace: d.Claim.Namespace, Name: d.Claim.Name, Action: action, State: d.State, Message: msg(d)})
+	}
+	return out
+}
+
+// clearUses removes the marks of the claims the re-read, or the pod lists
+// before the deletes, showed in use, whether they were to be deleted or not.
+func (p *plan) clearUses(ctx context.Context, c *kube.Clients, o Options, podsSeen *uses) {
+	used := p.used
+	for i := range p.ds {
+		d := &p.ds[i]
+		if _, marked := d.Claim.Annotations[inventory.AnnotationOrphanedSince]; !marked || d.Marks.OrphanedSince == classify.Remove {
+			continue
+		}
+		if len(podsSeen.of(d.Claim.Key())) > 0 {
+			u := *d
+			u.State = classify.InUse
+			u.Marks = classify.Marks{OrphanedSince: classify.Remove, Phase: classify.Remove, Attempts: classify.Remove}
+			used = append(used, u)
+		}
+	}
+	if len(used) == 0 {
+		return
+	}
+	mr := mark.Apply(ctx, c, used, mark.Options{DryRun: o.DryRun, Concurrency: 1, Retry: o.Retry})
+	for _, err := range mr.Errors {
+		// The next scan retries.
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("remove marks of a claim in use again")
+	}
+}
+
+// confirmed asks before deleting del. Someone may have taken minutes to
+// answer: it reads again, and deletes only what was confirmed and is still
+// reapable.
+func confirmed(ctx context.Context, c *kube.Clients, o Options, res *Result, del []*classify.Decision) (*Result, error) {
+	ok, err := o.Confirm(len(del))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		res.Blocked, res.BlockedWhy = BlockedDeclined, declinedMsg
+		for _, d := range del {
+			res.Outcomes = append(res.Outcomes, Outcome{Namespace: d.Claim.Namespace, Name: d.Claim.Name, Action: ActionSkipped, State: d.State, Message: "declined"})
+		}
+		return res, nil
+	}
+	yes := make(map[inventory.Key]bool, len(del))
+	for _, d := range del {
+		yes[d.Claim.Key()] = true
+	}
+	again := o
+	again.Confirm = nil
+	res2, err := Reap(ctx, c, yes, again)
+	if err != nil {
+		return nil, err
+	}
+	res2.Outcomes = append(res.Outcomes, res2.Outcomes...)
+	return res2, nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/reap"
+	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
 )
 
 // Kind and APIVersion identify the JSON/YAML document.
@@ -18,11 +20,11 @@ const (
 	APIVersion = "pvc-janitor.io/v1"
 )
 
-// Actions that Finish counts. Any action ending in FailedSuffix counts as a
-// failure.
+// Actions that Finish counts, as the steps that act name them. Any action
+// ending in FailedSuffix counts as a failure.
 const (
-	ActionSnapshotCreated = "snapshot-created"
-	ActionDeleted         = "deleted"
+	ActionSnapshotCreated = rescue.ActionCreated
+	ActionDeleted         = reap.ActionDeleted
 	FailedSuffix          = "-failed"
 )
 

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/term"
 )
 
 // Output formats of Write.
@@ -88,40 +89,15 @@ func writeTable(w io.Writer, r *Report, wide bool) error {
 		head = append(head, "REASON")
 		fmt.Fprintln(tw, strings.Join(head, "\t"))
 		for _, e := range r.Claims {
-			since := ""
-			if e.OrphanedSince != nil {
-				since = e.OrphanedSince.UTC().Format(time.RFC3339)
-			}
-			row := []string{cell(e.Namespace), cell(e.Name), cell(e.Workspace), cell(e.State), cell(since), cell(e.Action)}
-			if wide {
-				snap, ready := "", ""
-				if e.Snapshot != nil {
-					snap, ready = e.Snapshot.Name, strconv.FormatBool(e.Snapshot.ReadyToUse)
-				}
-				row = append(row, cell(e.UID), cell(e.VolumeName), cell(snap), cell(ready))
-			}
-			reason := cell(e.Reason)
-			if !wide {
-				reason = truncate(reason, maxReason)
-			}
-			row = append(row, reason)
-			fmt.Fprintln(tw, strings.Join(row, "\t"))
+			fmt.Fprintln(tw, strings.Join(claimRow(e, wide), "\t"))
 		}
 	}
 	if len(r.Snapshots) > 0 {
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "NAMESPACE\tSNAPSHOT\tSOURCE-CLAIM\tDATA-TIME\tREADY\tDELETION-POLICY\tACTION\tREASON")
 		for _, s := range r.Snapshots {
-			dt := ""
-			if s.DataTime != nil {
-				dt = s.DataTime.UTC().Format(time.RFC3339)
-			}
-			reason := cell(s.Reason)
-			if !wide {
-				reason = truncate(reason, maxReason)
-			}
-			fmt.Fprintln(tw, strings.Join([]string{cell(s.Namespace), cell(s.Name), cell(s.SourceClaim), cell(dt),
-				strconv.FormatBool(s.ReadyToUse), cell(s.DeletionPolicy), cell(s.Action), reason}, "\t"))
+			fmt.Fprintln(tw, strings.Join([]string{cell(s.Namespace), cell(s.Name), cell(s.SourceClaim), cell(timeCell(s.DataTime)),
+				strconv.FormatBool(s.ReadyToUse), cell(s.DeletionPolicy), cell(s.Action), reasonCell(s.Reason, wide)}, "\t"))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -133,13 +109,42 @@ func writeTable(w io.Writer, r *Report, wide bool) error {
 		b.WriteString("note: the claims' Unused condition is ignored in this run: the controller manager does not maintain it\n")
 	}
 	for _, n := range r.Notes {
-		b.WriteString("note: " + flat(n) + "\n")
+		b.WriteString("note: " + term.OneLine(n) + "\n")
 	}
 	if r.Error != "" {
-		b.WriteString("error: " + flat(r.Error) + "\n")
+		b.WriteString("error: " + term.OneLine(r.Error) + "\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// claimRow is a claim's row of the table.
+func claimRow(e *ClaimEntry, wide bool) []string {
+	row := []string{cell(e.Namespace), cell(e.Name), cell(e.Workspace), cell(e.State), cell(timeCell(e.OrphanedSince)), cell(e.Action)}
+	if wide {
+		snap, ready := "", ""
+		if e.Snapshot != nil {
+			snap, ready = e.Snapshot.Name, strconv.FormatBool(e.Snapshot.ReadyToUse)
+		}
+		row = append(row, cell(e.UID), cell(e.VolumeName), cell(snap), cell(ready))
+	}
+	return append(row, reasonCell(e.Reason, wide))
+}
+
+// timeCell renders an optional time in RFC 3339.
+func timeCell(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// reasonCell is a reason cell: whole in the wide table, cut otherwise.
+func reasonCell(reason string, wide bool) string {
+	if wide {
+		return cell(reason)
+	}
+	return truncate(cell(reason), maxReason)
 }
 
 // summaryLine renders the summary, states in precedence order, e.g.
@@ -187,15 +192,12 @@ func plural(n int, one, many string) string {
 
 // cell makes a value fit a table cell: one line, no tabs, <none> when empty.
 func cell(s string) string {
-	s = flat(s)
+	s = term.OneLine(s)
 	if s == "" {
 		return none
 	}
 	return s
 }
-
-// flat puts s on one line.
-func flat(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // truncate cuts s to at most n runes, ending in "…" when cut.
 func truncate(s string, n int) string {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+	"github.com/pvc-janitor/pvc-janitor/internal/mark"
 )
 
 // What a rescue records on the claim: Events and the merge patch of its
@@ -35,9 +36,7 @@ func (r *rescuer) fail(ctx context.Context, cl *inventory.Claim, name, msg strin
 }
 
 func (r *rescuer) event(ctx context.Context, cl *inventory.Claim, typ, reason, msg string) {
-	if err := r.c.Event(ctx, r.o.Retry, cl, typ, reason, msg); err != nil {
-		zerolog.Ctx(ctx).Warn().Err(err).Str("reason", reason).Msg("record event")
-	}
+	mark.Event(ctx, r.c, r.o.Retry, cl, typ, reason, msg)
 }
 
 // attemptWrite is a change to the claim's attempt record.

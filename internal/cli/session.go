@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/config"
+	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
+	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/lock"
+	"github.com/pvc-janitor/pvc-janitor/internal/metrics"
+	"github.com/pvc-janitor/pvc-janitor/internal/notify"
+	"github.com/pvc-janitor/pvc-janitor/internal/report"
+	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
+	"github.com/pvc-janitor/pvc-janitor/internal/term"
+	"github.com/pvc-janitor/pvc-janitor/internal/version"
+)
+
+// newLogger builds the one logger of a run from the flags: JSON off a
+// terminal, console on one (auto), always on stderr.
+func newLogger(cfg *config.Config, w io.Writer) zerolog.Logger {
+	level, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		level = zerolog.InfoLevel
+	}
+	tty := term.IsTerminal(w)
+	format := cfg.LogFormat
+	if format == config.LogFormatAuto {
+		format = config.LogFormatJSON
+		if tty {
+			format = config.LogFormatConsole
+		}
+	}
+	if format == config.LogFormatConsole {
+		// Colours only on a terminal: escape codes in a log file are noise.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !tty}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+// session is what every command needs once its flags are resolved: the
+// configuration, the logger in ctx, the clients and the scope.
+type session struct {
+	ctx     context.Context
+	name    string
+	s       Streams
+	cfg     *config.Config
+	clients *kube.Clients
+	scope   kube.Scope
+	retry   kube.RetryPolicy
+	started time.Time
+	release func()
+}
+
+// begin is the prologue of every command: the configuration (vetted by
+// check, when set, before anything is read), the logger in the context and
+// the clients. close must be called.
+func begin(cmd *cobra.Command, s Streams, name string, check func(*config.Config) error) (*session, error) {
+	started := time.Now()
+	cfg, err := load(cmd, name, s)
+	if err != nil {
+		return nil, err
+	}
+	if check != nil {
+		if err := check(cfg); err != nil {
+			return nil, err
+		}
+	}
+	log := newLogger(cfg, s.ErrOut)
+	sess := &session{ctx: log.WithContext(cmd.Context()), name: name, s: s, cfg: cfg, started: started, release: func() {}}
+	if err := sess.connect(); err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+// close releases the run's lease, if it took one.
+func (sess *session) close() { sess.release() }
+
+// connect builds the clients and the scope. A kubeconfig that cannot be
+// loaded is a configuration error (exit 2), like kubectl's.
+func (sess *session) connect() error {
+	cfg := sess.cfg
+	rc, cluster, ns, err := kube.LoadConfig(kube.ClientOptions{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context})
+	if err != nil {
+		return exitcode.New(exitcode.Usage, err)
+	}
+	c, err := kube.NewClients(rc, kube.ClientOptions{QPS: cfg.QPS, Burst: cfg.Burst, UserAgent: userAgent()})
+	if err != nil {
+		return exitcode.New(exitcode.Usage, err)
+	}
+	c.Cluster, c.Namespace = cluster, ns
+	sess.clients = c
+	sess.retry = kube.RetryPolicy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, MaxElapsed: cfg.APITimeout}
+	exclude := map[string]bool{}
+	for _, n := range cfg.ExcludeNamespaces {
+		exclude[n] = true
+	}
+	sess.scope = kube.Scope{Exclude: exclude, Selector: cfg.Selector, WorkspaceLabel: cfg.WorkspaceLabel,
+		PageSize: cfg.PageSize, Retry: sess.retry}
+	switch {
+	case cfg.AllNamespaces:
+	case len(cfg.Namespaces) > 0:
+		sess.scope.Namespaces = cfg.Namespaces
+	default:
+		sess.scope.Namespaces = []string{ns}
+	}
+	zerolog.Ctx(sess.ctx).Debug().Str("cluster", cluster).Strs("namespaces", sess.scope.Namespaces).
+		Str("selector", cfg.SelectorString).Msg("connected")
+	return nil
+}
+
+// lock takes the run's Lease when writes is true, after validate (when
+// set) vetted the options against the cluster: bad input is refused before
+// the first write, and the lease is one. A live lease of another run is
+// exit code 5, naming the holder.
+func (sess *session) lock(writes bool, validate func(context.Context, *kube.Clients) error) error {
+	if validate != nil {
+		if err := validate(sess.ctx, sess.clients); err != nil {
+			return exitError(err)
+		}
+	}
+	if !writes {
+		return nil
+	}
+	ctx, release, err := janitor.Lock(sess.ctx, sess.clients, janitor.LockOptions{
+		Namespace: sess.cfg.LockNamespace, Duration: sess.cfg.LockDuration, Retry: sess.retry})
+	if err != nil {
+		return exitError(err)
+	}
+	sess.ctx, sess.release = ctx, release
+	return nil
+}
+
+// exitError maps the library's errors to exit codes.
+func exitError(err error) error {
+	var input *janitor.InputError
+	switch {
+	case err == nil:
+		return nil
+	case lock.IsHeld(err):
+		return exitcode.New(exitcode.LockHeld, err)
+	case errors.As(err, &input):
+		return exitcode.New(exitcode.Usage, err)
+	}
+	return err
+}
+
+// leaseErr returns the lost-lease error when that is why the run's
+// context ended.
+func (sess *session) leaseErr() error {
+	if cause := janitor.LeaseLost(sess.ctx); cause != nil {
+		return exitcode.New(exitcode.Runtime, cause)
+	}
+	return nil
+}
+
+// scanOptions are the options of the scan every pipeline starts with.
+func (sess *session) scanOptions(dryRun bool) janitor.ScanOptions {
+	cfg := sess.cfg
+	return janitor.ScanOptions{Scope: sess.scope, Retry: sess.retry, DryRun: dryRun, Concurrency: cfg.Concurrency,
+		Policy: classify.Policy{WorkspaceLabel: cfg.WorkspaceLabel, MinAge: cfg.MinAge,
+			GracePeriod: cfg.GracePeriod, TrustExistingSnapshots: cfg.TrustExistingSnapshots}}
+}
+
+// snapshotOptions are the options of a rescue; progress shows its counters.
+func (sess *session) snapshotOptions(p *progress) janitor.SnapshotOptions {
+	cfg := sess.cfg
+	o := janitor.SnapshotOptions{Scan: sess.scanOptions(cfg.DryRun), Rescue: rescue.Options{
+		Class: cfg.SnapshotClass, Superseded: cfg.Superseded, Timeout: cfg.SnapshotTimeout,
+		ErrorGrace: cfg.SnapshotErrorGrace, Attempts: cfg.SnapshotAttempts, RetryBackoff: cfg.SnapshotRetryBackoff}}
+	if p != nil {
+		o.Rescue.Progress, o.Done = p.update, p.done
+	}
+	return o
+}
+
+// reapOptions are the options of a reap.
+func (sess *session) reapOptions(confirm func(int) (bool, error)) janitor.ReapOptions {
+	cfg := sess.cfg
+	return janitor.ReapOptions{Scan: sess.scanOptions(cfg.DryRun), Superseded: cfg.Superseded,
+		MaxDeletions: cfg.MaxDeletions, MaxDeletionPercent: cfg.MaxDeletionPercent, Confirm: confirm}
+}
+
+// newReport starts the report of the command.
+func (sess *session) newReport(command string, dryRun bool) *report.Report {
+	return report.New(command, dryRun, sess.clients.Cluster, sess.started)
+}
+
+// finish prints the report and publishes the run's metrics and
+// notification; a write error becomes the command's error unless it
+// already has one.
+func (sess *session) finish(r *report.Report, err error) error {
+	// A use this run saw and could not write down is known to nobody
+	// after it (SPEC §3 Marks): the run says so and does not end well.
+	if lost := sess.clients.Uses.Lost(); len(lost) > 0 && exitcode.Code(err) == exitcode.OK {
+		err = exitcode.New(exitcode.Partial, fmt.Errorf("%d claims were seen in use and their marks could not be removed (%s): a later run cannot see that use on a cluster without the Unused condition", len(lost), strings.Join(lost, ", ")))
+	}
+	// A run that lost its lease stopped acting: that is its outcome,
+	// whatever else it reports (SPEC §7).
+	if lerr := sess.leaseErr(); lerr != nil {
+		if c := exitcode.Code(err); c == exitcode.OK || c == exitcode.Partial || c == exitcode.DataAtRisk {
+			err = lerr
+		}
+	}
+	r.Finish(time.Now())
+	if werr := report.Write(sess.s.Out, r, sess.cfg.Output); werr != nil && err == nil {
+		err = fmt.Errorf("write report: %w", werr)
+	}
+	sess.publish(r, err, notify.Due(r, err))
+	return err
+}
+
+// failed publishes metrics and a notification for a run that failed before
+// it had a report (a read failed, say), so that alerting sees it, and
+// returns err unchanged. Nothing is printed on stdout: there is no report.
+func (sess *session) failed(err error) error {
+	if err == nil {
+		return nil
+	}
+	r := sess.newReport(sess.name, sess.cfg.DryRun)
+	r.Finish(time.Now())
+	r.Error = err.Error()
+	sess.publish(r, err, true)
+	return err
+}
+
+// publish writes the run's metrics (--metrics-file, --pushgateway) and,
+// when notifyDue, posts the notification (--notify-webhook). Both happen
+// after SIGTERM too (the context may be done). A failure to publish is
+// logged: it never changes what the run did.
+func (sess *session) publish(r *report.Report, err error, notifyDue bool) {
+	cfg, log := sess.cfg, zerolog.Ctx(sess.ctx)
+	ctx := context.WithoutCancel(sess.ctx)
+	if cfg.MetricsFile != "" || cfg.Pushgateway != "" {
+		run := metrics.FromReport(r, exitcode.Code(err) == exitcode.OK)
+		if perr := metrics.Publish(ctx, metrics.Options{File: cfg.MetricsFile, Pushgateway: cfg.Pushgateway}, run); perr != nil {
+			log.Error().Err(perr).Msg("publish metrics")
+		}
+	}
+	if cfg.NotifyWebhook != "" && notifyDue {
+		if nerr := notify.Post(ctx, nil, cfg.NotifyWebhook, r, err); nerr != nil {
+			log.Error().Err(nerr).Msg("notify")
+		}
+	}
+}
+
+// userAgent names the janitor and this process (host/pid, as the Lease's
+// holder does) in every request, so that an audit log tells the requests of
+// one run from another's.
+func userAgent() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("pvc-janitor/%s (%s/%d)", version.Version, host, os.Getpid())
+}

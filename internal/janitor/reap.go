@@ -1,0 +1,122 @@
+package janitor
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/reap"
+	rsc "github.com/pvc-janitor/pvc-janitor/internal/rescue"
+)
+
+// ReapOptions configure a scan-then-reap (janitor reap), and the reap step
+// of Run.
+type ReapOptions struct {
+	Scan ScanOptions
+	// Superseded is the --superseded policy; rsc.SupersededDiscard also
+	// deletes Superseded claims without a snapshot (SPEC §3).
+	Superseded string
+	// MaxDeletions and MaxDeletionPercent are the blast radius (SPEC §6).
+	MaxDeletions       int
+	MaxDeletionPercent float64
+	// Confirm, when set, is asked before the first delete with the number
+	// of claims; false deletes nothing (BlockedDeclined).
+	Confirm func(n int) (bool, error)
+}
+
+// ReapResult is what a scan-then-reap did.
+type ReapResult struct {
+	Scan *ScanResult
+	// Step is the reap step: its outcomes, and why it was blocked.
+	Step ReapStep
+}
+
+// ReapStep is the reap itself, after a scan (and a rescue in Run).
+type ReapStep struct {
+	// Candidates are the claims the scan (and the rescue) found reapable;
+	// the reap deletes only those still reapable on its own fresh read.
+	Candidates map[inventory.Key]bool
+	// Done is false when the run was interrupted before the reap began.
+	Done     bool
+	Outcomes []reap.Outcome
+	// Blocked says why nothing was deleted (reap.BlockedBlastRadius,
+	// reap.BlockedDeclined); BlockedWhy says it in words.
+	Blocked    reap.Block
+	BlockedWhy string
+	// Failures are the failed deletions ("namespace/name: error").
+	Failures []error
+	// Err ended the reap early (its re-read failed, say).
+	Err error
+}
+
+// Reap scans (and marks), then deletes every claim whose data is provably
+// rescued (SPEC §4, §6). An error means there is no result: the scan failed.
+func Reap(ctx context.Context, c *kube.Clients, o ReapOptions) (*ReapResult, error) {
+	scan, err := Scan(ctx, c, o.Scan)
+	if err != nil {
+		return nil, err
+	}
+	return &ReapResult{Scan: scan, Step: reapStep(ctx, c, o, scan, nil)}, nil
+}
+
+// reapStep deletes the candidates of scan, and the claims in also.
+func reapStep(ctx context.Context, c *kube.Clients, o ReapOptions, scan *ScanResult, also map[inventory.Key]bool) ReapStep {
+	discard := o.Superseded == rsc.SupersededDiscard
+	step := ReapStep{Candidates: map[inventory.Key]bool{}}
+	for i := range scan.Decisions {
+		d := &scan.Decisions[i]
+		if reap.Reapable(d, discard, o.Scan.Policy.GracePeriod, scan.Now) {
+			step.Candidates[d.Claim.Key()] = true
+		}
+	}
+	for k := range also {
+		step.Candidates[k] = true
+	}
+	if ctx.Err() != nil {
+		return step
+	}
+	step.Done = true
+	res, err := reap.Reap(ctx, c, step.Candidates, reap.Options{
+		Scope: o.Scan.Scope, Policy: o.Scan.Policy, Discard: discard,
+		MaxDeletions: o.MaxDeletions, MaxDeletionPercent: o.MaxDeletionPercent,
+		DryRun: o.Scan.DryRun, Retry: o.Scan.Retry, Confirm: o.Confirm,
+	})
+	if err != nil {
+		step.Err = err
+		return step
+	}
+	step.Outcomes, step.Blocked, step.BlockedWhy = res.Outcomes, res.Blocked, res.BlockedWhy
+	for _, out := range res.Outcomes {
+		if out.Err != nil {
+			step.Failures = append(step.Failures, fmt.Errorf("%s/%s: %w", out.Namespace, out.Name, out.Err))
+		}
+	}
+	return step
+}
+
+// RunOptions configure a whole run (janitor run): scan, snapshot, reap.
+type RunOptions struct {
+	// Snapshot's Scan is the run's scan; Reap's Scan is ignored.
+	Snapshot SnapshotOptions
+	Reap     ReapOptions
+}
+
+// RunResult is what a run did.
+type RunResult struct {
+	Snapshot *SnapshotResult
+	Reap     ReapStep
+}
+
+// Run scans, rescues and reaps (SPEC §4, janitor run): the claims its own
+// rescue left Rescued are reaped in the same run. An error means there is
+// no result: bad input (*InputError) or a failed scan.
+func Run(ctx context.Context, c *kube.Clients, o RunOptions) (*RunResult, error) {
+	snap, err := Snapshot(ctx, c, o.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	ro := o.Reap
+	ro.Scan = o.Snapshot.Scan
+	return &RunResult{Snapshot: snap, Reap: reapStep(ctx, c, ro, snap.Scan, snap.rescued())}, nil
+}
