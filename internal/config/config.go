@@ -27,6 +27,9 @@ const (
 	CommandReap     = "reap"
 	CommandRun      = "run"
 	CommandGuard    = "guard"
+	CommandRestore  = "restore"
+	CommandPrune    = "prune"
+	CommandExplain  = "explain"
 	CommandVersion  = "version"
 )
 
@@ -151,6 +154,29 @@ type Config struct {
 	// NotifyWebhook receives a Slack-compatible summary when a run acted or
 	// failed. It is a secret: never logged.
 	NotifyWebhook string
+
+	// KeepFor and KeepLast are the retention of the janitor's rescues
+	// (SPEC §11); zero both: prune does nothing.
+	KeepFor  time.Duration
+	KeepLast int
+	// DeleteContents lets the janitor set a Retain VolumeSnapshotContent
+	// of its own snapshot to Delete before deleting the snapshot.
+	DeleteContents bool
+
+	// Prices (--price CLASS=PRICE per GiB-month, * for the rest) and
+	// SnapshotPrice put money in the report; none given, no money.
+	Prices        []string
+	SnapshotPrice string
+
+	// Restore (SPEC §10): by workspace, from a named snapshot, under
+	// another name, beside newer data, with another class or a least size.
+	RestoreWorkspace string
+	RestoreFrom      string
+	RestoreAs        string
+	AllowOlder       bool
+	StorageClass     string
+	Size             string
+	RestoreTimeout   time.Duration
 }
 
 // ErrUsage is matched (errors.Is) by every error of this package: a usage or

@@ -34,7 +34,7 @@ func Load(fs *pflag.FlagSet, command string, lookupEnv func(string) (string, boo
 		lookupEnv = os.LookupEnv
 	}
 	switch command {
-	case CommandScan, CommandSnapshot, CommandReap, CommandRun, CommandGuard, CommandVersion:
+	case CommandScan, CommandSnapshot, CommandReap, CommandRun, CommandGuard, CommandRestore, CommandPrune, CommandExplain, CommandVersion:
 	default:
 		return nil, &Error{Err: fmt.Errorf("unknown command %q", command)}
 	}

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/cost"
 	"github.com/pvc-janitor/pvc-janitor/internal/metrics"
 	"github.com/pvc-janitor/pvc-janitor/internal/notify"
 	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
@@ -47,7 +49,7 @@ func (k kind) String() string {
 }
 
 // commands is a set of commands that take an option.
-type commands uint8
+type commands uint16
 
 const (
 	forScan commands = 1 << iota
@@ -55,18 +57,29 @@ const (
 	forReap
 	forRun
 	forGuard
+	forRestore
+	forPrune
+	forExplain
 	// global options are the root command's persistent flags: every
 	// command takes them (as kubectl's global flags).
 	global
 
+	// forPipeline: the commands of the scan-rescue-reap pipeline.
+	forPipeline = forScan | forSnapshot | forReap | forRun | forGuard
 	// forReading: every command that reads the cluster.
-	forReading = forScan | forSnapshot | forReap | forRun | forGuard
+	forReading = forPipeline | forRestore | forPrune | forExplain
 	// forRescuing: the commands that may create snapshots (guard --rescue).
 	forRescuing = forSnapshot | forRun | forGuard
-	// forDeleting: the commands that may delete claims.
-	forDeleting = forReap | forRun
+	// forDeleting: the commands that may delete claims or rescues.
+	forDeleting = forReap | forRun | forPrune
+	// forRetention: the commands that prune rescues.
+	forRetention = forRun | forPrune
 	// forMutating: the commands that refuse an empty selector.
 	forMutating = forSnapshot | forReap | forRun | forGuard
+	// forClassifying: the commands that classify claims.
+	forClassifying = forPipeline | forRestore | forPrune | forExplain
+	// forPriced: the commands whose report carries sizes and money.
+	forPriced = forPipeline | forPrune | forExplain
 )
 
 // Sections of a command's --help, in order.
@@ -77,6 +90,9 @@ const (
 	groupGate     = "Gate flags"
 	groupAPI      = "API and lease flags"
 	groupPublish  = "Metrics and notification flags"
+	groupKeep     = "Retention flags"
+	groupRestore  = "Restore flags"
+	groupCost     = "Cost flags"
 )
 
 // FlagGroupAnnotation is the pflag annotation naming a flag's section of
@@ -85,14 +101,15 @@ const FlagGroupAnnotation = "pvc-janitor.io/flag-group"
 
 // FlagGroups returns the sections of a command's --help, in order.
 func FlagGroups() []string {
-	return []string{groupClassify, groupAct, groupRescue, groupGate, groupAPI, groupPublish}
+	return []string{groupClassify, groupAct, groupRescue, groupKeep, groupRestore, groupGate, groupCost, groupAPI, groupPublish}
 }
 
 // commandBits names the bit of each command.
 var commandBits = []struct {
 	name string
 	bit  commands
-}{{CommandScan, forScan}, {CommandSnapshot, forSnapshot}, {CommandReap, forReap}, {CommandRun, forRun}, {CommandGuard, forGuard}}
+}{{CommandScan, forScan}, {CommandSnapshot, forSnapshot}, {CommandReap, forReap}, {CommandRun, forRun}, {CommandGuard, forGuard},
+	{CommandRestore, forRestore}, {CommandPrune, forPrune}, {CommandExplain, forExplain}}
 
 // option is one setting: its flag, and therefore its environment variable
 // (EnvName) and config file key (the name), its Config field, the commands
@@ -171,13 +188,49 @@ func globalOptions() []option {
 }
 
 func commandOptions() []option {
-	return append(append(scopeOptions(), rescueOptions()...), runOptions()...)
+	return append(append(append(append(scopeOptions(), rescueOptions()...), runOptions()...), retentionOptions()...), restoreOptions()...)
+}
+
+// retentionOptions prune the janitor's rescues and price what is kept.
+func retentionOptions() []option {
+	return []option{
+		{name: "keep-for", group: groupKeep, def: "0s", cmds: forRetention, field: func(c *Config) any { return &c.KeepFor }, check: nonNegative,
+			usage: "prune the janitor's rescues cut longer ago than this (0: no limit by age)"},
+		{name: "keep-last", group: groupKeep, def: "0", cmds: forRetention, field: func(c *Config) any { return &c.KeepLast }, check: nonNegative,
+			usage: "keep the N newest rescues (by data time) of each workspace and prune the others (0: no limit by count)"},
+		{name: "delete-contents", group: groupKeep, cmds: forRescuing | forRetention, field: func(c *Config) any { return &c.DeleteContents },
+			usage: "set a Retain VolumeSnapshotContent of the janitor's own snapshot to Delete before deleting the snapshot (needs patch on volumesnapshotcontents)"},
+		{name: "price", group: groupCost, cmds: forPriced, field: func(c *Config) any { return &c.Prices }, check: prices,
+			usage: "price per GiB-month of a storage class, CLASS=PRICE; repeatable or comma-separated; * for every other class"},
+		{name: "snapshot-price", group: groupCost, cmds: forPriced, field: func(c *Config) any { return &c.SnapshotPrice }, check: snapshotPrice,
+			usage: "price per GiB-month of snapshots (of their restore size)"},
+	}
+}
+
+// restoreOptions say what to restore and how.
+func restoreOptions() []option {
+	return []option{
+		{name: "workspace", group: groupRestore, cmds: forRestore, field: func(c *Config) any { return &c.RestoreWorkspace },
+			usage: "restore the rescue with the newest data of this workspace (needs --workspace-label)"},
+		{name: "from", group: groupRestore, cmds: forRestore, field: func(c *Config) any { return &c.RestoreFrom },
+			usage: "restore from this VolumeSnapshot of the namespace (the janitor's or not)"},
+		{name: "as", group: groupRestore, cmds: forRestore, field: func(c *Config) any { return &c.RestoreAs }, check: claimName,
+			usage: "name of the new claim (default: the claim the rescue came from)"},
+		{name: "allow-older", group: groupRestore, cmds: forRestore, field: func(c *Config) any { return &c.AllowOlder },
+			usage: "restore even though a claim of the workspace is in use or holds newer data"},
+		{name: "storage-class", group: groupRestore, cmds: forRestore, field: func(c *Config) any { return &c.StorageClass },
+			usage: "StorageClass of the new claim (default: the rescued claim's)"},
+		{name: "size", group: groupRestore, cmds: forRestore, field: func(c *Config) any { return &c.Size }, check: quantity,
+			usage: "least size of the new claim, e.g. 10Gi (default: the rescued claim's, at least the snapshot's restoreSize)"},
+		{name: "restore-timeout", group: groupRestore, def: "5m", cmds: forRestore, field: func(c *Config) any { return &c.RestoreTimeout }, check: positive,
+			usage: "how long to wait for the new claim to be Bound"},
+	}
 }
 
 // scopeOptions decide which claims are looked at and how they are classified.
 func scopeOptions() []option {
 	return []option{
-		{name: "all-claims", group: groupAct, cmds: forMutating, field: func(c *Config) any { return &c.AllClaims },
+		{name: "all-claims", group: groupAct, cmds: forMutating | forPrune, field: func(c *Config) any { return &c.AllClaims },
 			usage: "let mutating commands run without --selector, on every claim in scope"},
 		{name: "workspace-label", group: groupClassify, cmds: forReading, field: func(c *Config) any { return &c.WorkspaceLabel }, check: labelKey,
 			usage: "label whose value names a claim's workspace (default: each claim is its own workspace)"},
@@ -187,10 +240,10 @@ func scopeOptions() []option {
 			usage: "how long a claim must have been orphaned before it is rescued"},
 		{name: "trust-existing-snapshots", group: groupClassify, cmds: forReading, field: func(c *Config) any { return &c.TrustExistingSnapshots },
 			usage: "count any ready snapshot of a claim as its rescue, whenever it was taken"},
-		{name: "superseded", group: groupClassify, def: rescue.SupersededKeep, cmds: forRescuing | forDeleting, field: func(c *Config) any { return &c.Superseded },
+		{name: "superseded", group: groupClassify, def: rescue.SupersededKeep, cmds: forRescuing | forReap | forRun | forExplain, field: func(c *Config) any { return &c.Superseded },
 			choices: []string{rescue.SupersededKeep, rescue.SupersededArchive, rescue.SupersededDiscard},
 			usage:   "what to do with superseded claims: keep, archive or discard"},
-		{name: "dry-run", group: groupAct, cmds: forReading, field: func(c *Config) any { return &c.DryRun },
+		{name: "dry-run", group: groupAct, cmds: forReading &^ forExplain, field: func(c *Config) any { return &c.DryRun },
 			usage: "change nothing; report what would be done"},
 		{name: "yes", group: groupAct, short: "y", cmds: forDeleting, field: func(c *Config) any { return &c.Yes },
 			usage: "do not ask for confirmation before deleting"},
@@ -214,7 +267,7 @@ func rescueOptions() []option {
 			usage: "how many times a failing snapshot is created before the claim is SnapshotFailed"},
 		{name: "snapshot-retry-backoff", group: groupRescue, def: "10m", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotRetryBackoff }, check: positive,
 			usage: "wait before a failed claim's next snapshot attempt, doubled per failed run, at most 24h"},
-		{name: "concurrency", group: groupAPI, def: "4", cmds: forReading, field: func(c *Config) any { return &c.Concurrency }, check: positive,
+		{name: "concurrency", group: groupAPI, def: "4", cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.Concurrency }, check: positive,
 			usage: "claims worked on at once"},
 		{name: "qps", group: groupAPI, def: "50", cmds: forReading, field: func(c *Config) any { return &c.QPS }, check: positive,
 			usage: "API requests per second"},
@@ -230,9 +283,9 @@ func runOptions() []option {
 			usage: "delete nothing when a run would delete more claims than this (0: delete nothing)"},
 		{name: "max-deletion-percent", group: groupAct, def: "25", cmds: forDeleting, field: func(c *Config) any { return &c.MaxDeletionPercent }, check: percent,
 			usage: "delete nothing when a run would delete more than this percentage of the claims in scope"},
-		{name: "lock-namespace", group: groupAPI, def: "default", cmds: forReading, field: func(c *Config) any { return &c.LockNamespace }, check: namespaces,
+		{name: "lock-namespace", group: groupAPI, def: "default", cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.LockNamespace }, check: namespaces,
 			usage: "namespace of the run's Lease"},
-		{name: "lock-duration", group: groupAPI, def: "60s", cmds: forReading, field: func(c *Config) any { return &c.LockDuration }, check: positive,
+		{name: "lock-duration", group: groupAPI, def: "60s", cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.LockDuration }, check: positive,
 			usage: "how long the run's Lease lasts without renewal"},
 		{name: "allow-delete-policy", group: groupGate, cmds: forGuard, field: func(c *Config) any { return &c.AllowDeletePolicy },
 			usage: "accept rescues whose VolumeSnapshotContent has deletionPolicy Delete"},
@@ -240,12 +293,12 @@ func runOptions() []option {
 			usage: "run snapshot first"},
 		{name: "min-claims", group: groupGate, def: "0", cmds: forGuard, field: func(c *Config) any { return &c.MinClaims }, check: nonNegative,
 			usage: "fail the gate when fewer claims than this are in scope (a mistyped selector cannot pass it)"},
-		{name: "metrics-file", group: groupPublish, cmds: forReading, field: func(c *Config) any { return &c.MetricsFile },
+		{name: "metrics-file", group: groupPublish, cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.MetricsFile },
 			usage: "write the run's Prometheus metrics to this file, atomically (node-exporter textfile collector)"},
-		{name: "pushgateway", group: groupPublish, cmds: forReading, field: func(c *Config) any { return &c.Pushgateway }, redact: redactURL,
+		{name: "pushgateway", group: groupPublish, cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.Pushgateway }, redact: redactURL,
 			check: parsedBy(metrics.ValidatePushgatewayURL),
 			usage: "push the run's Prometheus metrics to this Pushgateway URL (credentials become basic auth and are never logged)"},
-		{name: "notify-webhook", group: groupPublish, cmds: forReading, field: func(c *Config) any { return &c.NotifyWebhook }, redact: redactSecret,
+		{name: "notify-webhook", group: groupPublish, cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.NotifyWebhook }, redact: redactSecret,
 			check: parsedBy(notify.Validate),
 			usage: "post a Slack-compatible summary to this webhook URL when a run acted or failed (the URL is never logged)"},
 	}
@@ -459,4 +512,40 @@ func parsedBy(parse func(string) error) func(name string, v any, from string) er
 
 func fail(flag, format string, args ...any) error {
 	return &Error{Flag: flag, Err: fmt.Errorf(format, args...)}
+}
+
+// prices checks --price as the cost package parses it.
+func prices(name string, v any, from string) error {
+	if _, err := cost.Parse(v.([]string), ""); err != nil {
+		return &Error{Flag: name, Err: fmt.Errorf("%w%s", err, from)}
+	}
+	return nil
+}
+
+func snapshotPrice(name string, v any, from string) error {
+	if _, err := cost.Parse(nil, v.(string)); err != nil {
+		return &Error{Flag: name, Err: fmt.Errorf("%w%s", err, from)}
+	}
+	return nil
+}
+
+// claimName checks a name a claim can have (a DNS subdomain).
+func claimName(name string, v any, from string) error {
+	if s := v.(string); s != "" {
+		if errs := content.IsDNS1123Subdomain(s); len(errs) > 0 {
+			return fail(name, "--%s: invalid claim name %q%s: %s", name, s, from, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+// quantity checks a size such as 10Gi.
+func quantity(name string, v any, from string) error {
+	if s := v.(string); s != "" {
+		q, err := resource.ParseQuantity(s)
+		if err != nil || q.Sign() <= 0 {
+			return fail(name, "--%s: invalid size %q%s: want a positive quantity such as 10Gi", name, s, from)
+		}
+	}
+	return nil
 }

@@ -80,6 +80,12 @@ func combinations(c *Config, from func(string) string) error {
 		}
 		return fail("selector", "%s refuses an empty --selector without --all-claims: a typo must never turn the janitor loose on every claim", cmd)
 	}
+	if c.Command == CommandRestore && c.RestoreWorkspace != "" && c.WorkspaceLabel == "" {
+		return fail("workspace", "--workspace%s needs --workspace-label: without it a claim has no workspace", from("workspace"))
+	}
+	if c.Command == CommandRestore && c.RestoreWorkspace != "" && c.RestoreFrom != "" {
+		return fail("from", "--from%s and --workspace%s are mutually exclusive", from("from"), from("workspace"))
+	}
 	if c.deleting() && c.Superseded == rescue.SupersededDiscard && !c.Yes && !c.DryRun {
 		return fail("superseded", "--superseded=discard%s deletes superseded claims without a snapshot: %s needs --yes (or --dry-run to preview)", from("superseded"), c.Command)
 	}

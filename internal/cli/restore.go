@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/config"
+	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/report"
+	"github.com/pvc-janitor/pvc-janitor/internal/restore"
+)
+
+// Actions of a restore's report entry.
+const (
+	actionRestored      = "restored"
+	actionWouldRestore  = "would-restore"
+	actionRestoreFailed = "restore-failed"
+)
+
+func newRestoreCommand(s Streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   config.CommandRestore + " [NAMESPACE/CLAIM | CLAIM]",
+		Short: "Recreate a claim from its rescue (by claim, by workspace, or from a named snapshot)",
+		Long: `restore recreates a claim from a rescue (SPEC §10): by claim name, from the
+newest intact rescue of that name; with --workspace, from the rescue with the
+newest data of the workspace; with --from, from a named VolumeSnapshot of the
+namespace. The new claim has the rescued claim's labels, annotations and spec
+(from the template every rescue records), a dataSourceRef to the snapshot and
+pvc-janitor.io/restored-from; never a mark of the janitor. It is refused (exit
+2, nothing written) when a claim of that name exists, the snapshot is not
+intact, or a claim of the workspace is in use or holds newer data (unless
+--allow-older). It waits --restore-timeout for the claim to be Bound (exit 4 if
+it is not). --dry-run prints what it would create; -o yaml prints only the
+claim's manifest and creates nothing.`,
+		Example: `  janitor restore workspaces/ws-abc
+  janitor restore -n workspaces --workspace abc --workspace-label workspace
+  janitor restore -n workspaces --from ws-abc-rescue-1a2b3c4d5e --as ws-abc-old --allow-older
+  janitor restore workspaces/ws-abc -o yaml > ws-abc.yaml`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sess, err := begin(cmd, s, config.CommandRestore, nil)
+			if err != nil {
+				return err
+			}
+			defer sess.close()
+			req, err := sess.restoreRequest(args)
+			if err != nil {
+				return err
+			}
+			return sess.restore(req)
+		},
+	}
+	return withFlags(cmd, config.CommandRestore)
+}
+
+// restoreRequest reads what to restore from the argument and the flags.
+func (sess *session) restoreRequest(args []string) (restore.Request, error) {
+	cfg := sess.cfg
+	usage := func(format string, a ...any) (restore.Request, error) {
+		return restore.Request{}, exitcode.New(exitcode.Usage, fmt.Errorf(format, a...))
+	}
+	req := restore.Request{Workspace: cfg.RestoreWorkspace, From: cfg.RestoreFrom, As: cfg.RestoreAs,
+		AllowOlder: cfg.AllowOlder, StorageClass: cfg.StorageClass, Size: cfg.Size, WorkspaceLabel: cfg.WorkspaceLabel}
+	ns := ""
+	switch {
+	case cfg.AllNamespaces:
+		return usage("restore works in one namespace: -A is not allowed")
+	case len(sess.scope.Namespaces) > 1:
+		return usage("restore works in one namespace, got %s", strings.Join(sess.scope.Namespaces, ", "))
+	case len(sess.scope.Namespaces) == 1:
+		ns = sess.scope.Namespaces[0]
+	}
+	if len(args) == 1 {
+		arg := args[0]
+		if n, c, ok := strings.Cut(arg, "/"); ok {
+			if len(cfg.Namespaces) > 0 && n != ns {
+				return usage("%s names namespace %s, but -n says %s", arg, n, ns)
+			}
+			ns, arg = n, c
+		}
+		if arg == "" || ns == "" {
+			return usage("restore %q: want NAMESPACE/CLAIM or -n NAMESPACE CLAIM", args[0])
+		}
+		req.Claim = arg
+	}
+	req.Namespace = ns
+	given := 0
+	for _, v := range []string{req.Claim, req.Workspace, req.From} {
+		if v != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return usage("restore needs exactly one of a claim (NAMESPACE/CLAIM), --workspace or --from")
+	}
+	return req, nil
+}
+
+// restore runs the restore and reports it: the manifest alone under -o
+// yaml, else the report's one entry.
+func (sess *session) restore(req restore.Request) error {
+	cfg := sess.cfg
+	manifest := cfg.Output == config.OutputYAML
+	out, err := restore.Do(sess.ctx, sess.clients, req, restore.Options{
+		Policy: classify.Policy{WorkspaceLabel: cfg.WorkspaceLabel, MinAge: cfg.MinAge, GracePeriod: cfg.GracePeriod,
+			TrustExistingSnapshots: cfg.TrustExistingSnapshots},
+		DryRun: cfg.DryRun, Manifest: manifest, Timeout: cfg.RestoreTimeout, Retry: sess.retry, PageSize: cfg.PageSize})
+	var refusal *restore.Refusal
+	var readErr *kube.ReadError
+	switch {
+	case errors.As(err, &refusal):
+		return exitcode.New(exitcode.Usage, fmt.Errorf("restore refused: %s", refusal.Reason))
+	case errors.As(err, &readErr) || out == nil:
+		return sess.failed(err)
+	}
+	if manifest && err == nil {
+		return writeManifest(sess, out)
+	}
+	r := sess.newReport(config.CommandRestore, cfg.DryRun)
+	addRestore(r, req, out, err)
+	var perr *restore.ProvisionError
+	if errors.As(err, &perr) {
+		err = exitcode.New(exitcode.Partial, err)
+	}
+	return sess.finish(r, err)
+}
+
+// writeManifest prints the claim alone, as kubectl apply takes it.
+func writeManifest(sess *session, out *restore.Outcome) error {
+	b, err := json.Marshal(out.Plan.Claim)
+	if err != nil {
+		return err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	delete(m, "status")
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	y, err := yaml.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = sess.s.Out.Write(y)
+	return err
+}
+
+// addRestore records the restore as the report's one entry.
+func addRestore(r *report.Report, req restore.Request, out *restore.Outcome, err error) {
+	p := out.Plan
+	e := &report.ClaimEntry{Namespace: req.Namespace, Name: p.Claim.Name, Workspace: p.Snapshot.Workspace,
+		Snapshot: &report.SnapshotRef{Name: p.Snapshot.Name, ReadyToUse: p.Snapshot.ReadyToUse}}
+	reasons := []string{fmt.Sprintf("from snapshot %s (data time %s)", p.Snapshot.Name, p.DataTime.UTC().Format("2006-01-02T15:04:05Z"))}
+	switch {
+	case err != nil:
+		e.Action = actionRestoreFailed
+		reasons = append(reasons, err.Error())
+	case out.Created:
+		e.Action = actionRestored
+		reasons = append(reasons, out.Message)
+	default:
+		e.Action = actionWouldRestore
+	}
+	e.Reason = strings.Join(append(reasons, p.Notes...), "; ")
+	r.Claims = append(r.Claims, e)
+}
