@@ -68,7 +68,7 @@ Lease and with one report. Without a terminal it needs --yes to delete
 			}
 			prog := newProgress(s.ErrOut, zerolog.Ctx(sess.ctx))
 			res, err := janitor.Run(sess.ctx, sess.clients, janitor.RunOptions{
-				Snapshot: sess.snapshotOptions(prog), Reap: sess.reapOptions(confirm)})
+				Snapshot: sess.snapshotOptions(prog), Reap: sess.reapOptions(confirm), Prune: sess.pruneOptions(nil)})
 			if err != nil {
 				if lerr := sess.leaseErr(); lerr != nil {
 					err = lerr
@@ -77,7 +77,11 @@ Lease and with one report. Without a terminal it needs --yes to delete
 			}
 			r := sess.newReport(config.CommandRun, sess.cfg.DryRun)
 			stepErr := addSnapshot(r, res.Snapshot)
-			return sess.finishReap(r, addReap(r, res.Reap), stepErr)
+			reapErr := addReap(r, res.Reap)
+			if pruneErr := addRunPrune(r, res); reapErr == nil {
+				reapErr = pruneErr
+			}
+			return sess.finishReap(r, reapErr, stepErr)
 		},
 	}
 	return withFlags(cmd, config.CommandRun)
@@ -105,4 +109,16 @@ func (sess *session) finishReap(r *report.Report, reapErr, stepErr error) error 
 		reapErr = stepErr
 	}
 	return sess.finish(r, reapErr)
+}
+
+// addRunPrune records run's retention step, if it had one.
+func addRunPrune(r *report.Report, res *janitor.RunResult) error {
+	switch {
+	case res.PruneErr != nil:
+		r.AddNote("retention: " + res.PruneErr.Error())
+		return res.PruneErr
+	case res.Prune != nil:
+		return addPrune(r, res.Prune)
+	}
+	return nil
 }

@@ -47,6 +47,7 @@ func addSnapshot(r *report.Report, res *janitor.SnapshotResult) error {
 		if o.Message != "" {
 			e.Reason = o.Message
 		}
+		e.LeakedContents = o.LeakedContents
 		if o.Snapshot != "" {
 			e.Snapshot = &report.SnapshotRef{Name: o.Snapshot, ReadyToUse: o.Ready}
 			if o.Failed() {

@@ -178,7 +178,8 @@ func (sess *session) snapshotOptions(p *progress) janitor.SnapshotOptions {
 	cfg := sess.cfg
 	o := janitor.SnapshotOptions{Scan: sess.scanOptions(cfg.DryRun), Rescue: rescue.Options{
 		Class: cfg.SnapshotClass, Superseded: cfg.Superseded, Timeout: cfg.SnapshotTimeout,
-		ErrorGrace: cfg.SnapshotErrorGrace, Attempts: cfg.SnapshotAttempts, RetryBackoff: cfg.SnapshotRetryBackoff}}
+		ErrorGrace: cfg.SnapshotErrorGrace, Attempts: cfg.SnapshotAttempts, RetryBackoff: cfg.SnapshotRetryBackoff,
+		DeleteContents: cfg.DeleteContents}}
 	if p != nil {
 		o.Rescue.Progress, o.Done = p.update, p.done
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/prune"
 	"github.com/pvc-janitor/pvc-janitor/internal/reap"
 	rsc "github.com/pvc-janitor/pvc-janitor/internal/rescue"
 )
@@ -100,12 +101,19 @@ type RunOptions struct {
 	// Snapshot's Scan is the run's scan; Reap's Scan is ignored.
 	Snapshot SnapshotOptions
 	Reap     ReapOptions
+	// Prune is the retention step after the reap, when set (SPEC §11);
+	// its Scan is the run's.
+	Prune PruneOptions
 }
 
 // RunResult is what a run did.
 type RunResult struct {
 	Snapshot *SnapshotResult
 	Reap     ReapStep
+	// Prune is the retention step's result (nil without retention, or
+	// when PruneErr says why it has none).
+	Prune    *prune.Result
+	PruneErr error
 }
 
 // Run scans, rescues and reaps (SPEC §4, janitor run): the claims its own
@@ -118,5 +126,11 @@ func Run(ctx context.Context, c *kube.Clients, o RunOptions) (*RunResult, error)
 	}
 	ro := o.Reap
 	ro.Scan = o.Snapshot.Scan
-	return &RunResult{Snapshot: snap, Reap: reapStep(ctx, c, ro, snap.Scan, snap.rescued())}, nil
+	res := &RunResult{Snapshot: snap, Reap: reapStep(ctx, c, ro, snap.Scan, snap.rescued())}
+	if o.Prune.Set() && ctx.Err() == nil {
+		po := o.Prune
+		po.Scan = o.Snapshot.Scan
+		res.Prune, res.PruneErr = Prune(ctx, c, po)
+	}
+	return res, nil
 }

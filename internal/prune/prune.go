@@ -44,6 +44,9 @@ type Options struct {
 	MaxDeletions       int
 	MaxDeletionPercent float64
 	Retry              kube.RetryPolicy
+	// Confirm, when set, is asked before the first delete with the number
+	// of rescues; false deletes nothing.
+	Confirm func(n int) (bool, error)
 }
 
 // Outcome is what became of one of the janitor's rescues.
@@ -113,6 +116,20 @@ func Prune(ctx context.Context, c *kube.Clients, o Options) (*Result, error) {
 		}
 		res.Outcomes = outs
 		return res, nil
+	}
+	if !o.DryRun && len(del) > 0 && o.Confirm != nil {
+		ok, err := o.Confirm(len(del))
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			res.Blocked = "declined at the prompt; nothing was pruned"
+			for _, i := range del {
+				outs[i].Action, outs[i].Reason = ActionKept, res.Blocked
+			}
+			res.Outcomes = outs
+			return res, nil
+		}
 	}
 	if !o.DryRun {
 		for _, i := range del {

@@ -25,6 +25,7 @@ const (
 const (
 	ActionSnapshotCreated = rescue.ActionCreated
 	ActionDeleted         = reap.ActionDeleted
+	ActionPruned          = "pruned"
 	FailedSuffix          = "-failed"
 )
 
@@ -69,6 +70,11 @@ type Summary struct {
 	ClaimsDeleted int `json:"claimsDeleted"`
 	// Failures counts entries whose action ends in "-failed".
 	Failures int `json:"failures"`
+	// SnapshotsPruned counts snapshot entries whose action is "pruned".
+	SnapshotsPruned int `json:"snapshotsPruned,omitempty"`
+	// LeakedContents counts the Retain VolumeSnapshotContents the run's
+	// snapshot deletions left behind (named in the claims' entries).
+	LeakedContents int `json:"leakedContents,omitempty"`
 }
 
 // ClaimEntry is one claim of the report.
@@ -87,6 +93,9 @@ type ClaimEntry struct {
 	// Action is what the run did (or, in a dry run, would do) to the claim,
 	// e.g. "marked", "snapshot-created", "deleted", "snapshot-failed".
 	Action string `json:"action,omitempty"`
+	// LeakedContents are the Retain VolumeSnapshotContents the rescue's
+	// snapshot deletions left behind (SPEC §11).
+	LeakedContents []string `json:"leakedContents,omitempty"`
 }
 
 // SnapshotRef is the part of a VolumeSnapshot the report shows.
@@ -109,8 +118,10 @@ type SnapshotEntry struct {
 	DataTime       *time.Time `json:"dataTime,omitempty"`
 	ReadyToUse     bool       `json:"readyToUse"`
 	DeletionPolicy string     `json:"deletionPolicy,omitempty"`
-	Action         string     `json:"action,omitempty"`
-	Reason         string     `json:"reason"`
+	// RestoreSize is status.restoreSize in bytes, when known.
+	RestoreSize int64  `json:"restoreSize,omitempty"`
+	Action      string `json:"action,omitempty"`
+	Reason      string `json:"reason"`
 }
 
 type key struct{ namespace, name string }
@@ -223,6 +234,15 @@ func (r *Report) Finish(at time.Time) {
 			s.SnapshotsCreated++
 		case e.Action == ActionDeleted:
 			s.ClaimsDeleted++
+		case strings.HasSuffix(e.Action, FailedSuffix):
+			s.Failures++
+		}
+		s.LeakedContents += len(e.LeakedContents)
+	}
+	for _, e := range r.Snapshots {
+		switch {
+		case e.Action == ActionPruned:
+			s.SnapshotsPruned++
 		case strings.HasSuffix(e.Action, FailedSuffix):
 			s.Failures++
 		}

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/config"
+	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
+	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
+	"github.com/pvc-janitor/pvc-janitor/internal/prune"
+	"github.com/pvc-janitor/pvc-janitor/internal/report"
+	"github.com/pvc-janitor/pvc-janitor/internal/retention"
+)
+
+func newPruneCommand(s Streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   config.CommandPrune,
+		Short: "Delete the janitor's own rescues by retention, never the last copy",
+		Long: `prune deletes the janitor's own rescues (never anyone else's snapshot) by
+retention (SPEC §11): --keep-for (rescues cut longer ago are candidates) and
+--keep-last (all but the N newest by data time per workspace are candidates);
+with both, a rescue is kept when either keeps it; with neither, nothing is
+pruned. Whatever the retention, it never deletes the only copy of a
+workspace's last data, a rescue a claim that is not yet Bound restores from, a
+held rescue (pvc-janitor.io/hold), or a rescue whose source claim still exists
+and is not rescued by a newer snapshot. A Retain VolumeSnapshotContent is set
+to Delete first only with --delete-contents; without it, such a rescue is
+kept. Blast radius, --dry-run, --yes and the Lease work as for reap.`,
+		Example: `  janitor prune -n workspaces --workspace-label workspace-id --keep-last 1 --dry-run
+  janitor prune -A --workspace-label workspace-id --keep-for 720h --keep-last 2 --yes`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sess, confirm, err := beginDeleting(cmd, s, config.CommandPrune)
+			if err != nil {
+				return err
+			}
+			defer sess.close()
+			if err := sess.lock(!sess.cfg.DryRun, nil); err != nil {
+				return err
+			}
+			res, err := janitor.Prune(sess.ctx, sess.clients, sess.pruneOptions(confirm))
+			if err != nil {
+				if lerr := sess.leaseErr(); lerr != nil {
+					err = lerr
+				}
+				return sess.failed(err)
+			}
+			r := sess.newReport(config.CommandPrune, sess.cfg.DryRun)
+			return sess.finish(r, addPrune(r, res))
+		},
+	}
+	return withFlags(cmd, config.CommandPrune)
+}
+
+// pruneOptions are the options of a prune, and of run's retention step.
+func (sess *session) pruneOptions(confirm func(int) (bool, error)) janitor.PruneOptions {
+	cfg := sess.cfg
+	return janitor.PruneOptions{Scan: sess.scanOptions(cfg.DryRun), Confirm: confirm,
+		Retention:    retention.Policy{KeepFor: cfg.KeepFor, KeepLast: cfg.KeepLast, DeleteContents: cfg.DeleteContents},
+		MaxDeletions: cfg.MaxDeletions, MaxDeletionPercent: cfg.MaxDeletionPercent}
+}
+
+// addPrune records a prune as the report's snapshot entries and returns
+// its error: a blast radius that held it back, or failed deletions (exit 4).
+func addPrune(r *report.Report, res *prune.Result) error {
+	var failed []error
+	for _, o := range res.Outcomes {
+		r.Snapshots = append(r.Snapshots, &report.SnapshotEntry{Namespace: o.Namespace, Name: o.Name, SourceClaim: o.Source,
+			Workspace: o.Workspace, RestoreSize: o.RestoreSize, Action: o.Action, Reason: o.Reason})
+		if o.Err != nil {
+			failed = append(failed, fmt.Errorf("%s/%s: %w", o.Namespace, o.Name, o.Err))
+		}
+	}
+	if res.Blocked != "" {
+		r.AddNote(res.Blocked)
+		if blockedByRadius(res) {
+			return exitcode.New(exitcode.Partial, fmt.Errorf("%s", res.Blocked))
+		}
+	}
+	return failuresError("prunes", failed)
+}
+
+// blockedByRadius: the blast radius, not a "no" at the prompt, held the
+// prune back.
+func blockedByRadius(res *prune.Result) bool {
+	for _, o := range res.Outcomes {
+		if o.Action == prune.ActionLimited {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,32 @@
+package janitor
+
+import (
+	"context"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/prune"
+	"github.com/pvc-janitor/pvc-janitor/internal/retention"
+)
+
+// PruneOptions configure janitor prune, and the retention step of Run.
+type PruneOptions struct {
+	Scan      ScanOptions
+	Retention retention.Policy
+	// MaxDeletions and MaxDeletionPercent bound the rescues deleted in one
+	// run (of the janitor's rescues in scope).
+	MaxDeletions       int
+	MaxDeletionPercent float64
+	Confirm            func(n int) (bool, error)
+}
+
+// Set reports whether any retention is configured: without one, prune
+// does nothing and Run has no retention step.
+func (o PruneOptions) Set() bool { return o.Retention.KeepFor > 0 || o.Retention.KeepLast > 0 }
+
+// Prune deletes the janitor's own rescues by retention (SPEC §11). An error
+// means nothing was pruned: a read failed.
+func Prune(ctx context.Context, c *kube.Clients, o PruneOptions) (*prune.Result, error) {
+	return prune.Prune(ctx, c, prune.Options{Scope: o.Scan.Scope, Policy: o.Scan.Policy, Retention: o.Retention,
+		DryRun: o.Scan.DryRun, MaxDeletions: o.MaxDeletions, MaxDeletionPercent: o.MaxDeletionPercent,
+		Retry: o.Scan.Retry, Confirm: o.Confirm})
+}
