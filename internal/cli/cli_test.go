@@ -41,11 +41,14 @@ type report struct {
 	Kind, APIVersion, Command, Cluster string
 	DryRun                             bool
 	Summary                            struct {
-		Claims int
-		States map[string]int
+		Claims          int
+		States          map[string]int
+		SnapshotsPruned int
+		LeakedContents  int
 	}
 	Claims []struct {
 		Namespace, Name, UID, Workspace, State, Reason, VolumeName, OrphanedSince, Action string
+		LeakedContents                                                                    []string
 		Snapshot                                                                          *struct {
 			Name       string
 			ReadyToUse bool
