@@ -22,6 +22,14 @@ import (
 func addScan(r *report.Report, res *janitor.ScanResult) {
 	r.AddDecisions(res.Decisions)
 	r.UnusedCondition = res.UnusedCondition
+	if inv := res.Inventory; inv != nil {
+		for i := range res.Decisions {
+			cl := res.Decisions[i].Claim
+			if e := r.Entry(cl.Namespace, cl.Name); e != nil {
+				e.ReclaimPolicy = inv.PVs[cl.VolumeName].ReclaimPolicy
+			}
+		}
+	}
 	for i, o := range res.Marks.Outcomes {
 		cl := res.Decisions[i].Claim
 		if e := r.Entry(cl.Namespace, cl.Name); e != nil {

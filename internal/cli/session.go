@@ -14,6 +14,7 @@ import (
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
+	"github.com/pvc-janitor/pvc-janitor/internal/cost"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
 	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
@@ -195,7 +196,12 @@ func (sess *session) reapOptions(confirm func(int) (bool, error)) janitor.ReapOp
 
 // newReport starts the report of the command.
 func (sess *session) newReport(command string, dryRun bool) *report.Report {
-	return report.New(command, dryRun, sess.clients.Cluster, sess.started)
+	r := report.New(command, dryRun, sess.clients.Cluster, sess.started)
+	// Checked by the option table already: an error here is impossible.
+	if p, err := cost.Parse(sess.cfg.Prices, sess.cfg.SnapshotPrice); err == nil {
+		r.SetPrices(p)
+	}
+	return r
 }
 
 // finish prints the report and publishes the run's metrics and

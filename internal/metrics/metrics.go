@@ -58,6 +58,12 @@ const (
 	NameDryRun           = "pvc_janitor_dry_run"
 	NameLastRun          = "pvc_janitor_last_run_timestamp_seconds"
 	NameLastSuccess      = "pvc_janitor_last_success_timestamp_seconds"
+	NameClaimBytes       = "pvc_janitor_claim_bytes"
+	NameFreedBytes       = "pvc_janitor_freed_bytes"
+	NameUnfreedBytes     = "pvc_janitor_unfreed_bytes"
+	NameSnapshotsPruned  = "pvc_janitor_snapshots_pruned"
+	NameLeakedContents   = "pvc_janitor_leaked_contents"
+	NameMonthlyCost      = "pvc_janitor_monthly_cost"
 )
 
 // DefaultTimeout bounds one push when Options.Timeout is zero.
@@ -84,6 +90,18 @@ type Run struct {
 	Success bool
 	// Finished is when the run ended; zero means now.
 	Finished time.Time
+	// BytesByState sums the claims' capacity per state; FreedBytes and
+	// UnfreedBytes are what the run's deletions freed and did not (Retain).
+	BytesByState map[string]int64
+	FreedBytes   int64
+	UnfreedBytes int64
+	// SnapshotsPruned and LeakedContents count the run's retention and the
+	// contents its snapshot deletions left behind.
+	SnapshotsPruned int
+	LeakedContents  int
+	// MonthlyCost is by kind (orphaned, superseded, rescues, saved), only
+	// when prices were given.
+	MonthlyCost map[string]float64
 }
 
 // FromReport builds the metrics of a finished report (report.Finish has
@@ -101,8 +119,11 @@ func FromReport(r *report.Report, success bool) Run {
 	for k, v := range r.Summary.States {
 		run.ClaimsByState[k] = v
 	}
-	if !r.FinishedAt.IsZero() && !r.StartedAt.IsZero() {
-		run.Duration = r.FinishedAt.Sub(r.StartedAt)
+	run.Duration = r.Duration()
+	run.BytesByState, run.FreedBytes, run.UnfreedBytes = r.Summary.BytesByState, r.Summary.FreedBytes, r.Summary.UnfreedBytes
+	run.SnapshotsPruned, run.LeakedContents = r.Summary.SnapshotsPruned, r.Summary.LeakedContents
+	if c := r.Summary.Cost; c != nil {
+		run.MonthlyCost = map[string]float64{"orphaned": c.Orphaned, "superseded": c.Superseded, "rescues": c.Rescues, "saved": c.Saved}
 	}
 	for _, e := range r.Claims {
 		switch e.Action {
@@ -314,6 +335,7 @@ func registry(r Run, withCommand bool, lastSuccess time.Time) (*prometheus.Regis
 	gauge(NameSnapshotsFailed, "Rescues of the last run that failed (snapshot error, attempts or time ran out, name conflict).", float64(r.SnapshotsFailed))
 	gauge(NameClaimsDeleted, "Claims the last run deleted.", float64(r.ClaimsDeleted))
 	gauge(NameRunDuration, "Duration of the last run.", r.Duration.Seconds())
+	sizes(reg, r, constLabels, gauge)
 	gauge(NameRunSuccess, "1 when the last run exited 0, else 0.", boolFloat(r.Success))
 	gauge(NameDryRun, "1 when the last run was a dry run.", boolFloat(r.DryRun))
 	gauge(NameLastRun, "When the last run ended, in seconds since the epoch.", unix(finished))
@@ -324,6 +346,30 @@ func registry(r Run, withCommand bool, lastSuccess time.Time) (*prometheus.Regis
 		gauge(NameLastSuccess, "When the last successful run ended, in seconds since the epoch.", unix(lastSuccess))
 	}
 	return reg, nil
+}
+
+// sizes registers the bytes, retention and money of the run.
+func sizes(reg *prometheus.Registry, r Run, constLabels prometheus.Labels, gauge func(name, help string, v float64)) {
+	bytes := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameClaimBytes,
+		Help: "Capacity of the claims in scope per state at the last run, in bytes.", ConstLabels: constLabels}, []string{"state"})
+	for _, s := range classify.States {
+		bytes.WithLabelValues(string(s)).Set(float64(r.BytesByState[string(s)]))
+	}
+	reg.MustRegister(bytes)
+	gauge(NameFreedBytes, "Capacity of the claims the last run deleted whose volume is Delete, in bytes.", float64(r.FreedBytes))
+	gauge(NameUnfreedBytes, "Capacity of the claims the last run deleted whose volume is Retain (left Released), in bytes.", float64(r.UnfreedBytes))
+	gauge(NameSnapshotsPruned, "Rescues the last run pruned by retention.", float64(r.SnapshotsPruned))
+	gauge(NameLeakedContents, "Retain VolumeSnapshotContents the last run's snapshot deletions left behind.", float64(r.LeakedContents))
+	if r.MonthlyCost == nil {
+		return
+	}
+	cost := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameMonthlyCost,
+		Help:        "Monthly cost at the given prices: of unused (orphaned) and superseded claims, of rescues, and what the last run saved.",
+		ConstLabels: constLabels}, []string{"kind"})
+	for k, v := range r.MonthlyCost {
+		cost.WithLabelValues(k).Set(v)
+	}
+	reg.MustRegister(cost)
 }
 
 // stateNames returns every known state and any other key of m, sorted.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/cost"
 	"github.com/pvc-janitor/pvc-janitor/internal/metrics"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
 	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
@@ -34,7 +35,21 @@ func sampleRun() metrics.Run {
 
 // The exact text of sampleRun without the command label: what the
 // Pushgateway receives.
-const wantPushed = `# HELP pvc_janitor_claims Claims in scope per state at the last run.
+const wantPushed = `# HELP pvc_janitor_claim_bytes Capacity of the claims in scope per state at the last run, in bytes.
+# TYPE pvc_janitor_claim_bytes gauge
+pvc_janitor_claim_bytes{state="Attached"} 0
+pvc_janitor_claim_bytes{state="Grace"} 0
+pvc_janitor_claim_bytes{state="Held"} 0
+pvc_janitor_claim_bytes{state="InUse"} 0
+pvc_janitor_claim_bytes{state="Orphaned"} 0
+pvc_janitor_claim_bytes{state="Rescued"} 0
+pvc_janitor_claim_bytes{state="SnapshotFailed"} 0
+pvc_janitor_claim_bytes{state="Snapshotting"} 0
+pvc_janitor_claim_bytes{state="Superseded"} 0
+pvc_janitor_claim_bytes{state="Terminating"} 0
+pvc_janitor_claim_bytes{state="Unbound"} 0
+pvc_janitor_claim_bytes{state="Young"} 0
+# HELP pvc_janitor_claims Claims in scope per state at the last run.
 # TYPE pvc_janitor_claims gauge
 pvc_janitor_claims{state="Attached"} 0
 pvc_janitor_claims{state="Grace"} 0
@@ -54,12 +69,18 @@ pvc_janitor_claims_deleted 1
 # HELP pvc_janitor_dry_run 1 when the last run was a dry run.
 # TYPE pvc_janitor_dry_run gauge
 pvc_janitor_dry_run 0
+# HELP pvc_janitor_freed_bytes Capacity of the claims the last run deleted whose volume is Delete, in bytes.
+# TYPE pvc_janitor_freed_bytes gauge
+pvc_janitor_freed_bytes 0
 # HELP pvc_janitor_last_run_timestamp_seconds When the last run ended, in seconds since the epoch.
 # TYPE pvc_janitor_last_run_timestamp_seconds gauge
 pvc_janitor_last_run_timestamp_seconds 1.767323045e+09
 # HELP pvc_janitor_last_success_timestamp_seconds When the last successful run ended, in seconds since the epoch.
 # TYPE pvc_janitor_last_success_timestamp_seconds gauge
 pvc_janitor_last_success_timestamp_seconds 1.767323045e+09
+# HELP pvc_janitor_leaked_contents Retain VolumeSnapshotContents the last run's snapshot deletions left behind.
+# TYPE pvc_janitor_leaked_contents gauge
+pvc_janitor_leaked_contents 0
 # HELP pvc_janitor_run_duration_seconds Duration of the last run.
 # TYPE pvc_janitor_run_duration_seconds gauge
 pvc_janitor_run_duration_seconds 1.5
@@ -72,6 +93,12 @@ pvc_janitor_snapshots_created 2
 # HELP pvc_janitor_snapshots_failed Rescues of the last run that failed (snapshot error, attempts or time ran out, name conflict).
 # TYPE pvc_janitor_snapshots_failed gauge
 pvc_janitor_snapshots_failed 1
+# HELP pvc_janitor_snapshots_pruned Rescues the last run pruned by retention.
+# TYPE pvc_janitor_snapshots_pruned gauge
+pvc_janitor_snapshots_pruned 0
+# HELP pvc_janitor_unfreed_bytes Capacity of the claims the last run deleted whose volume is Retain (left Released), in bytes.
+# TYPE pvc_janitor_unfreed_bytes gauge
+pvc_janitor_unfreed_bytes 0
 `
 
 // withCommand adds command="run" to every sample line of text.
@@ -327,5 +354,26 @@ func TestFromReport(t *testing.T) {
 	}
 	if m.ClaimsByState["Orphaned"] != 2 || m.ClaimsByState["InUse"] != 1 || len(m.ClaimsByState) != 4 {
 		t.Errorf("states: %v", m.ClaimsByState)
+	}
+}
+
+// TestFromReportSizesMoneyAndFractionalDuration: the run's duration is
+// exact (a 0.55 s scan is not 0), and the report's bytes, retention and
+// money reach the metrics.
+func TestFromReportSizesMoneyAndFractionalDuration(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := report.New("run", false, "dev", start)
+	r.Claims = append(r.Claims, &report.ClaimEntry{Namespace: "ws", Name: "a", State: "Rescued", Capacity: 1 << 30,
+		StorageClass: "fast", ReclaimPolicy: "Delete", Action: report.ActionDeleted})
+	p, err := cost.Parse([]string{"fast=0.5"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetPrices(p)
+	r.Finish(start.Add(550 * time.Millisecond))
+	run := metrics.FromReport(r, true)
+	if run.Duration != 550*time.Millisecond || run.BytesByState["Rescued"] != 1<<30 || run.FreedBytes != 1<<30 ||
+		run.MonthlyCost["saved"] != 0.5 {
+		t.Errorf("run %+v", run)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/cost"
 	"github.com/pvc-janitor/pvc-janitor/internal/reap"
 	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
 )
@@ -55,8 +56,24 @@ type Report struct {
 	// guard, the janitor's rescues of claims that are gone (their only copy).
 	Snapshots []*SnapshotEntry `json:"snapshots,omitempty"`
 
-	index map[key]*ClaimEntry
+	index  map[key]*ClaimEntry
+	prices cost.Prices
+	// started and finished are the run's times as measured, to the
+	// nanosecond (the document shows seconds).
+	started, finished time.Time
 }
+
+// Duration is how long the run took, exactly (zero before Finish).
+func (r *Report) Duration() time.Duration {
+	if r.finished.IsZero() || r.started.IsZero() {
+		return 0
+	}
+	return r.finished.Sub(r.started)
+}
+
+// SetPrices gives the report the price table: Finish then computes the
+// money (none without prices).
+func (r *Report) SetPrices(p cost.Prices) { r.prices = p }
 
 // Summary counts what the report holds; Finish computes it.
 type Summary struct {
@@ -75,6 +92,34 @@ type Summary struct {
 	// LeakedContents counts the Retain VolumeSnapshotContents the run's
 	// snapshot deletions left behind (named in the claims' entries).
 	LeakedContents int `json:"leakedContents,omitempty"`
+	// BytesByState sums the claims' capacity per state.
+	BytesByState map[string]int64 `json:"bytesByState,omitempty"`
+	// FreedBytes is the capacity of the claims this run deleted whose
+	// volume's reclaim policy is Delete; UnfreedBytes of those whose
+	// volume is Retain (or Recycle): it stays Released and costs on, and
+	// ReleasedVolumes names those volumes. "Deleted" is accepted, not yet
+	// gone: a claim can stay Terminating for a while.
+	FreedBytes      int64    `json:"freedBytes,omitempty"`
+	UnfreedBytes    int64    `json:"unfreedBytes,omitempty"`
+	ReleasedVolumes []string `json:"releasedVolumes,omitempty"`
+	// Cost is the money side, only when prices were given.
+	Cost *Cost `json:"cost,omitempty"`
+}
+
+// Cost is the monthly cost (per the prices given: --price per storage
+// class, --snapshot-price) of what the report holds.
+type Cost struct {
+	// Orphaned is the claims nobody uses that are still there (Grace,
+	// Orphaned, Snapshotting, SnapshotFailed, Rescued); Superseded the
+	// superseded claims still there; Rescues the snapshots the claims'
+	// entries name (their restore size); Saved what the claims this run
+	// freed cost.
+	Orphaned   float64 `json:"orphanedMonthly"`
+	Superseded float64 `json:"supersededMonthly"`
+	Rescues    float64 `json:"rescuesMonthly"`
+	Saved      float64 `json:"savedMonthly"`
+	// Unpriced counts claims whose class has no price (and no "*").
+	Unpriced int `json:"unpricedClaims,omitempty"`
 }
 
 // ClaimEntry is one claim of the report.
@@ -96,6 +141,14 @@ type ClaimEntry struct {
 	// LeakedContents are the Retain VolumeSnapshotContents the rescue's
 	// snapshot deletions left behind (SPEC §11).
 	LeakedContents []string `json:"leakedContents,omitempty"`
+	// Capacity is status.capacity in bytes; the classes are the spec's;
+	// ReclaimPolicy is the volume's (Delete, Retain).
+	Capacity              int64  `json:"capacity,omitempty"`
+	StorageClass          string `json:"storageClass,omitempty"`
+	VolumeAttributesClass string `json:"volumeAttributesClass,omitempty"`
+	ReclaimPolicy         string `json:"reclaimPolicy,omitempty"`
+	// MonthlyCost is the claim's cost per month, when its class has a price.
+	MonthlyCost *float64 `json:"monthlyCost,omitempty"`
 }
 
 // SnapshotRef is the part of a VolumeSnapshot the report shows.
@@ -104,6 +157,8 @@ type SnapshotRef struct {
 	ReadyToUse bool   `json:"readyToUse"`
 	// Error is the snapshot's status.error message, empty when none.
 	Error string `json:"error"`
+	// RestoreSize is status.restoreSize in bytes, when known.
+	RestoreSize int64 `json:"restoreSize,omitempty"`
 }
 
 // SnapshotEntry is one snapshot of the report.
@@ -135,6 +190,7 @@ func New(command string, dryRun bool, cluster string, startedAt time.Time) *Repo
 		DryRun:     dryRun,
 		Cluster:    cluster,
 		StartedAt:  normalize(startedAt),
+		started:    startedAt,
 		Summary:    Summary{States: map[string]int{}},
 		Claims:     []*ClaimEntry{},
 	}
@@ -169,9 +225,10 @@ func (r *Report) AddDecisions(ds []classify.Decision) {
 			t := normalize(*d.OrphanedSince)
 			e.OrphanedSince = &t
 		}
+		e.Capacity, e.StorageClass, e.VolumeAttributesClass = d.Claim.Capacity, d.Claim.StorageClass, d.Claim.VolumeAttributesClass
 		e.Snapshot = nil
 		if s := d.Snapshot; s != nil {
-			e.Snapshot = &SnapshotRef{Name: s.Name, ReadyToUse: s.ReadyToUse}
+			e.Snapshot = &SnapshotRef{Name: s.Name, ReadyToUse: s.ReadyToUse, RestoreSize: s.RestoreSize}
 			if s.Error != nil {
 				e.Snapshot.Error = s.Error.Message
 			}
@@ -224,6 +281,7 @@ func (r *Report) SortAtRiskFirst(atRisk func(*ClaimEntry) bool) {
 // entries: states from their State, the counters from their Action.
 func (r *Report) Finish(at time.Time) {
 	r.FinishedAt = normalize(at)
+	r.finished = at
 	s := Summary{Claims: len(r.Claims), States: map[string]int{}}
 	for _, e := range r.Claims {
 		if e.State != "" {
@@ -247,5 +305,6 @@ func (r *Report) Finish(at time.Time) {
 			s.Failures++
 		}
 	}
+	r.sizes(&s)
 	r.Summary = s
 }

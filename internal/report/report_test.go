@@ -172,13 +172,13 @@ func TestYAMLRoundTrip(t *testing.T) {
 func TestTable(t *testing.T) {
 	out := write(t, sample(), "table")
 	lines := strings.Split(out, "\n")
-	if f := strings.Fields(lines[0]); !reflect.DeepEqual(f, []string{"NAMESPACE", "NAME", "WORKSPACE", "STATE", "ORPHANED-SINCE", "ACTION", "REASON"}) {
+	if f := strings.Fields(lines[0]); !reflect.DeepEqual(f, []string{"NAMESPACE", "NAME", "WORKSPACE", "STATE", "SIZE", "ORPHANED-SINCE", "ACTION", "REASON"}) {
 		t.Errorf("header = %q", lines[0])
 	}
 	for i, want := range [][]string{
-		{"dev", "ws-old", "<none>", "Rescued", "<none>", "<none>", "rescued"},
-		{"ws", "ws-abc", "abc", "Orphaned", "2026-01-02T02:00:00Z", "snapshot-created", "no"},
-		{"ws", "ws-def", "def", "InUse", "<none>", "<none>", "in"},
+		{"dev", "ws-old", "<none>", "Rescued", "<none>", "<none>", "<none>", "rescued"},
+		{"ws", "ws-abc", "abc", "Orphaned", "<none>", "2026-01-02T02:00:00Z", "snapshot-created", "no"},
+		{"ws", "ws-def", "def", "InUse", "<none>", "<none>", "<none>", "in"},
 	} {
 		if got := strings.Fields(lines[i+1]); len(got) < len(want) || !reflect.DeepEqual(got[:len(want)], want) {
 			t.Errorf("row %d = %q, want it to start with %v", i, lines[i+1], want)
@@ -202,14 +202,14 @@ func TestTable(t *testing.T) {
 func TestWide(t *testing.T) {
 	out := write(t, sample(), "wide")
 	lines := strings.Split(out, "\n")
-	wantHead := []string{"NAMESPACE", "NAME", "WORKSPACE", "STATE", "ORPHANED-SINCE", "ACTION", "UID", "VOLUME", "SNAPSHOT", "SNAPSHOT-READY", "REASON"}
+	wantHead := []string{"NAMESPACE", "NAME", "WORKSPACE", "STATE", "SIZE", "ORPHANED-SINCE", "ACTION", "CLASS", "RECLAIM", "UID", "VOLUME", "SNAPSHOT", "SNAPSHOT-READY", "REASON"}
 	if f := strings.Fields(lines[0]); !reflect.DeepEqual(f, wantHead) {
 		t.Errorf("header = %v, want %v", f, wantHead)
 	}
-	if got := strings.Fields(lines[1])[6:10]; !reflect.DeepEqual(got, []string{"uid-old", "pv-old", "ws-old-rescue-0000000000", "true"}) {
+	if got := strings.Fields(lines[1])[9:13]; !reflect.DeepEqual(got, []string{"uid-old", "pv-old", "ws-old-rescue-0000000000", "true"}) {
 		t.Errorf("wide columns of dev/ws-old = %v", got)
 	}
-	if got := strings.Fields(lines[3])[6:10]; !reflect.DeepEqual(got, []string{"uid-def", "pv-def", "<none>", "<none>"}) {
+	if got := strings.Fields(lines[3])[9:13]; !reflect.DeepEqual(got, []string{"uid-def", "pv-def", "<none>", "<none>"}) {
 		t.Errorf("wide columns of ws/ws-def = %v", got)
 	}
 	if !strings.Contains(lines[3], longReason) {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/cost"
 	"github.com/pvc-janitor/pvc-janitor/internal/term"
 )
 
@@ -82,9 +83,9 @@ func writeTable(w io.Writer, r *Report, wide bool) error {
 	if len(r.Claims) == 0 {
 		fmt.Fprintln(tw, "No claims in scope.")
 	} else {
-		head := []string{"NAMESPACE", "NAME", "WORKSPACE", "STATE", "ORPHANED-SINCE", "ACTION"}
+		head := []string{"NAMESPACE", "NAME", "WORKSPACE", "STATE", "SIZE", "ORPHANED-SINCE", "ACTION"}
 		if wide {
-			head = append(head, "UID", "VOLUME", "SNAPSHOT", "SNAPSHOT-READY")
+			head = append(head, "CLASS", "RECLAIM", "UID", "VOLUME", "SNAPSHOT", "SNAPSHOT-READY")
 		}
 		head = append(head, "REASON")
 		fmt.Fprintln(tw, strings.Join(head, "\t"))
@@ -105,6 +106,17 @@ func writeTable(w io.Writer, r *Report, wide bool) error {
 	}
 	var b strings.Builder
 	b.WriteString("\n" + summaryLine(r) + "\n")
+	if line := sizeLine(r.Summary); line != "" {
+		b.WriteString(line + "\n")
+	}
+	if c := r.Summary.Cost; c != nil {
+		b.WriteString(fmt.Sprintf("monthly cost (prices' currency): %.2f in unused claims, %.2f in superseded claims, %.2f in rescues; this run saved %.2f",
+			c.Orphaned, c.Superseded, c.Rescues, c.Saved))
+		if c.Unpriced > 0 {
+			b.WriteString(fmt.Sprintf(" (%s without a price)", plural(c.Unpriced, "claim", "claims")))
+		}
+		b.WriteString("\n")
+	}
 	if r.UnusedCondition == "ignored" {
 		b.WriteString("note: the claims' Unused condition is ignored in this run: the controller manager does not maintain it\n")
 	}
@@ -120,13 +132,17 @@ func writeTable(w io.Writer, r *Report, wide bool) error {
 
 // claimRow is a claim's row of the table.
 func claimRow(e *ClaimEntry, wide bool) []string {
-	row := []string{cell(e.Namespace), cell(e.Name), cell(e.Workspace), cell(e.State), cell(timeCell(e.OrphanedSince)), cell(e.Action)}
+	size := ""
+	if e.Capacity > 0 {
+		size = cost.Bytes(e.Capacity)
+	}
+	row := []string{cell(e.Namespace), cell(e.Name), cell(e.Workspace), cell(e.State), cell(size), cell(timeCell(e.OrphanedSince)), cell(e.Action)}
 	if wide {
 		snap, ready := "", ""
 		if e.Snapshot != nil {
 			snap, ready = e.Snapshot.Name, strconv.FormatBool(e.Snapshot.ReadyToUse)
 		}
-		row = append(row, cell(e.UID), cell(e.VolumeName), cell(snap), cell(ready))
+		row = append(row, cell(e.StorageClass), cell(e.ReclaimPolicy), cell(e.UID), cell(e.VolumeName), cell(snap), cell(ready))
 	}
 	return append(row, reasonCell(e.Reason, wide))
 }
@@ -179,6 +195,27 @@ func summaryLine(r *Report) string {
 		", " + plural(s.Failures, "failure", "failures")
 	if r.DryRun {
 		line += " (dry run: nothing was changed)"
+	}
+	return line
+}
+
+// sizeLine is the summary's bytes: per state, freed and not freed.
+func sizeLine(s Summary) string {
+	if len(s.BytesByState) == 0 && s.FreedBytes == 0 && s.UnfreedBytes == 0 {
+		return ""
+	}
+	var parts []string
+	for _, st := range classify.States {
+		if n := s.BytesByState[string(st)]; n > 0 {
+			parts = append(parts, cost.Bytes(n)+" "+string(st))
+		}
+	}
+	line := "size: " + strings.Join(parts, ", ")
+	if s.FreedBytes > 0 || s.UnfreedBytes > 0 {
+		line += "; freed " + cost.Bytes(s.FreedBytes)
+	}
+	if s.UnfreedBytes > 0 {
+		line += "; not freed " + cost.Bytes(s.UnfreedBytes) + " (reclaim policy Retain: Released volumes " + strings.Join(s.ReleasedVolumes, ", ") + ")"
 	}
 	return line
 }
