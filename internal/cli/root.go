@@ -35,7 +35,7 @@ by another run, 130/143 interrupted.`,
 	root.SetFlagErrorFunc(flagError)
 	root.SetUsageTemplate(usageTemplate)
 	root.AddCommand(newScanCommand(s), newSnapshotCommand(s), newReapCommand(s), newRunCommand(s), newGuardCommand(s),
-		newRestoreCommand(s), newPruneCommand(s), newVersionCommand(s))
+		newRestoreCommand(s), newPruneCommand(s), newExplainCommand(s), newVersionCommand(s))
 	// An unknown command is a usage error, not a runtime one.
 	root.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {
