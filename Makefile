@@ -90,19 +90,30 @@ DEMO_NS := pvc-janitor-demo
 DEMO_FLAGS := --kubeconfig $(JANITOR_CLUSTER_DIR)/kubeconfig -n $(DEMO_NS) \
 	-l app.kubernetes.io/part-of=demo-workspaces --workspace-label workspace --min-age 5s --grace-period 10s
 
+# The demo's price table (per GiB-month): reports show what orphans cost.
+DEMO_PRICES := --price csi-hostpath=0.10 --price '*=0.08' --snapshot-price 0.05
+DEMO_EXPLAIN_FLAGS := --kubeconfig $(JANITOR_CLUSTER_DIR)/kubeconfig --workspace-label workspace --min-age 5s --grace-period 10s
+
 # Short waits so the demo's broken and never-ready volumes fail in seconds.
 DEMO_SNAP_FLAGS := --snapshot-timeout 15s --snapshot-error-grace 2s --snapshot-attempts 2
 
 demo-seed: cluster-up ## (re)seed the demo fleet of ~20 workspace claims
 	@go run ./cmd/localcluster seed-demo
 
-demo: build demo-seed ## local cluster + demo fleet, then janitor scan, snapshot, reap and guard on it
-	@echo; echo "$$ janitor scan $(DEMO_FLAGS)"
-	@bin/janitor scan $(DEMO_FLAGS) --log-level warn
+demo: build demo-seed ## local cluster + demo fleet, then janitor scan, snapshot, reap, guard, explain and restore (the way back) on it
+	@echo; echo "$$ janitor scan $(DEMO_FLAGS) $(DEMO_PRICES)"
+	@bin/janitor scan $(DEMO_FLAGS) $(DEMO_PRICES) --log-level warn
 	@echo; echo "$$ janitor snapshot $(DEMO_FLAGS) $(DEMO_SNAP_FLAGS)"
 	@bin/janitor snapshot $(DEMO_FLAGS) $(DEMO_SNAP_FLAGS) --log-level warn; echo "snapshot exit code: $$? (4: some rescues failed, as the demo's broken and slow volumes must)"
-	@echo; echo "$$ janitor reap $(DEMO_FLAGS) --yes"
-	@bin/janitor reap $(DEMO_FLAGS) --yes --log-level warn; echo "reap exit code: $$?"
+	@echo; echo "$$ janitor reap $(DEMO_FLAGS) $(DEMO_PRICES) --yes"
+	@bin/janitor reap $(DEMO_FLAGS) $(DEMO_PRICES) --yes --log-level warn; echo "reap exit code: $$?"
 	@echo; echo "$$ janitor guard $(DEMO_FLAGS)"
 	@bin/janitor guard $(DEMO_FLAGS) --log-level warn -o table; echo "guard exit code: $$? (3: a teardown would lose data)"
+	@echo; echo "$$ janitor explain $(DEMO_NS)/ws-alice-monday $(DEMO_EXPLAIN_FLAGS)"
+	@bin/janitor explain $(DEMO_NS)/ws-alice-monday $(DEMO_EXPLAIN_FLAGS) --log-level warn
+	@echo; echo "The way back: ws-olivia was reaped; its user's file comes back from the rescue."
+	@echo "$$ janitor restore $(DEMO_NS)/ws-olivia --as ws-olivia-restored $(DEMO_EXPLAIN_FLAGS)"
+	@bin/janitor restore $(DEMO_NS)/ws-olivia --as ws-olivia-restored $(DEMO_EXPLAIN_FLAGS) --log-level warn -o table
+	@echo; echo "$$ cat notes.md   # in the restored volume (localcluster read-volume stands in for a pod)"
+	@go run ./cmd/localcluster read-volume $(DEMO_NS) ws-olivia-restored notes.md
 	@echo; echo "The cluster keeps running: export KUBECONFIG=$(JANITOR_CLUSTER_DIR)/kubeconfig; make cluster-down stops it."
