@@ -253,6 +253,7 @@ func restoresFrom(p *corev1.PersistentVolumeClaim) string {
 // preconditions.
 func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, contents map[string]inventory.Content, out Outcome) Outcome {
 	s := r.snap
+	patched := false // its content was set to Delete
 	log := zerolog.Ctx(ctx).With().Str("namespace", s.Namespace).Str("snapshot", s.Name).Logger()
 	if ct, ok := contents[s.ContentName]; ok && ct.DeletionPolicy == "Retain" {
 		if !o.Retention.DeleteContents {
@@ -264,12 +265,30 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, content
 			log.Error().Err(err).Msg("prune")
 			return out
 		}
+		patched = true
 	}
 	uid := s.UID
-	err := o.Retry.Do(ctx, "delete snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
-		return c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Delete(ctx, s.Name,
-			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &r.rv}})
-	})
+	var err error
+	for try := 0; ; try++ {
+		err = o.Retry.Do(ctx, "delete snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
+			return c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Delete(ctx, s.Name,
+				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &r.rv}})
+		})
+		if !apierrors.IsConflict(err) || !patched || try == 2 {
+			break
+		}
+		// The snapshot controller's update after the content's patch:
+		// read again, check again, delete at the new resourceVersion.
+		if !sleepCtx(ctx, 300*time.Millisecond) {
+			break
+		}
+		rv, why := reread(ctx, c, o, s)
+		if why != "" {
+			out.Action, out.Reason = ActionKept, why
+			return out
+		}
+		r.rv = rv
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		out.Action, out.Reason = ActionKept, "gone since it was read"
@@ -289,6 +308,31 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, content
 	}
 	log.Info().Str("reason", out.Reason).Msg("pruned")
 	return out
+}
+
+// reread reads the snapshot again after its content was patched: its new
+// resourceVersion, or why it must be kept now (gone, another snapshot of
+// that name, being deleted, held).
+func reread(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot) (string, string) {
+	var vs *snapv1.VolumeSnapshot
+	err := o.Retry.Do(ctx, "get snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
+		var err error
+		vs, err = c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", "gone since it was read"
+	case err != nil:
+		return "", "cannot read it again after setting its content to Delete: " + err.Error()
+	case vs.UID != s.UID:
+		return "", "another snapshot has its name now"
+	case vs.DeletionTimestamp != nil:
+		return "", "being deleted by someone else"
+	case vs.Labels[inventory.KeyHold] == "true" || vs.Annotations[inventory.KeyHold] == "true":
+		return "", "held (pvc-janitor.io/hold) since it was read"
+	}
+	return vs.ResourceVersion, ""
 }
 
 // event records Pruned on the snapshot.
@@ -312,6 +356,17 @@ func event(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, s inven
 		_, err := c.Kube.CoreV1().Events(s.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 		return err
 	})
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 func sortedKeys(m map[string][]rawRescue) []string {
