@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
@@ -56,6 +57,20 @@ func TestValuesRefusedAtInstallTime(t *testing.T) {
 		{"namespaced RBAC needs namespaces", "rbac.namespaced=true", "rbac.namespaced=true needs the namespaces"},
 		{"both scopes", "config.namespace={a}", "not both"},
 		{"no scope", "config.all-namespaces=false", "config.all-namespaces=true or list"},
+		{"keep-for only through retention", "config.keep-for=720h", "keep-for"},
+		{"keep-last only through retention", "config.keep-last=3", "keep-last"},
+		{"delete-contents only through contents", "config.delete-contents=true", "delete-contents"},
+		{"price only through prices", "config.price=gp3=1", "price"},
+		{"snapshot-price only through snapshotPrice", "config.snapshot-price=1", "snapshot-price"},
+		{"keepFor in days", "retention.keepFor=30d", "keepFor"},
+		{"negative keepLast", "retention.keepLast=-1", "keepLast"},
+		{"keepLast not a number", "retention.keepLast=three", "keepLast"},
+		{"unknown retention key", "retention.keepForever=true", "keepForever"},
+		{"contents.delete not a boolean", "contents.delete=yes please", "delete"},
+		{"negative price", "prices.gp3=-0.1", "gp3"},
+		{"price not a number", "prices.gp3=cheap", "gp3"},
+		{"price of a bad class name", "prices.GP3=1", "GP3"},
+		{"negative snapshot price", "snapshotPrice=-1", "snapshotPrice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, err := renderErr(t, "r", "janitor", nil, append(base, tc.set)...)
@@ -100,9 +115,13 @@ func TestTemplate(t *testing.T) {
 				t.Fatal(err)
 			}
 			dryRun, _ := cfgMap["dry-run"].(bool)
+			deleteContents := ciDeleteContents(t, f)
 			wantArgs := []string{"run", "--config", "/etc/pvc-janitor/config.yaml"}
 			if !dryRun {
 				wantArgs = append(wantArgs, "--yes")
+			}
+			if deleteContents {
+				wantArgs = append(wantArgs, "--delete-contents")
 			}
 			if !slices.Equal(c.Args, wantArgs) {
 				t.Errorf("args %q, want %q (dry-run %t)", c.Args, wantArgs, dryRun)
@@ -123,6 +142,9 @@ func TestTemplate(t *testing.T) {
 			cfg := loadConfig(t, cfgText, c.Args[1:])
 			if cfg.DryRun != dryRun || cfg.Yes == dryRun {
 				t.Errorf("loaded dry-run %t yes %t", cfg.DryRun, cfg.Yes)
+			}
+			if cfg.DeleteContents != deleteContents {
+				t.Errorf("loaded delete-contents %t, want %t (contents.delete)", cfg.DeleteContents, deleteContents)
 			}
 		})
 	}
@@ -267,4 +289,64 @@ func TestNotes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ciDeleteContents reads contents.delete from a values file.
+func ciDeleteContents(t *testing.T, file string) bool {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Contents struct {
+			Delete bool `yaml:"delete"`
+		} `yaml:"contents"`
+	}
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v.Contents.Delete
+}
+
+// TestRetentionAndPrices: the retention, contents and price values reach
+// the janitor as its own loader reads them (keep-for, keep-last,
+// --delete-contents, price, snapshot-price), and the defaults set none of
+// them: no pruning, no content deleted, no money.
+func TestRetentionAndPrices(t *testing.T) {
+	load := func(t *testing.T, sets ...string) *config.Config {
+		r := render(t, "r", "janitor", nil, append([]string{"config.selector=app=ide"}, sets...)...)
+		return loadConfig(t, r.ConfigFile(t), r.CronJob(t).Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args[1:])
+	}
+	t.Run("defaults", func(t *testing.T) {
+		cfg := load(t)
+		if cfg.KeepFor != 0 || cfg.KeepLast != 0 || cfg.DeleteContents || len(cfg.Prices) != 0 || cfg.SnapshotPrice != "" {
+			t.Errorf("keep-for %s keep-last %d delete-contents %t price %q snapshot-price %q, want none set",
+				cfg.KeepFor, cfg.KeepLast, cfg.DeleteContents, cfg.Prices, cfg.SnapshotPrice)
+		}
+		cfg = load(t, "retention.keepFor=0s")
+		if cfg.KeepFor != 0 {
+			t.Errorf("keepFor 0s: keep-for %s", cfg.KeepFor)
+		}
+	})
+	t.Run("set", func(t *testing.T) {
+		cfg := load(t, "retention.keepFor=720h", "retention.keepLast=3", "contents.delete=true",
+			"prices.csi-hostpath=0.1", "prices.*=0.08", "snapshotPrice=0.05")
+		if cfg.KeepFor != 720*time.Hour || cfg.KeepLast != 3 || !cfg.DeleteContents {
+			t.Errorf("keep-for %s keep-last %d delete-contents %t", cfg.KeepFor, cfg.KeepLast, cfg.DeleteContents)
+		}
+		if !slices.Equal(cfg.Prices, []string{"*=0.08", "csi-hostpath=0.1"}) || cfg.SnapshotPrice != "0.05" {
+			t.Errorf("price %q snapshot-price %q", cfg.Prices, cfg.SnapshotPrice)
+		}
+	})
+	t.Run("ci", func(t *testing.T) {
+		f := filepath.Join(chartDir(t), "ci", "retention-values.yaml")
+		r := render(t, "r", "janitor", []string{f})
+		cfg := loadConfig(t, r.ConfigFile(t), r.CronJob(t).Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args[1:])
+		if cfg.KeepFor != 720*time.Hour || cfg.KeepLast != 3 || !cfg.DeleteContents || cfg.SnapshotPrice != "0.05" ||
+			!slices.Equal(cfg.Prices, []string{"*=0.08", "csi-hostpath=0.1", "fast.ssd.example.com=0.17"}) {
+			t.Errorf("keep-for %s keep-last %d delete-contents %t price %q snapshot-price %q",
+				cfg.KeepFor, cfg.KeepLast, cfg.DeleteContents, cfg.Prices, cfg.SnapshotPrice)
+		}
+	})
 }

@@ -6,7 +6,9 @@
 // beyond what the janitor uses, and the RBAC proof: the chart's
 // ServiceAccount, roles and bindings applied for real, a token minted for
 // that ServiceAccount, and the janitor binary run with only that token
-// against seeded claims, exactly as the CronJob runs it.
+// against seeded claims, exactly as the CronJob runs it; with retention, the
+// same token cannot set a Retain VolumeSnapshotContent to Delete (403) until
+// contents.delete grants it, and then the CronJob's run prunes the rescue.
 //
 // Helm is the pinned helm.sh/helm/v3 built into the cache by
 // scripts/chart/build-helm.sh; kubectl is the local cluster's.

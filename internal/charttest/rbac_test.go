@@ -57,6 +57,10 @@ var (
 	// leaseNeeds are in the lock namespace only; all but create are limited
 	// to the one Lease, named pvc-janitor.
 	leaseNeeds = grants("coordination.k8s.io", []string{"leases"}, "get", "create", "update", "delete")
+	// contentsNeeds are added to the ClusterRole by contents.delete only
+	// (--delete-contents): the JSON patch that sets a Retain content of the
+	// janitor's own rescue to Delete (SPEC §11).
+	contentsNeeds = grants("snapshot.storage.k8s.io", []string{"volumesnapshotcontents"}, "get", "patch")
 )
 
 // flatten turns rules into grants; it fails on anything a grant cannot
@@ -101,6 +105,11 @@ func neverGranted(t *testing.T, where string, gs []grant) {
 		case slices.Contains([]string{"escalate", "bind", "impersonate", "deletecollection", "approve", "sign"}, g.verb):
 			t.Errorf("%s grants %s", where, g)
 		case g.resource == "namespaces" || g.resource == "nodes" || strings.HasPrefix(g.group, "rbac.") || g.group == "admissionregistration.k8s.io":
+			t.Errorf("%s grants %s", where, g)
+		case (g.resource == "volumesnapshotcontents" || g.resource == "persistentvolumes") &&
+			!slices.Contains([]string{"get", "list", "watch", "patch"}, g.verb):
+			t.Errorf("%s grants %s: the janitor never creates, updates or deletes it", where, g)
+		case g.resource == "persistentvolumes" && g.verb == "patch":
 			t.Errorf("%s grants %s", where, g)
 		}
 	}
@@ -151,6 +160,12 @@ func TestRBACGrantsOnlyWhatTheJanitorUses(t *testing.T) {
 			}
 			crGrants := flatten(t, "ClusterRole", cr.Rules)
 			neverGranted(t, "ClusterRole", crGrants)
+			// contents.delete (the CronJob's --delete-contents) adds
+			// contentsNeeds to the cluster-scoped grants.
+			cluster := clusterNeeds
+			if slices.Contains(r.CronJob(t).Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args, "--delete-contents") {
+				cluster = slices.Concat(clusterNeeds, contentsNeeds)
+			}
 			namespaced := len(roles) > 1
 			var perNamespace []string
 			var lease []grant
@@ -182,8 +197,8 @@ func TestRBACGrantsOnlyWhatTheJanitorUses(t *testing.T) {
 			}
 			if namespaced {
 				// Cluster-scoped reads only; claims and the rest per namespace.
-				within(t, "ClusterRole", crGrants, clusterNeeds)
-				covers(t, "ClusterRole", crGrants, clusterNeeds)
+				within(t, "ClusterRole", crGrants, cluster)
+				covers(t, "ClusterRole", crGrants, cluster)
 				cfg := loadConfig(t, r.ConfigFile(t), []string{"--config", "x"})
 				sort.Strings(perNamespace)
 				want := slices.Clone(cfg.Namespaces)
@@ -192,8 +207,8 @@ func TestRBACGrantsOnlyWhatTheJanitorUses(t *testing.T) {
 					t.Errorf("Roles in %v, want one in each namespace looked at: %v", perNamespace, want)
 				}
 			} else {
-				within(t, "ClusterRole", crGrants, slices.Concat(clusterNeeds, namespacedNeeds))
-				covers(t, "ClusterRole", crGrants, slices.Concat(clusterNeeds, namespacedNeeds))
+				within(t, "ClusterRole", crGrants, slices.Concat(cluster, namespacedNeeds))
+				covers(t, "ClusterRole", crGrants, slices.Concat(cluster, namespacedNeeds))
 			}
 			checkBindings(t, r)
 		})
@@ -237,3 +252,79 @@ func checkBinding(t *testing.T, where, ns string, ref rbacv1.RoleRef, subjects [
 		t.Errorf("%s binds %+v, want only the ServiceAccount janitor/%s", where, subjects, sa)
 	}
 }
+
+// TestRBACContentsDelete: contents.delete=true adds exactly get and patch
+// on volumesnapshotcontents, to the ClusterRole only, and --delete-contents
+// to the CronJob; false (the default) adds nothing: every role and binding
+// is the same as without the value. In both RBAC modes.
+func TestRBACContentsDelete(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		sets []string
+	}{
+		{"ClusterRole", []string{"config.selector=app=ide"}},
+		{"NamespacedRoles", []string{"config.selector=app=ide", "rbac.namespaced=true", "config.all-namespaces=false", "config.namespace={ws-a,ws-b}"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			byObject := func(sets ...string) (map[string][]grant, []string) {
+				r := render(t, "r", "janitor", nil, append(slices.Clone(mode.sets), sets...)...)
+				out := map[string][]grant{}
+				cluster, roles := r.Roles(t)
+				for _, cr := range cluster {
+					out["ClusterRole "+cr.Name] = flatten(t, "ClusterRole", cr.Rules)
+				}
+				for _, role := range roles {
+					out["Role "+role.Namespace+"/"+role.Name] = flatten(t, "Role", role.Rules)
+				}
+				return out, r.CronJob(t).Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args
+			}
+			def, defArgs := byObject()
+			off, offArgs := byObject("contents.delete=false")
+			on, onArgs := byObject("contents.delete=true")
+			if slices.Contains(defArgs, "--delete-contents") || slices.Contains(offArgs, "--delete-contents") {
+				t.Errorf("contents.delete unset or false passes --delete-contents: %q %q", defArgs, offArgs)
+			}
+			if !slices.Contains(onArgs, "--delete-contents") {
+				t.Errorf("contents.delete=true does not pass --delete-contents: %q", onArgs)
+			}
+			for k, g := range def {
+				if !sameGrants(g, off[k]) {
+					t.Errorf("contents.delete=false changes %s: %v -> %v", k, g, off[k])
+				}
+			}
+			if len(on) != len(off) {
+				t.Fatalf("contents.delete=true renders %d roles, false %d", len(on), len(off))
+			}
+			for k, before := range off {
+				after, ok := on[k]
+				if !ok {
+					t.Fatalf("contents.delete=true drops %s", k)
+				}
+				added, removed := diffGrants(after, before), diffGrants(before, after)
+				if len(removed) > 0 {
+					t.Errorf("contents.delete=true removes from %s: %v", k, removed)
+				}
+				want := []grant(nil)
+				if strings.HasPrefix(k, "ClusterRole ") {
+					want = contentsNeeds
+				}
+				if !sameGrants(added, want) {
+					t.Errorf("contents.delete=true adds to %s: %v, want exactly %v", k, added, want)
+				}
+			}
+		})
+	}
+}
+
+// diffGrants is what a grants and b does not, each grant once.
+func diffGrants(a, b []grant) []grant {
+	var out []grant
+	for _, g := range a {
+		if !slices.Contains(b, g) && !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func sameGrants(a, b []grant) bool { return len(diffGrants(a, b)) == 0 && len(diffGrants(b, a)) == 0 }

@@ -55,7 +55,8 @@ func (r report) state(name string) string {
 // ServiceAccount and runs the janitor binary with a kubeconfig holding only
 // that token, with the CronJob's own arguments and the ConfigMap's own
 // configuration: scan, snapshot and (once the janitor has it) run must
-// succeed, in both RBAC modes.
+// succeed, in both RBAC modes; and contents.delete grants exactly what
+// --delete-contents needs (proveContentsDelete).
 func TestRBACProof(t *testing.T) {
 	t.Run("ClusterRole", func(t *testing.T) {
 		t.Parallel()
@@ -64,6 +65,10 @@ func TestRBACProof(t *testing.T) {
 	t.Run("NamespacedRoles", func(t *testing.T) {
 		t.Parallel()
 		proveRBAC(t, true)
+	})
+	t.Run("ContentsDelete", func(t *testing.T) {
+		t.Parallel()
+		proveContentsDelete(t)
 	})
 }
 

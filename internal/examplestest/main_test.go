@@ -5,7 +5,9 @@
 // janitor's own loader, the plain manifests are compared with what the Helm
 // chart renders (RBAC rules, security context, job policy, image version),
 // the teardown gate script is linted and run end to end against seeded
-// claims, and the CI workflow is checked to destroy only after the gate.
+// claims, the CI workflow is checked to destroy only after the gate, and
+// restore-role.yaml is checked rule by rule and proven: `janitor restore`
+// with only the token of an account it binds.
 package examplestest
 
 import (

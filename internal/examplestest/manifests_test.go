@@ -19,7 +19,7 @@ import (
 func TestExamplesAreKnown(t *testing.T) {
 	byKind := exampleYAML(t)
 	want := map[fileKind][]string{
-		kindManifests: {"cronjob.yaml", "rbac-namespaced.yaml"},
+		kindManifests: {"cronjob.yaml", "rbac-namespaced.yaml", "restore-role.yaml"},
 		kindConfig:    {"config.yaml", "workspace-platform.yaml"},
 		kindWorkflow:  {"github-workflow.yaml"},
 	}

@@ -98,7 +98,24 @@ empty values left out (the janitor's defaults apply). */}}
 {{- end }}
 {{- $_ := set $out "lock-namespace" (include "pvc-janitor.lockNamespace" .) }}
 {{- $_ := set $out "dry-run" (.Values.dryRun | default false) }}
+{{- $ret := .Values.retention | default dict }}
+{{- with $ret.keepFor }}{{ $_ := set $out "keep-for" (toString .) }}{{ end }}
+{{- with $ret.keepLast }}{{ $_ := set $out "keep-last" (int64 .) }}{{ end }}
+{{- $prices := list }}
+{{- range $class, $price := (.Values.prices | default dict) }}
+{{- $prices = append $prices (printf "%s=%v" $class $price) }}
+{{- end }}
+{{- with $prices }}{{ $_ := set $out "price" . }}{{ end }}
+{{- if not (kindIs "invalid" .Values.snapshotPrice) }}
+{{- $_ := set $out "snapshot-price" (printf "%v" .Values.snapshotPrice) }}
+{{- end }}
 {{- toYaml $out }}
+{{- end }}
+
+{{/* contents.delete: the janitor may set a Retain content of its own rescue
+to Delete before deleting the rescue (--delete-contents). */}}
+{{- define "pvc-janitor.deleteContents" -}}
+{{- if (.Values.contents | default dict).delete }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -129,7 +146,8 @@ Reads are list (and watch); the janitor watches only VolumeSnapshots.
 {{- end }}
 
 {{/* Cluster-scoped resources: always in a ClusterRole. get on
-VolumeSnapshotClasses checks --snapshot-class before anything is written. */}}
+VolumeSnapshotClasses checks --snapshot-class before anything is written;
+get and patch on VolumeSnapshotContents only with contents.delete. */}}
 {{- define "pvc-janitor.clusterScopedRules" -}}
 - apiGroups: [""]
   resources: ["persistentvolumes"]
@@ -143,6 +161,14 @@ VolumeSnapshotClasses checks --snapshot-class before anything is written. */}}
 - apiGroups: ["snapshot.storage.k8s.io"]
   resources: ["volumesnapshotclasses"]
   verbs: ["get", "list", "watch"]
+{{- if include "pvc-janitor.deleteContents" . }}
+# contents.delete: set a Retain content of the janitor's own rescue to
+# Delete (a JSON patch that first tests the content's volumeSnapshotRef UID)
+# just before deleting the rescue.
+- apiGroups: ["snapshot.storage.k8s.io"]
+  resources: ["volumesnapshotcontents"]
+  verbs: ["get", "patch"]
+{{- end }}
 {{- end }}
 
 {{/* The run's Lease, in the lock namespace only. create cannot be limited
