@@ -177,7 +177,9 @@ func TestReportSizesAndPrices(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("scan %v: %d %s", extra, code, errOut.String())
 		}
-		var r struct{ Summary struct{ Cost *map[string]float64 } }
+		var r struct {
+			Summary struct{ Cost *map[string]float64 }
+		}
 		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}

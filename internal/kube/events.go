@@ -19,6 +19,13 @@ const EventSource = "pvc-janitor"
 // `kubectl describe pvc` shows what the janitor did. eventType is
 // corev1.EventTypeNormal or corev1.EventTypeWarning.
 func (c *Clients) Event(ctx context.Context, retry RetryPolicy, cl *inventory.Claim, eventType, reason, message string) error {
+	return c.EventOn(ctx, retry, corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
+		Namespace: cl.Namespace, Name: cl.Name, UID: cl.UID}, eventType, reason, message)
+}
+
+// EventOn records an action on any namespaced object (a VolumeSnapshot the
+// janitor pruned, say) as a core/v1 Event in the object's namespace.
+func (c *Clients) EventOn(ctx context.Context, retry RetryPolicy, obj corev1.ObjectReference, eventType, reason, message string) error {
 	var suffix [8]byte
 	_, _ = rand.Read(suffix[:])
 	now := metav1.NewTime(c.Clock.Now())
@@ -26,9 +33,8 @@ func (c *Clients) Event(ctx context.Context, retry RetryPolicy, cl *inventory.Cl
 		now = metav1.NewTime(time.Now())
 	}
 	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Namespace: cl.Namespace, Name: cl.Name + "." + hex.EncodeToString(suffix[:])},
-		InvolvedObject: corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
-			Namespace: cl.Namespace, Name: cl.Name, UID: cl.UID},
+		ObjectMeta:          metav1.ObjectMeta{Namespace: obj.Namespace, Name: obj.Name + "." + hex.EncodeToString(suffix[:])},
+		InvolvedObject:      obj,
 		Reason:              reason,
 		Message:             message,
 		Type:                eventType,
@@ -39,8 +45,8 @@ func (c *Clients) Event(ctx context.Context, retry RetryPolicy, cl *inventory.Cl
 		LastTimestamp:       now,
 		Count:               1,
 	}
-	return retry.Do(ctx, "create event "+reason+" for "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
-		_, err := c.Kube.CoreV1().Events(cl.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	return retry.Do(ctx, "create event "+reason+" for "+obj.Namespace+"/"+obj.Name, func(ctx context.Context) error {
+		_, err := c.Kube.CoreV1().Events(obj.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 		return err
 	})
 }

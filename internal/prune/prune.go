@@ -6,9 +6,6 @@ package prune
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"sort"
 	"time"
 
@@ -337,25 +334,8 @@ func reread(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapsho
 
 // event records Pruned on the snapshot.
 func event(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, s inventory.Snapshot, msg string) error {
-	var suffix [8]byte
-	_, _ = rand.Read(suffix[:])
-	now := metav1.NewTime(c.Clock.Now())
-	if now.IsZero() {
-		now = metav1.NewTime(time.Now())
-	}
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name + "." + hex.EncodeToString(suffix[:])},
-		InvolvedObject: corev1.ObjectReference{Kind: "VolumeSnapshot", APIVersion: "snapshot.storage.k8s.io/v1",
-			Namespace: s.Namespace, Name: s.Name, UID: s.UID},
-		Reason: "Pruned", Message: msg, Type: corev1.EventTypeNormal,
-		Source:              corev1.EventSource{Component: kube.EventSource},
-		ReportingController: "pvc-janitor.io/janitor", ReportingInstance: kube.EventSource,
-		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-	}
-	return retry.Do(ctx, fmt.Sprintf("create event Pruned for %s/%s", s.Namespace, s.Name), func(ctx context.Context) error {
-		_, err := c.Kube.CoreV1().Events(s.Namespace).Create(ctx, ev, metav1.CreateOptions{})
-		return err
-	})
+	return c.EventOn(ctx, retry, corev1.ObjectReference{Kind: "VolumeSnapshot", APIVersion: "snapshot.storage.k8s.io/v1",
+		Namespace: s.Namespace, Name: s.Name, UID: s.UID}, corev1.EventTypeNormal, "Pruned", msg)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
