@@ -19,9 +19,9 @@ import (
 
 // fleetReport is the part of a fleet report the tests read.
 type fleetReport struct {
-	Cluster string
-	Summary struct{ Claims int }
-	Claims  []struct{ Cluster, Namespace, Name, State, Action, Reason string }
+	Cluster  string
+	Summary  struct{ Claims int }
+	Claims   []struct{ Cluster, Namespace, Name, State, Action, Reason string }
 	Clusters []struct {
 		Name     string
 		ExitCode int
@@ -219,7 +219,9 @@ func TestFleetTwoClusters(t *testing.T) {
 		// Mark both orphans (a mark that races the controller manager is
 		// left for the next scan), then let the clock pass the marks so
 		// that the rescues are cut after them.
-		marked := func(c *corev1.PersistentVolumeClaim) bool { return c.Annotations["pvc-janitor.io/orphaned-since"] != "" }
+		marked := func(c *corev1.PersistentVolumeClaim) bool {
+			return c.Annotations["pvc-janitor.io/orphaned-since"] != ""
+		}
 		var marks []time.Time
 		for i := 0; i < 5 && len(marks) < 2; i++ {
 			if code, _, stderr := janitor(fleetArgs("scan")...); code != 0 {
