@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -268,6 +269,48 @@ func TestFleetTwoClusters(t *testing.T) {
 			}
 			if got := snapshotsOf(t, f, ns, name+"-gone"); len(got) != 1 {
 				t.Errorf("%s-gone has rescues %v, want one", name, got)
+			}
+		}
+	})
+
+	t.Run("explain", func(t *testing.T) {
+		// A claim lives in one cluster: the others' "not found" is no
+		// failure.
+		code, out, stderr := janitor("explain", "--all-contexts", ns+"/west-used", "-o", "json")
+		var doc struct {
+			Kind   string
+			Items  []struct{ Cluster, State string }
+			Errors []struct {
+				Cluster  string
+				ExitCode int
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || doc.Kind != "ExplanationList" || len(doc.Items) != 1 ||
+			doc.Items[0].Cluster != "west" || doc.Items[0].State != "InUse" || len(doc.Errors) != 1 || doc.Errors[0].Cluster != "east" {
+			t.Errorf("explain over the fleet: exit %d %v %+v\n%s\n%s", code, err, doc, out, stderr)
+		}
+		code, out, _ = janitor("explain", "--context", "west,east", ns+"/west-used")
+		if code != 0 || !strings.HasPrefix(out, "Cluster west:\nClaim "+ns+"/west-used: InUse") {
+			t.Errorf("explain table: exit %d\n%s", code, out)
+		}
+		if code, _, _ := janitor("explain", "--all-contexts", ns+"/nobody"); code != 2 {
+			t.Errorf("explain of a claim no cluster has: exit %d, want 2", code)
+		}
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "janitor.prom")
+		if code, _, stderr := janitor(fleetArgs("scan", "--dry-run", "--metrics-file", path)...); code != 0 {
+			t.Fatalf("fleet scan: exit %d\n%s", code, stderr)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`pvc_janitor_claims{cluster="west",command="scan",state="InUse"} 1`,
+			`pvc_janitor_claims{cluster="east",command="scan",state="InUse"} 1`, `pvc_janitor_run_success{cluster="east",command="scan"} 1`} {
+			if !strings.Contains(string(data), want) {
+				t.Errorf("metrics lack %s:\n%s", want, data)
 			}
 		}
 	})
