@@ -26,7 +26,8 @@ workspace's last data, a rescue a claim that is not yet Bound restores from, a
 held rescue (pvc-janitor.io/hold), or a rescue whose source claim still exists
 and is not rescued by a newer snapshot. A Retain VolumeSnapshotContent is set
 to Delete first only with --delete-contents; without it, such a rescue is
-kept. Blast radius, --dry-run, --yes and the Lease work as for reap.`,
+kept. Blast radius, --dry-run, --yes (needed over several clusters) and the
+Lease work as for reap.`,
 		Example: `  janitor prune -n workspaces --workspace-label workspace-id --keep-last 1 --dry-run
   janitor prune -A --workspace-label workspace-id --keep-for 720h --keep-last 2 --yes`,
 		Args: noArgs,

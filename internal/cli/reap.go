@@ -19,7 +19,9 @@ re-classifies; each delete carries Preconditions{UID, ResourceVersion} from that
 read, so a claim that changed since (a pod started using it) is skipped, not
 deleted. Over --max-deletions or --max-deletion-percent nothing is deleted
 (exit 4). On a terminal it asks for confirmation unless --yes; without a
-terminal and without --yes it refuses (exit 2). --dry-run deletes nothing.`,
+terminal and without --yes it refuses (exit 2), as it does over several
+clusters (--context a,b or --all-contexts): no prompt then, --yes or --dry-run.
+--dry-run deletes nothing.`,
 		Example: `  janitor reap -n workspaces -l app=ide --workspace-label workspace-id --dry-run
   janitor reap -A -l app=ide --workspace-label workspace-id --yes`,
 		Args: noArgs,
@@ -54,8 +56,8 @@ func newRunCommand(s Streams) *cobra.Command {
 		Short: "scan, snapshot and reap in one run under one lease (what the CronJob runs)",
 		Long: `run is the CronJob's command: scan (and mark), rescue every Orphaned claim into
 a VolumeSnapshot, then reap the claims whose rescue is ready, all under one
-Lease and with one report. Without a terminal it needs --yes to delete
-(or --dry-run).`,
+Lease and with one report. Without a terminal, or over several clusters
+(--context a,b or --all-contexts), it needs --yes to delete (or --dry-run).`,
 		Example: `  janitor run -A -l app=ide --workspace-label workspace-id --yes`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
