@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -92,7 +93,8 @@ func parseFleet(t *testing.T, s string) fleetReport {
 // kubeconfig with two contexts, west (the package's cluster) and east (one
 // started here): a merged scan shows each cluster's claims once with its
 // cluster; a guard fails when either cluster holds data at risk and names
-// it; a run acts on both; with east stopped, the run exits 1 with a
+// it; a run acts on both, each under its own blast radius and Lease; with
+// east stopped, the run exits 1 with a
 // complete report of west.
 func TestFleetTwoClusters(t *testing.T) {
 	ctx := context.Background()
@@ -312,6 +314,26 @@ func TestFleetTwoClusters(t *testing.T) {
 			if !strings.Contains(string(data), want) {
 				t.Errorf("metrics lack %s:\n%s", want, data)
 			}
+		}
+	})
+
+	t.Run("lease held in one cluster", func(t *testing.T) {
+		// Each cluster has its own Lease: another run holding west's keeps
+		// west out (exit 5, naming the holder) and east runs to the end.
+		holder, secs := "cronjob-pod/1/abcdef", int32(300)
+		now := metav1.NewMicroTime(time.Now())
+		if _, err := fw.Kube.CoordinationV1().Leases(ns).Create(ctx, &coordv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: "pvc-janitor", Namespace: ns},
+			Spec:       coordv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = fw.Kube.CoordinationV1().Leases(ns).Delete(ctx, "pvc-janitor", metav1.DeleteOptions{}) }()
+		code, out, stderr := janitor(fleetArgs("scan", "-o", "json")...)
+		r := parseFleet(t, out)
+		if code != 5 || !strings.Contains(stderr, holder) || len(r.Clusters) != 2 || r.Clusters[0].ExitCode != 5 ||
+			r.Clusters[1].ExitCode != 0 || len(r.Claims) != 1 || r.Claims[0].Cluster != "east" {
+			t.Errorf("fleet scan with west's lease held: exit %d, want 5 with east's report\n%s\n%s", code, out, stderr)
 		}
 	})
 
