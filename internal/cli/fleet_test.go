@@ -94,8 +94,7 @@ func parseFleet(t *testing.T, s string) fleetReport {
 // started here): a merged scan shows each cluster's claims once with its
 // cluster; a guard fails when either cluster holds data at risk and names
 // it; a run acts on both, each under its own blast radius and Lease; with
-// east stopped, the run exits 1 with a
-// complete report of west.
+// east stopped, the run exits 1 with a complete report of west.
 func TestFleetTwoClusters(t *testing.T) {
 	ctx := context.Background()
 	two := startSecondCluster(t)
