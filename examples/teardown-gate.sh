@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# teardown-gate.sh: the gate to run before tearing a cluster down.
+# teardown-gate.sh: the gate to run before tearing a cluster (or several)
+# down.
 #
 # It runs `janitor guard --rescue`: first every orphaned workspace claim is
 # rescued into a VolumeSnapshot (and waited for), then every claim in scope
@@ -13,8 +14,17 @@
 #
 #   KUBECONFIG=~/.kube/prod GATE_NAMESPACES=ws-team-a,ws-team-b ./teardown-gate.sh
 #   ./teardown-gate.sh --snapshot-class csi-retain --snapshot-timeout 20m
+#   GATE_CONTEXTS=ws-eu-1,ws-us-2 ./teardown-gate.sh    # two clusters, one gate
 #
 # Settings (environment; the defaults match examples/workspace-platform.yaml):
+#   GATE_CONTEXTS         comma-separated kubeconfig contexts: one gate over
+#                         several clusters (each checked and rescued on its
+#                         own, concurrently; one report with a CLUSTER
+#                         column). It opens only when every cluster passes;
+#                         the exit code is the most serious of the
+#                         clusters' (see below). Empty: the current context
+#   GATE_ALL_CONTEXTS     1: every context of the kubeconfig (instead of
+#                         GATE_CONTEXTS)
 #   GATE_JANITOR          the janitor binary (default: janitor on PATH; a
 #                         krew install is kubectl-janitor)
 #   GATE_NAMESPACES       comma-separated namespaces to check; empty: every
@@ -55,6 +65,9 @@
 #        (remove the hold, or archive/delete them consciously), or use a
 #        snapshot class with deletionPolicy Retain (or --allow-delete-policy
 #        if the snapshots live outside the cluster anyway).
+#   With several clusters the exit code is the most serious of theirs, in
+#   the order 2, 1, 5, 3, 4, 0: an unreachable cluster (1) shuts the gate
+#   even when the others pass, and the report names it in its own line.
 #   other  gate shut because the check itself did not complete: 1 runtime
 #        error (API server unreachable, a forbidden read), 2 usage or
 #        configuration error, 4 partial failure, 5 another run kept the Lease
@@ -74,6 +87,8 @@ output="${GATE_OUTPUT:-wide}"
 report="${GATE_REPORT:-}"
 lock_retries="${GATE_LOCK_RETRIES:-5}"
 lock_wait="${GATE_LOCK_WAIT:-30}"
+contexts="${GATE_CONTEXTS:-}"
+all_contexts="${GATE_ALL_CONTEXTS:-}"
 
 log() { printf 'teardown-gate: %s\n' "$*" >&2; }
 
@@ -105,6 +120,16 @@ fi
 if [[ -n "$workspace_label" ]]; then
 	args+=(--workspace-label "$workspace_label")
 fi
+if [[ -n "$contexts" && -n "$all_contexts" ]]; then
+	log "GATE_CONTEXTS and GATE_ALL_CONTEXTS are exclusive"
+	log "GATE SHUT: the check could not run"
+	exit 2
+fi
+if [[ -n "$contexts" ]]; then
+	args+=(--context "$contexts")
+elif [[ "$all_contexts" == 1 ]]; then
+	args+=(--all-contexts)
+fi
 args+=("$@")
 
 # run_guard runs the janitor once; the report goes to stdout (and to
@@ -129,7 +154,7 @@ while :; do
 		break
 	fi
 	attempt=$((attempt + 1))
-	log "another janitor run holds the Lease in $lock_namespace; retry $attempt/$lock_retries in ${lock_wait}s"
+	log "another janitor run holds the Lease in $lock_namespace (in a cluster the report names); retry $attempt/$lock_retries in ${lock_wait}s"
 	sleep "$lock_wait"
 done
 

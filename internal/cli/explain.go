@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/internal/cost"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
+	"github.com/pvc-janitor/pvc-janitor/internal/fleet"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
 )
@@ -34,16 +36,13 @@ happen. -o json (or yaml) gives the same as data.`,
   kubectl janitor explain -n workspaces ws-abc -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sess, err := begin(cmd, s, config.CommandExplain, nil)
-			if err != nil {
-				return err
-			}
-			defer sess.close()
-			k, err := sess.claimArg(args[0])
-			if err != nil {
-				return err
-			}
-			return sess.explain(k)
+			return command(cmd, s, config.CommandExplain, nil, func(sess *session) error {
+				k, err := sess.claimArg(args[0])
+				if err != nil {
+					return err
+				}
+				return sess.explain(k)
+			})
 		},
 	}
 	return withFlags(cmd, config.CommandExplain)
@@ -74,6 +73,8 @@ func (sess *session) claimArg(arg string) (inventory.Key, error) {
 type explanation struct {
 	Kind       string `json:"kind"`
 	APIVersion string `json:"apiVersion"`
+	// Cluster is the kubeconfig context, over a fleet only.
+	Cluster string `json:"cluster,omitempty"`
 	classify.Explanation
 	Capacity      int64    `json:"capacity,omitempty"`
 	StorageClass  string   `json:"storageClass,omitempty"`
@@ -97,9 +98,12 @@ func (sess *session) explain(k inventory.Key) error {
 		if sel == "" {
 			sel = "<none>"
 		}
-		return exitcode.New(exitcode.Usage, fmt.Errorf("claim %s not found in scope (selector %s)", k, sel))
+		return exitcode.New(exitcode.Usage, &notFoundError{fmt.Errorf("claim %s not found in scope (selector %s)", k, sel)})
 	}
 	doc := explanation{Kind: "Explanation", APIVersion: "pvc-janitor.io/v1", Explanation: e}
+	if sess.fleet != nil {
+		doc.Cluster = sess.fleet.context
+	}
 	for i := range res.Inventory.Claims {
 		if cl := &res.Inventory.Claims[i]; cl.Key() == k {
 			doc.Capacity, doc.StorageClass, doc.Volume = cl.Capacity, cl.StorageClass, cl.VolumeName
@@ -111,23 +115,113 @@ func (sess *session) explain(k inventory.Key) error {
 			doc.MonthlyCost = &m
 		}
 	}
-	switch sess.cfg.Output {
+	if sess.fleet != nil {
+		sess.fleet.explained = &doc
+		return nil
+	}
+	return printExplanation(sess.s.Out, sess.cfg.Output, &doc)
+}
+
+// printExplanation prints one explanation in format.
+func printExplanation(w io.Writer, format string, doc any) error {
+	switch format {
 	case config.OutputJSON, config.OutputYAML:
 		b, err := json.MarshalIndent(doc, "", "  ")
 		if err != nil {
 			return err
 		}
-		if sess.cfg.Output == config.OutputYAML {
+		if format == config.OutputYAML {
 			if b, err = yaml.JSONToYAML(b); err != nil {
 				return err
 			}
 		} else {
 			b = append(b, '\n')
 		}
-		_, err = sess.s.Out.Write(b)
+		_, err = w.Write(b)
 		return err
 	}
-	return writeExplanation(sess.s.Out, &doc)
+	d, ok := doc.(*explanation)
+	if !ok {
+		return fmt.Errorf("no table for %T", doc)
+	}
+	return writeExplanation(w, d)
+}
+
+// notFoundError: the claim is not in this cluster's scope.
+type notFoundError struct{ error }
+
+func (e *notFoundError) Unwrap() error { return e.error }
+
+// explanationList is explain's document over a fleet: the claim's
+// explanation in each cluster that has it, and the error of each that
+// could not be read.
+type explanationList struct {
+	Kind       string         `json:"kind"`
+	APIVersion string         `json:"apiVersion"`
+	Items      []*explanation `json:"items"`
+	Errors     []clusterError `json:"errors,omitempty"`
+}
+
+type clusterError struct {
+	Cluster  string `json:"cluster"`
+	ExitCode int    `json:"exitCode"`
+	Error    string `json:"error"`
+}
+
+// writeExplanations prints explain over a fleet: each cluster that has the
+// claim, under a heading (or as an item of -o json/yaml), then the others'
+// errors. A cluster without the claim is no failure when another has it
+// (a claim lives in one cluster); when none has it, it is exit 2.
+func writeExplanations(w io.Writer, format string, results []fleet.Result[*clusterRun]) error {
+	doc := explanationList{Kind: "ExplanationList", APIVersion: "pvc-janitor.io/v1", Items: []*explanation{}}
+	var codes []int
+	var failed []string
+	found := false
+	for _, res := range results {
+		if res.Value != nil && res.Value.explained != nil {
+			found = true
+			doc.Items = append(doc.Items, res.Value.explained)
+		}
+	}
+	for _, res := range results {
+		if res.Err == nil {
+			continue
+		}
+		var notFound *notFoundError
+		code := exitcode.Code(res.Err)
+		if errors.As(res.Err, &notFound) && found {
+			code = exitcode.OK
+		}
+		codes = append(codes, code)
+		doc.Errors = append(doc.Errors, clusterError{Cluster: res.Context, ExitCode: code, Error: res.Err.Error()})
+		if code != exitcode.OK {
+			failed = append(failed, res.Context+": "+res.Err.Error())
+		}
+	}
+	var err error
+	if code := fleet.ExitCode(codes); code != exitcode.OK {
+		err = exitcode.New(code, fmt.Errorf("%d of %d clusters did not end well (exit %d, the most serious): %s",
+			len(failed), len(results), code, strings.Join(failed, "; ")))
+	}
+	if format == config.OutputJSON || format == config.OutputYAML {
+		if perr := printExplanation(w, format, doc); perr != nil && err == nil {
+			err = perr
+		}
+		return err
+	}
+	for i, e := range doc.Items {
+		if i > 0 {
+			_, _ = io.WriteString(w, "\n")
+		}
+		_, _ = fmt.Fprintf(w, "Cluster %s:\n", e.Cluster)
+		if perr := writeExplanation(w, e); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	for _, e := range doc.Errors {
+		_, _ = fmt.Fprintf(w, "\nCluster %s: %s\n", e.Cluster, e.Error)
+	}
+	return err
 }
 
 // writeExplanation prints the evidence chain for a person.

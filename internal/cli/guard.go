@@ -32,12 +32,7 @@ command).`,
 		Example: `  janitor guard -A -l app=ide --workspace-label workspace-id --min-claims 1 || echo "do not tear down"`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sess, err := begin(cmd, s, config.CommandGuard, nil)
-			if err != nil {
-				return err
-			}
-			defer sess.close()
-			return sess.guard()
+			return command(cmd, s, config.CommandGuard, nil, (*session).guard)
 		},
 	}
 	return withFlags(cmd, config.CommandGuard)

@@ -26,31 +26,33 @@ workspace's last data, a rescue a claim that is not yet Bound restores from, a
 held rescue (pvc-janitor.io/hold), or a rescue whose source claim still exists
 and is not rescued by a newer snapshot. A Retain VolumeSnapshotContent is set
 to Delete first only with --delete-contents; without it, such a rescue is
-kept. Blast radius, --dry-run, --yes and the Lease work as for reap.`,
+kept. Blast radius, --dry-run, --yes (needed over several clusters) and the
+Lease work as for reap.`,
 		Example: `  janitor prune -n workspaces --workspace-label workspace-id --keep-last 1 --dry-run
   janitor prune -A --workspace-label workspace-id --keep-for 720h --keep-last 2 --yes`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sess, confirm, err := beginDeleting(cmd, s, config.CommandPrune)
-			if err != nil {
-				return err
-			}
-			defer sess.close()
-			if err := sess.lock(!sess.cfg.DryRun, nil); err != nil {
-				return err
-			}
-			res, err := janitor.Prune(sess.ctx, sess.clients, sess.pruneOptions(confirm))
-			if err != nil {
-				if lerr := sess.leaseErr(); lerr != nil {
-					err = lerr
-				}
-				return sess.failed(err)
-			}
-			r := sess.newReport(config.CommandPrune, sess.cfg.DryRun)
-			return sess.finish(r, addPrune(r, res))
+			confirm, check := confirmation(s, config.CommandPrune)
+			return command(cmd, s, config.CommandPrune, check, func(sess *session) error { return pruneOn(sess, *confirm) })
 		},
 	}
 	return withFlags(cmd, config.CommandPrune)
+}
+
+// pruneOn is prune's run on one cluster.
+func pruneOn(sess *session, confirm func(int) (bool, error)) error {
+	if err := sess.lock(!sess.cfg.DryRun, nil); err != nil {
+		return err
+	}
+	res, err := janitor.Prune(sess.ctx, sess.clients, sess.pruneOptions(confirm))
+	if err != nil {
+		if lerr := sess.leaseErr(); lerr != nil {
+			err = lerr
+		}
+		return sess.failed(err)
+	}
+	r := sess.newReport(config.CommandPrune, sess.cfg.DryRun)
+	return sess.finish(r, addPrune(r, res))
 }
 
 // pruneOptions are the options of a prune, and of run's retention step.

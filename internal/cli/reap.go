@@ -19,32 +19,35 @@ re-classifies; each delete carries Preconditions{UID, ResourceVersion} from that
 read, so a claim that changed since (a pod started using it) is skipped, not
 deleted. Over --max-deletions or --max-deletion-percent nothing is deleted
 (exit 4). On a terminal it asks for confirmation unless --yes; without a
-terminal and without --yes it refuses (exit 2). --dry-run deletes nothing.`,
+terminal and without --yes it refuses (exit 2), as it does over several
+clusters (--context a,b or --all-contexts): no prompt then, --yes or --dry-run.
+--dry-run deletes nothing.`,
 		Example: `  janitor reap -n workspaces -l app=ide --workspace-label workspace-id --dry-run
   janitor reap -A -l app=ide --workspace-label workspace-id --yes`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sess, confirm, err := beginDeleting(cmd, s, config.CommandReap)
-			if err != nil {
-				return err
-			}
-			defer sess.close()
-			if err := sess.lock(!sess.cfg.DryRun, nil); err != nil {
-				return err
-			}
-			res, err := janitor.Reap(sess.ctx, sess.clients, sess.reapOptions(confirm))
-			if err != nil {
-				if lerr := sess.leaseErr(); lerr != nil {
-					err = lerr
-				}
-				return sess.failed(err)
-			}
-			r := sess.newReport(config.CommandReap, sess.cfg.DryRun)
-			addScan(r, res.Scan)
-			return sess.finishReap(r, addReap(r, res.Step), failuresError("marks", res.Scan.Marks.Errors))
+			confirm, check := confirmation(s, config.CommandReap)
+			return command(cmd, s, config.CommandReap, check, func(sess *session) error { return reapOn(sess, *confirm) })
 		},
 	}
 	return withFlags(cmd, config.CommandReap)
+}
+
+// reapOn is reap's run on one cluster.
+func reapOn(sess *session, confirm func(int) (bool, error)) error {
+	if err := sess.lock(!sess.cfg.DryRun, nil); err != nil {
+		return err
+	}
+	res, err := janitor.Reap(sess.ctx, sess.clients, sess.reapOptions(confirm))
+	if err != nil {
+		if lerr := sess.leaseErr(); lerr != nil {
+			err = lerr
+		}
+		return sess.failed(err)
+	}
+	r := sess.newReport(config.CommandReap, sess.cfg.DryRun)
+	addScan(r, res.Scan)
+	return sess.finishReap(r, addReap(r, res.Step), failuresError("marks", res.Scan.Marks.Errors))
 }
 
 func newRunCommand(s Streams) *cobra.Command {
@@ -53,50 +56,52 @@ func newRunCommand(s Streams) *cobra.Command {
 		Short: "scan, snapshot and reap in one run under one lease (what the CronJob runs)",
 		Long: `run is the CronJob's command: scan (and mark), rescue every Orphaned claim into
 a VolumeSnapshot, then reap the claims whose rescue is ready, all under one
-Lease and with one report. Without a terminal it needs --yes to delete
-(or --dry-run).`,
+Lease and with one report. Without a terminal, or over several clusters
+(--context a,b or --all-contexts), it needs --yes to delete (or --dry-run).`,
 		Example: `  janitor run -A -l app=ide --workspace-label workspace-id --yes`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sess, confirm, err := beginDeleting(cmd, s, config.CommandRun)
-			if err != nil {
-				return err
-			}
-			defer sess.close()
-			if err := sess.lock(!sess.cfg.DryRun, sess.snapshotOptions(nil).Validate); err != nil {
-				return err
-			}
-			prog := newProgress(s.ErrOut, zerolog.Ctx(sess.ctx))
-			res, err := janitor.Run(sess.ctx, sess.clients, janitor.RunOptions{
-				Snapshot: sess.snapshotOptions(prog), Reap: sess.reapOptions(confirm), Prune: sess.pruneOptions(nil)})
-			if err != nil {
-				if lerr := sess.leaseErr(); lerr != nil {
-					err = lerr
-				}
-				return sess.failed(exitError(err))
-			}
-			r := sess.newReport(config.CommandRun, sess.cfg.DryRun)
-			stepErr := addSnapshot(r, res.Snapshot)
-			reapErr := addReap(r, res.Reap)
-			if pruneErr := addRunPrune(r, res); reapErr == nil {
-				reapErr = pruneErr
-			}
-			return sess.finishReap(r, reapErr, stepErr)
+			confirm, check := confirmation(s, config.CommandRun)
+			return command(cmd, s, config.CommandRun, check, func(sess *session) error { return runOn(sess, *confirm) })
 		},
 	}
 	return withFlags(cmd, config.CommandRun)
 }
 
-// beginDeleting is begin for the commands that delete claims: without
-// --yes they need a terminal to confirm on, checked before anything is read.
-func beginDeleting(cmd *cobra.Command, s Streams, name string) (*session, func(int) (bool, error), error) {
-	var confirm func(int) (bool, error)
-	sess, err := begin(cmd, s, name, func(cfg *config.Config) error {
-		var err error
-		confirm, err = confirmer(s, cfg.Yes, cfg.DryRun, name)
+// runOn is run's run on one cluster.
+func runOn(sess *session, confirm func(int) (bool, error)) error {
+	if err := sess.lock(!sess.cfg.DryRun, sess.snapshotOptions(nil).Validate); err != nil {
 		return err
-	})
-	return sess, confirm, err
+	}
+	prog := newProgress(sess.s.ErrOut, zerolog.Ctx(sess.ctx))
+	res, err := janitor.Run(sess.ctx, sess.clients, janitor.RunOptions{
+		Snapshot: sess.snapshotOptions(prog), Reap: sess.reapOptions(confirm), Prune: sess.pruneOptions(nil)})
+	if err != nil {
+		if lerr := sess.leaseErr(); lerr != nil {
+			err = lerr
+		}
+		return sess.failed(exitError(err))
+	}
+	r := sess.newReport(config.CommandRun, sess.cfg.DryRun)
+	stepErr := addSnapshot(r, res.Snapshot)
+	reapErr := addReap(r, res.Reap)
+	if pruneErr := addRunPrune(r, res); reapErr == nil {
+		reapErr = pruneErr
+	}
+	return sess.finishReap(r, reapErr, stepErr)
+}
+
+// confirmation is the check of the commands that delete: without --yes
+// they need a terminal to confirm on, checked before anything is read. The
+// prompt it makes lands in *confirm (nil with --yes or --dry-run, which a
+// fleet always has: config refuses a fleet of deletions without them).
+func confirmation(s Streams, name string) (*func(int) (bool, error), func(*config.Config) error) {
+	confirm := new(func(int) (bool, error))
+	return confirm, func(cfg *config.Config) error {
+		var err error
+		*confirm, err = confirmer(s, cfg.Yes, cfg.DryRun, name)
+		return err
+	}
 }
 
 // finishReap ends reap and run: a lost lease is their outcome, else the

@@ -20,24 +20,24 @@ report. --dry-run writes nothing.`,
   janitor scan -A -l app=ide -o json --dry-run`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sess, err := begin(cmd, s, config.CommandScan, nil)
-			if err != nil {
-				return err
-			}
-			defer sess.close()
-			dryRun := sess.cfg.DryRun
-			if err := sess.lock(!dryRun, nil); err != nil {
-				return err
-			}
-			res, err := janitor.Scan(sess.ctx, sess.clients, sess.scanOptions(dryRun))
-			if err != nil {
-				return sess.failed(err)
-			}
-			r := sess.newReport(config.CommandScan, dryRun)
-			addScan(r, res)
-			zerolog.Ctx(sess.ctx).Debug().Int("marked", len(res.Marks.Outcomes)).Msg("scan done")
-			return sess.finish(r, failuresError("marks", res.Marks.Errors))
+			return command(cmd, s, config.CommandScan, nil, scan)
 		},
 	}
 	return withFlags(cmd, config.CommandScan)
+}
+
+// scan is scan's run on one cluster.
+func scan(sess *session) error {
+	dryRun := sess.cfg.DryRun
+	if err := sess.lock(!dryRun, nil); err != nil {
+		return err
+	}
+	res, err := janitor.Scan(sess.ctx, sess.clients, sess.scanOptions(dryRun))
+	if err != nil {
+		return sess.failed(err)
+	}
+	r := sess.newReport(config.CommandScan, dryRun)
+	addScan(r, res)
+	zerolog.Ctx(sess.ctx).Debug().Int("marked", len(res.Marks.Outcomes)).Msg("scan done")
+	return sess.finish(r, failuresError("marks", res.Marks.Errors))
 }

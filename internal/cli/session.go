@@ -61,6 +61,10 @@ type session struct {
 	retry   kube.RetryPolicy
 	started time.Time
 	release func()
+	// fleet, in a run over several clusters, receives this cluster's
+	// report instead of stdout; the fleet publishes the metrics and the
+	// notification. nil with one cluster.
+	fleet *clusterRun
 }
 
 // begin is the prologue of every command: the configuration (vetted by
@@ -221,6 +225,10 @@ func (sess *session) finish(r *report.Report, err error) error {
 		}
 	}
 	r.Finish(time.Now())
+	if sess.fleet != nil {
+		sess.fleet.report = r
+		return err
+	}
 	if werr := report.Write(sess.s.Out, r, sess.cfg.Output); werr != nil && err == nil {
 		err = fmt.Errorf("write report: %w", werr)
 	}
@@ -232,8 +240,8 @@ func (sess *session) finish(r *report.Report, err error) error {
 // it had a report (a read failed, say), so that alerting sees it, and
 // returns err unchanged. Nothing is printed on stdout: there is no report.
 func (sess *session) failed(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || sess.fleet != nil {
+		return err
 	}
 	r := sess.newReport(sess.name, sess.cfg.DryRun)
 	r.Finish(time.Now())

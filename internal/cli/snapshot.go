@@ -27,22 +27,22 @@ newer work. --dry-run creates nothing.`,
   janitor snapshot -A -l app=ide --superseded archive --snapshot-class csi-retain`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sess, err := begin(cmd, s, config.CommandSnapshot, nil)
-			if err != nil {
-				return err
-			}
-			defer sess.close()
-			if err := sess.lock(!sess.cfg.DryRun, sess.snapshotOptions(nil).Validate); err != nil {
-				return err
-			}
-			prog := newProgress(s.ErrOut, zerolog.Ctx(sess.ctx))
-			res, err := janitor.Snapshot(sess.ctx, sess.clients, sess.snapshotOptions(prog))
-			if err != nil {
-				return sess.failed(exitError(err))
-			}
-			r := sess.newReport(config.CommandSnapshot, sess.cfg.DryRun)
-			return sess.finish(r, addSnapshot(r, res))
+			return command(cmd, s, config.CommandSnapshot, nil, snapshot)
 		},
 	}
 	return withFlags(cmd, config.CommandSnapshot)
+}
+
+// snapshot is snapshot's run on one cluster.
+func snapshot(sess *session) error {
+	if err := sess.lock(!sess.cfg.DryRun, sess.snapshotOptions(nil).Validate); err != nil {
+		return err
+	}
+	prog := newProgress(sess.s.ErrOut, zerolog.Ctx(sess.ctx))
+	res, err := janitor.Snapshot(sess.ctx, sess.clients, sess.snapshotOptions(prog))
+	if err != nil {
+		return sess.failed(exitError(err))
+	}
+	r := sess.newReport(config.CommandSnapshot, sess.cfg.DryRun)
+	return sess.finish(r, addSnapshot(r, res))
 }

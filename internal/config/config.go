@@ -60,9 +60,17 @@ type Config struct {
 	ConfigFile string
 
 	// Kubeconfig and Context select the cluster as kubectl would; empty
-	// means kubectl's own resolution.
-	Kubeconfig string
-	Context    string
+	// means kubectl's own resolution. Context is the one context given
+	// (empty with none or several); Contexts are all the --context values,
+	// AllContexts is --all-contexts: with several, the run covers a fleet
+	// (internal/fleet resolves them against the kubeconfig).
+	Kubeconfig  string
+	Context     string
+	Contexts    []string
+	AllContexts bool
+	// ClusterConcurrency bounds how many clusters a fleet run works on at
+	// once.
+	ClusterConcurrency int
 
 	// Namespaces to look at. Empty with AllNamespaces false means the
 	// kubeconfig context's namespace, which the caller resolves.

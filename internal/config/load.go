@@ -428,6 +428,9 @@ func (r *resolver) complete(command string) (*Config, error) {
 		}
 	}
 	c.ConfigFile = r.filePath
+	if len(c.Contexts) == 1 {
+		c.Context = c.Contexts[0]
+	}
 	c.Selector = labels.Everything()
 	if c.SelectorString != "" {
 		sel, perr := labels.Parse(c.SelectorString)

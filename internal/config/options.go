@@ -80,6 +80,8 @@ const (
 	forClassifying = forPipeline | forRestore | forPrune | forExplain
 	// forPriced: the commands whose report carries sizes and money.
 	forPriced = forPipeline | forPrune | forExplain
+	// forFleet: the commands that run over several clusters at once.
+	forFleet = forReading &^ forRestore
 )
 
 // Sections of a command's --help, in order.
@@ -93,6 +95,7 @@ const (
 	groupKeep     = "Retention flags"
 	groupRestore  = "Restore flags"
 	groupCost     = "Cost flags"
+	groupFleet    = "Fleet flags"
 )
 
 // FlagGroupAnnotation is the pflag annotation naming a flag's section of
@@ -101,7 +104,7 @@ const FlagGroupAnnotation = "pvc-janitor.io/flag-group"
 
 // FlagGroups returns the sections of a command's --help, in order.
 func FlagGroups() []string {
-	return []string{groupClassify, groupAct, groupRescue, groupKeep, groupRestore, groupGate, groupCost, groupAPI, groupPublish}
+	return []string{groupClassify, groupAct, groupRescue, groupKeep, groupRestore, groupGate, groupCost, groupAPI, groupFleet, groupPublish}
 }
 
 // commandBits names the bit of each command.
@@ -168,8 +171,8 @@ func globalOptions() []option {
 			usage: "YAML file of settings; keys are flag names (env JANITOR_CONFIG)"},
 		{name: "kubeconfig", cmds: global, field: func(c *Config) any { return &c.Kubeconfig },
 			usage: "path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"},
-		{name: "context", cmds: global, field: func(c *Config) any { return &c.Context },
-			usage: "kubeconfig context to use (default: the current context)"},
+		{name: "context", cmds: global, field: func(c *Config) any { return &c.Contexts },
+			usage: "kubeconfig context to use (default: the current context); repeatable or comma-separated: one run over several clusters (not restore)"},
 		{name: "namespace", short: "n", cmds: global, field: func(c *Config) any { return &c.Namespaces }, check: namespaces,
 			usage: "namespace to look at; repeatable or comma-separated (default: the context's namespace)"},
 		{name: "all-namespaces", short: "A", cmds: global, field: func(c *Config) any { return &c.AllNamespaces },
@@ -267,6 +270,10 @@ func rescueOptions() []option {
 			usage: "how many times a failing snapshot is created before the claim is SnapshotFailed"},
 		{name: "snapshot-retry-backoff", group: groupRescue, def: "10m", cmds: forRescuing, field: func(c *Config) any { return &c.SnapshotRetryBackoff }, check: positive,
 			usage: "wait before a failed claim's next snapshot attempt, doubled per failed run, at most 24h"},
+		{name: "all-contexts", group: groupFleet, cmds: forFleet, field: func(c *Config) any { return &c.AllContexts },
+			usage: "run over every context of the kubeconfig, one cluster each, with one report"},
+		{name: "cluster-concurrency", group: groupFleet, def: "4", cmds: forFleet, field: func(c *Config) any { return &c.ClusterConcurrency }, check: positive,
+			usage: "how many clusters are worked on at once with several contexts"},
 		{name: "concurrency", group: groupAPI, def: "4", cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.Concurrency }, check: positive,
 			usage: "claims worked on at once"},
 		{name: "qps", group: groupAPI, def: "50", cmds: forReading, field: func(c *Config) any { return &c.QPS }, check: positive,

@@ -70,6 +70,9 @@ func combinations(c *Config, from func(string) string) error {
 	if c.DryRun && c.Yes {
 		return fail("yes", "--dry-run%s and --yes%s are mutually exclusive", from("dry-run"), from("yes"))
 	}
+	if err := fleetCombinations(c, from); err != nil {
+		return err
+	}
 	if c.Rescue && c.Command != CommandGuard {
 		return fail("rescue", "--rescue%s is only valid for guard", from("rescue"))
 	}
@@ -88,6 +91,29 @@ func combinations(c *Config, from func(string) string) error {
 	}
 	if c.deleting() && c.Superseded == rescue.SupersededDiscard && !c.Yes && !c.DryRun {
 		return fail("superseded", "--superseded=discard%s deletes superseded claims without a snapshot: %s needs --yes (or --dry-run to preview)", from("superseded"), c.Command)
+	}
+	return nil
+}
+
+// Fleet reports whether the configuration names several clusters (more
+// than one --context, or --all-contexts).
+func (c *Config) Fleet() bool { return len(c.Contexts) > 1 || c.AllContexts }
+
+// fleetCombinations: restore acts on one claim in one cluster; a fleet of
+// deletions is never confirmed at a prompt (one "yes" for many clusters
+// is too easy to give): it takes --yes, or --dry-run to preview.
+func fleetCombinations(c *Config, from func(string) string) error {
+	if c.AllContexts && len(c.Contexts) > 0 {
+		return fail("all-contexts", "--context%s and --all-contexts%s are mutually exclusive", from("context"), from("all-contexts"))
+	}
+	if !c.Fleet() {
+		return nil
+	}
+	if c.Command == CommandRestore {
+		return fail("context", "restore acts on one claim in one cluster: give one --context, got %s%s", strings.Join(c.Contexts, ", "), from("context"))
+	}
+	if (c.deleting() || c.Command == CommandPrune) && !c.Yes && !c.DryRun {
+		return fail("yes", "%s over several clusters deletes without a prompt: pass --yes (or --dry-run to preview); nothing was changed", c.Command)
 	}
 	return nil
 }

@@ -13,6 +13,8 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
@@ -236,6 +238,30 @@ func TestTeardownGate(t *testing.T) {
 			t.Fatalf("exit %d, want 127\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})
+	// A fleet: GATE_CONTEXTS names two clusters, one of them unreachable.
+	// The reachable one is rescued all the same; the gate stays shut with
+	// exit 1 and the report names the unreachable cluster. The reachable
+	// one alone opens it.
+	t.Run("a fleet with an unreachable cluster keeps it shut", func(t *testing.T) {
+		t.Parallel()
+		ns := env.Namespace(t)
+		workspaceClaim(t, f, ns, "ws-dave-1", "dave", nil)
+		kc := fleetKubeconfig(t)
+		r := runGate(t, gateEnv(t, ns, "KUBECONFIG="+kc, "GATE_CONTEXTS=live,dead", "GATE_OUTPUT=table"), append(gateArgs, "--api-timeout", "2s")...)
+		if r.code != 1 || !strings.Contains(r.stderr, "GATE SHUT (exit 1)") || !strings.Contains(r.stdout, "cluster dead: exit 1") ||
+			!strings.Contains(r.stdout, "cluster live: 1 claim") || !strings.HasPrefix(r.stdout, "CLUSTER") {
+			t.Fatalf("exit %d, want 1 naming the dead cluster\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		readySnapshotOf(t, f, ns, "ws-dave-1")
+		r = runGate(t, gateEnv(t, ns, "KUBECONFIG="+kc, "GATE_CONTEXTS=live"), gateArgs...)
+		if r.code != 0 || !strings.Contains(r.stderr, "GATE OPEN") {
+			t.Fatalf("live alone: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		r = runGate(t, gateEnv(t, ns, "KUBECONFIG="+kc, "GATE_CONTEXTS=live", "GATE_ALL_CONTEXTS=1"), gateArgs...)
+		if r.code != 2 {
+			t.Fatalf("GATE_CONTEXTS and GATE_ALL_CONTEXTS: exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
 	t.Run("an unreachable cluster keeps it shut", func(t *testing.T) {
 		t.Parallel()
 		kc := filepath.Join(t.TempDir(), "kubeconfig")
@@ -249,4 +275,23 @@ func TestTeardownGate(t *testing.T) {
 			t.Fatalf("exit %d, want a runtime error\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})
+}
+
+// fleetKubeconfig writes a kubeconfig with two contexts: live (the local
+// cluster) and dead (nothing listens there).
+func fleetKubeconfig(t *testing.T) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := cfg.Contexts[cfg.CurrentContext]
+	cfg.Contexts = map[string]*clientcmdapi.Context{"live": {Cluster: cur.Cluster, AuthInfo: cur.AuthInfo}, "dead": {Cluster: "dead", AuthInfo: cur.AuthInfo}}
+	cfg.Clusters["dead"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
+	cfg.CurrentContext = "live"
+	path := filepath.Join(t.TempDir(), "fleet-kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

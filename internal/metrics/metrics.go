@@ -73,6 +73,11 @@ const DefaultTimeout = 30 * time.Second
 type Run struct {
 	// Command is the janitor command, e.g. "run".
 	Command string
+	// Cluster is the kubeconfig context in a fleet run (several
+	// contexts): a "cluster" label on every series of the file, and a
+	// "cluster" key in the Pushgateway's grouping. Empty otherwise: no
+	// label, as before fleets.
+	Cluster string
 	// DryRun is true when the run changed nothing by request.
 	DryRun bool
 	// ClaimsByState counts the claims in scope per state. Every known state
@@ -146,12 +151,13 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Publish writes the file and pushes, as configured, and returns both
-// failures joined. Neither failure stops the other.
-func Publish(ctx context.Context, o Options, r Run) error {
+// Publish writes the file and pushes, as configured, and returns the
+// failures joined. No failure stops the others. A fleet run passes one Run
+// per cluster: one file holds them all, each cluster is its own push.
+func Publish(ctx context.Context, o Options, runs ...Run) error {
 	var errs []error
 	if o.File != "" {
-		if err := WriteFile(o.File, r); err != nil {
+		if err := WriteFile(o.File, runs...); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -160,11 +166,13 @@ func Publish(ctx context.Context, o Options, r Run) error {
 		if timeout <= 0 {
 			timeout = DefaultTimeout
 		}
-		pctx, cancel := context.WithTimeout(ctx, timeout)
-		err := Push(pctx, o.Pushgateway, r, o.Client)
-		cancel()
-		if err != nil {
-			errs = append(errs, err)
+		for _, r := range runs {
+			pctx, cancel := context.WithTimeout(ctx, timeout)
+			err := Push(pctx, o.Pushgateway, r, o.Client)
+			cancel()
+			if err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -179,7 +187,12 @@ func Text(r Run, withCommand bool, lastSuccess time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	mfs, err := reg.Gather()
+	return gather(reg)
+}
+
+// gather renders what g holds in the text format.
+func gather(g prometheus.Gatherer) ([]byte, error) {
+	mfs, err := g.Gather()
 	if err != nil {
 		return nil, fmt.Errorf("gather metrics: %w", err)
 	}
@@ -196,12 +209,26 @@ func Text(r Run, withCommand bool, lastSuccess time.Time) ([]byte, error) {
 // temporary file in the same folder (the textfile collector reads only
 // *.prom files), synced, then renamed over path. A failed run keeps the last
 // success time found in the previous file.
-func WriteFile(path string, r Run) error {
-	var last time.Time
-	if !r.Success {
-		last = lastSuccessIn(path, r.Command)
+//
+// Several runs (a fleet's clusters, each with its Cluster) share the file,
+// told apart by their cluster label.
+func WriteFile(path string, runs ...Run) error {
+	var regs prometheus.Gatherers
+	for _, r := range runs {
+		var last time.Time
+		if !r.Success {
+			last = lastSuccessIn(path, r.Command, r.Cluster)
+		}
+		reg, err := registry(r, true, last)
+		if err != nil {
+			return err
+		}
+		regs = append(regs, reg)
 	}
-	data, err := Text(r, true, last)
+	if len(regs) == 0 {
+		return errors.New("metrics: no run to write")
+	}
+	data, err := gather(regs)
 	if err != nil {
 		return err
 	}
@@ -246,6 +273,9 @@ func Push(ctx context.Context, rawURL string, r Run, client *http.Client) error 
 	}
 	p := push.New(u, Job).Gatherer(reg).Grouping("command", r.Command).
 		Format(expfmt.NewFormat(expfmt.TypeTextPlain))
+	if r.Cluster != "" {
+		p = p.Grouping("cluster", r.Cluster)
+	}
 	if client != nil {
 		p = p.Client(client)
 	}
@@ -318,6 +348,9 @@ func registry(r Run, withCommand bool, lastSuccess time.Time) (*prometheus.Regis
 	var constLabels prometheus.Labels
 	if withCommand {
 		constLabels = prometheus.Labels{"command": r.Command}
+		if r.Cluster != "" {
+			constLabels["cluster"] = r.Cluster
+		}
 	}
 	reg := prometheus.NewRegistry()
 	gauge := func(name, help string, v float64) {
@@ -390,15 +423,19 @@ func stateNames(m map[string]int) []string {
 	return out
 }
 
-// lastSuccessIn reads the last success time of command from a metrics file
-// written earlier; zero when there is none.
-func lastSuccessIn(path, command string) time.Time {
+// lastSuccessIn reads the last success time of command (on cluster, in a
+// fleet run) from a metrics file written earlier; zero when there is none.
+func lastSuccessIn(path, command, cluster string) time.Time {
 	f, err := os.Open(path)
 	if err != nil {
 		return time.Time{}
 	}
 	defer func() { _ = f.Close() }()
 	prefix := NameLastSuccess + `{command="` + command + `"} `
+	if cluster != "" {
+		// The text format sorts labels by name.
+		prefix = NameLastSuccess + `{cluster="` + cluster + `",command="` + command + `"} `
+	}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()

@@ -377,3 +377,59 @@ func TestFromReportSizesMoneyAndFractionalDuration(t *testing.T) {
 		t.Errorf("run %+v", run)
 	}
 }
+
+// TestWriteFileFleet: a fleet run's clusters share one file, each series
+// labelled with its cluster; a failed cluster keeps its own last success.
+func TestWriteFileFleet(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pvc-janitor.prom")
+	west, east := sampleRun(), sampleRun()
+	west.Cluster, east.Cluster = "west", "east"
+	east.ClaimsDeleted = 3
+	if err := metrics.WriteFile(path, west, east); err != nil {
+		t.Fatal(err)
+	}
+	east.Success, east.Finished = false, finished.Add(time.Hour)
+	west.Finished = finished.Add(time.Hour)
+	if err := metrics.WriteFile(path, west, east); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	text := string(data)
+	for _, want := range []string{
+		`pvc_janitor_claims_deleted{cluster="west",command="run"} 1`,
+		`pvc_janitor_claims_deleted{cluster="east",command="run"} 3`,
+		`pvc_janitor_claims{cluster="east",command="run",state="Orphaned"} 2`,
+		`pvc_janitor_run_success{cluster="east",command="run"} 0`,
+		`pvc_janitor_last_success_timestamp_seconds{cluster="east",command="run"} 1.767323045e+09`,
+		`pvc_janitor_last_success_timestamp_seconds{cluster="west",command="run"} 1.767326645e+09`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("want %q in:\n%s", want, text)
+		}
+	}
+}
+
+// TestPushFleetGroupsByCluster: each cluster is its own Pushgateway group.
+func TestPushFleetGroupsByCluster(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	west, east := sampleRun(), sampleRun()
+	west.Cluster, east.Cluster = "west", "east"
+	if err := metrics.Publish(context.Background(), metrics.Options{Pushgateway: srv.URL}, west, east); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(paths, " ")
+	for _, want := range []string{"/metrics/job/pvc-janitor/command/run/cluster/west", "/metrics/job/pvc-janitor/command/run/cluster/east"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("pushed to %s, want %s", got, want)
+		}
+	}
+}

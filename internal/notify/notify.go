@@ -30,7 +30,8 @@ func Validate(raw string) error {
 }
 
 // Due reports whether a run is worth a message: it created snapshots,
-// deleted claims, had failures or ended in error.
+// deleted claims, had failures or ended in error. A fleet report's summary
+// is the total of its clusters.
 func Due(r *report.Report, runErr error) bool {
 	s := r.Summary
 	return runErr != nil || s.SnapshotsCreated > 0 || s.ClaimsDeleted > 0 || s.Failures > 0
@@ -60,6 +61,17 @@ func Text(r *report.Report, runErr error) string {
 			parts = append(parts, fmt.Sprintf("%s %d", k, r.Summary.States[k]))
 		}
 		b.WriteString("\nstates: " + strings.Join(parts, ", "))
+	}
+	// A fleet run: one line per cluster, labelled with its context.
+	for _, c := range r.Clusters {
+		fmt.Fprintf(&b, "\ncluster `%s`: exit %d", c.Name, c.ExitCode)
+		if s := c.Summary; s != nil {
+			fmt.Fprintf(&b, ", %d snapshots created, %d claims deleted, %d failures, %d claims in scope",
+				s.SnapshotsCreated, s.ClaimsDeleted, s.Failures, s.Claims)
+		}
+		if c.Error != "" {
+			b.WriteString(", error: " + c.Error)
+		}
 	}
 	for _, n := range r.Notes {
 		b.WriteString("\nnote: " + n)

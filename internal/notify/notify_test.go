@@ -72,3 +72,19 @@ func TestDue(t *testing.T) {
 		t.Error("failures must notify")
 	}
 }
+
+// TestTextFleetNamesEachCluster: a fleet run's message has a line per
+// cluster, its context, exit code and error.
+func TestTextFleetNamesEachCluster(t *testing.T) {
+	r := sample()
+	r.Cluster = "west,east"
+	west := r.Summary
+	r.Clusters = []report.ClusterBlock{{Name: "west", Summary: &west}, {Name: "east", ExitCode: 1, Error: "connection refused"}}
+	text := Text(r, errors.New("1 of 2 clusters failed"))
+	for _, want := range []string{"on `west,east` needs attention", "cluster `west`: exit 0, 2 snapshots created",
+		"cluster `east`: exit 1, error: connection refused"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+}

@@ -55,6 +55,10 @@ type Report struct {
 	// Snapshots holds entries about snapshots rather than claims: for
 	// guard, the janitor's rescues of claims that are gone (their only copy).
 	Snapshots []*SnapshotEntry `json:"snapshots,omitempty"`
+	// Clusters has one block per cluster of a fleet run (several
+	// contexts): its summary, exit code and error; Summary is then the
+	// total. Absent for one cluster.
+	Clusters []ClusterBlock `json:"clusters,omitempty"`
 
 	index  map[key]*ClaimEntry
 	prices cost.Prices
@@ -124,6 +128,9 @@ type Cost struct {
 
 // ClaimEntry is one claim of the report.
 type ClaimEntry struct {
+	// Cluster is the kubeconfig context the claim was read from, in a
+	// fleet run only.
+	Cluster    string `json:"cluster,omitempty"`
 	Namespace  string `json:"namespace"`
 	Name       string `json:"name"`
 	UID        string `json:"uid"`
@@ -163,6 +170,8 @@ type SnapshotRef struct {
 
 // SnapshotEntry is one snapshot of the report.
 type SnapshotEntry struct {
+	// Cluster is the kubeconfig context, in a fleet run only.
+	Cluster   string `json:"cluster,omitempty"`
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// SourceClaim and SourceUID name the claim it rescued.

@@ -80,32 +80,57 @@ func marshalJSON(r *Report) ([]byte, error) {
 
 func writeTable(w io.Writer, r *Report, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	// A fleet report groups by cluster: a CLUSTER column first, entries in
+	// the order of the clusters, one summary line per cluster and a total.
+	fleet := len(r.Clusters) > 0
 	if len(r.Claims) == 0 {
 		fmt.Fprintln(tw, "No claims in scope.")
 	} else {
 		head := []string{"NAMESPACE", "NAME", "WORKSPACE", "STATE", "SIZE", "ORPHANED-SINCE", "ACTION"}
+		if fleet {
+			head = append([]string{"CLUSTER"}, head...)
+		}
 		if wide {
 			head = append(head, "CLASS", "RECLAIM", "UID", "VOLUME", "SNAPSHOT", "SNAPSHOT-READY")
 		}
 		head = append(head, "REASON")
 		fmt.Fprintln(tw, strings.Join(head, "\t"))
 		for _, e := range r.Claims {
-			fmt.Fprintln(tw, strings.Join(claimRow(e, wide), "\t"))
+			row := claimRow(e, wide)
+			if fleet {
+				row = append([]string{cell(e.Cluster)}, row...)
+			}
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 	}
 	if len(r.Snapshots) > 0 {
 		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "NAMESPACE\tSNAPSHOT\tSOURCE-CLAIM\tDATA-TIME\tREADY\tDELETION-POLICY\tACTION\tREASON")
+		head := "NAMESPACE\tSNAPSHOT\tSOURCE-CLAIM\tDATA-TIME\tREADY\tDELETION-POLICY\tACTION\tREASON"
+		if fleet {
+			head = "CLUSTER\t" + head
+		}
+		fmt.Fprintln(tw, head)
 		for _, s := range r.Snapshots {
-			fmt.Fprintln(tw, strings.Join([]string{cell(s.Namespace), cell(s.Name), cell(s.SourceClaim), cell(timeCell(s.DataTime)),
-				strconv.FormatBool(s.ReadyToUse), cell(s.DeletionPolicy), cell(s.Action), reasonCell(s.Reason, wide)}, "\t"))
+			row := []string{cell(s.Namespace), cell(s.Name), cell(s.SourceClaim), cell(timeCell(s.DataTime)),
+				strconv.FormatBool(s.ReadyToUse), cell(s.DeletionPolicy), cell(s.Action), reasonCell(s.Reason, wide)}
+			if fleet {
+				row = append([]string{cell(s.Cluster)}, row...)
+			}
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	var b strings.Builder
-	b.WriteString("\n" + summaryLine(r) + "\n")
+	b.WriteString("\n")
+	for _, c := range r.Clusters {
+		b.WriteString(clusterLine(c, r.DryRun) + "\n")
+	}
+	if fleet {
+		b.WriteString("total: ")
+	}
+	b.WriteString(summaryLine(r) + "\n")
 	if line := sizeLine(r.Summary); line != "" {
 		b.WriteString(line + "\n")
 	}
@@ -195,6 +220,25 @@ func summaryLine(r *Report) string {
 		", " + plural(s.Failures, "failure", "failures")
 	if r.DryRun {
 		line += " (dry run: nothing was changed)"
+	}
+	return line
+}
+
+// clusterLine is one cluster's summary in a fleet report, e.g. "cluster
+// west: 3 claims: …" or "cluster east: exit 1: error: …".
+func clusterLine(c ClusterBlock, dryRun bool) string {
+	line := "cluster " + c.Name + ": "
+	if c.Summary != nil {
+		line += summaryLine(&Report{Summary: *c.Summary, DryRun: dryRun})
+	}
+	if c.ExitCode != 0 {
+		if c.Summary != nil {
+			line += "; "
+		}
+		line += "exit " + strconv.Itoa(c.ExitCode)
+	}
+	if c.Error != "" {
+		line += ": error: " + term.OneLine(c.Error)
 	}
 	return line
 }

@@ -9,6 +9,7 @@
 //	go run ./scripts/bench                                   # N = 10k, 50k; 3 reps
 //	go run ./scripts/bench --sizes 10000,50000,100000        # 100k too (seeding ~25 min on 2 cores)
 //	go run ./scripts/bench --sizes '' --snapshot-throughput 1000
+//	go run ./scripts/bench --sizes '' --fleet 10000                # two clusters of 10k: fleet scan vs two scans
 package main
 
 import (
@@ -40,6 +41,7 @@ type options struct {
 	dir            string
 	hold           bool
 	withContents   bool
+	fleetN         int
 }
 
 func main() { os.Exit(run()) }
@@ -75,6 +77,7 @@ func parseFlags(args []string) (*options, error) {
 	scanArgs := fs.String("scan-args", "", "extra arguments for `janitor scan` (experiments; recorded in the results)")
 	fs.StringVar(&o.dir, "dir", "", "cluster folder (default: a temporary folder, removed at the end)")
 	fs.BoolVar(&o.hold, "hold", false, "after measuring, keep the scale cluster up until SIGINT (to profile against it)")
+	fs.IntVar(&o.fleetN, "fleet", 0, "also seed two clusters of this many claims each and compare the fleet scan of both with the two single scans (0: skip)")
 	fs.BoolVar(&o.withContents, "contents", true, "seed one VolumeSnapshotContent per snapshot (a ready snapshot always has one)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -107,8 +110,8 @@ func parseFlags(args []string) (*options, error) {
 	if *scanArgs != "" {
 		o.scanArgs = strings.Fields(*scanArgs)
 	}
-	if len(o.sizes) == 0 && o.snapshotN == 0 {
-		return nil, errors.New("nothing to do: --sizes is empty and --snapshot-throughput is 0")
+	if len(o.sizes) == 0 && o.snapshotN == 0 && o.fleetN == 0 {
+		return nil, errors.New("nothing to do: --sizes is empty and --snapshot-throughput and --fleet are 0")
 	}
 	return o, nil
 }
@@ -137,6 +140,16 @@ func bench(ctx context.Context, o *options) error {
 			return err
 		}
 		if err := writeSection(o.out, sectionScale, renderScale(res)); err != nil {
+			return err
+		}
+		logf("wrote %s", o.out)
+	}
+	if o.fleetN > 0 {
+		res, err := fleetBench(ctx, o, work, janitorBin)
+		if err != nil {
+			return err
+		}
+		if err := writeSection(o.out, sectionFleet, renderFleet(res)); err != nil {
 			return err
 		}
 		logf("wrote %s", o.out)

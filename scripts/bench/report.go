@@ -323,6 +323,10 @@ func writeSection(path, section, body string) error {
 			marker(sectionSnapshot, "begin") + "\n## Snapshot throughput\n\nNot run yet.\n" + marker(sectionSnapshot, "end") + "\n"
 	}
 	begin, end := marker(section, "begin"), marker(section, "end")
+	if !strings.Contains(doc, begin) && !strings.Contains(doc, end) {
+		// A section newer than the file (the fleet's): appended.
+		doc = strings.TrimRight(doc, "\n") + "\n\n" + begin + "\n" + end + "\n"
+	}
 	i, j := strings.Index(doc, begin), strings.Index(doc, end)
 	if i < 0 || j < i {
 		return fmt.Errorf("%s: markers of section %s are missing or out of order", path, section)

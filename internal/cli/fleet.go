@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/config"
+	"github.com/pvc-janitor/pvc-janitor/internal/cost"
+	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
+	"github.com/pvc-janitor/pvc-janitor/internal/fleet"
+	"github.com/pvc-janitor/pvc-janitor/internal/metrics"
+	"github.com/pvc-janitor/pvc-janitor/internal/notify"
+	"github.com/pvc-janitor/pvc-janitor/internal/report"
+)
+
+// This file runs a command over a fleet: with several contexts (repeated
+// --context, or --all-contexts), the command's body runs once per cluster,
+// each on a session of its own (clients, rate limiter, server clock, Lease,
+// retries: connect builds them all from the context), at most
+// --cluster-concurrency at once. Each cluster's report is kept, not
+// printed; the reports merge into one (report.Merge), printed once, and the
+// exit code is the most serious of the clusters' (fleet.ExitCode). Nothing
+// a cluster's run decides depends on another cluster: the blast radius,
+// the lease and the retries are each cluster's own.
+
+// command runs body on the session of each cluster the configuration
+// names: one session, as before fleets, with none or one context; one per
+// cluster otherwise. check (when set) vets the configuration before
+// anything is read.
+func command(cmd *cobra.Command, s Streams, name string, check func(*config.Config) error, body func(*session) error) error {
+	started := time.Now()
+	cfg, err := load(cmd, name, s)
+	if err != nil {
+		return err
+	}
+	if check != nil {
+		if err := check(cfg); err != nil {
+			return err
+		}
+	}
+	var contexts []string
+	if cfg.Fleet() {
+		if contexts, err = fleet.Contexts(cfg.Kubeconfig, cfg.Contexts, cfg.AllContexts); err != nil {
+			return err
+		}
+	}
+	if len(contexts) <= 1 {
+		if len(contexts) == 1 {
+			cfg.Context = contexts[0]
+		}
+		log := newLogger(cfg, s.ErrOut)
+		sess := &session{ctx: log.WithContext(cmd.Context()), name: name, s: s, cfg: cfg, started: started, release: func() {}}
+		if err := sess.connect(); err != nil {
+			return err
+		}
+		defer sess.close()
+		return body(sess)
+	}
+	return runFleet(cmd.Context(), s, name, cfg, contexts, started, body)
+}
+
+// clusterRun is what one cluster's session left: its report (nil when it
+// failed before it had one) and its explanation (explain).
+type clusterRun struct {
+	context   string
+	report    *report.Report
+	explained *explanation
+}
+
+// runFleet runs body on one session per context and prints one report.
+func runFleet(ctx context.Context, s Streams, name string, cfg *config.Config, contexts []string, started time.Time, body func(*session) error) error {
+	// Several clusters log (and show progress) at once on one stream.
+	s.ErrOut = &syncWriter{w: s.ErrOut}
+	log := newLogger(cfg, s.ErrOut)
+	ctx = log.WithContext(ctx)
+	results := fleet.Run(ctx, contexts, cfg.ClusterConcurrency, func(ctx context.Context, context string) (*clusterRun, error) {
+		c := *cfg
+		c.Context, c.Contexts, c.AllContexts = context, []string{context}, false
+		clog := log.With().Str("cluster", context).Logger()
+		out := &clusterRun{context: context}
+		sess := &session{ctx: clog.WithContext(ctx), name: name, s: s, cfg: &c, started: started, release: func() {}, fleet: out}
+		if err := sess.connect(); err != nil {
+			return out, err
+		}
+		defer sess.close()
+		err := body(sess)
+		return out, err
+	})
+	parts := make([]report.Part, len(results))
+	codes := make([]int, len(results))
+	var failed []string
+	for i, res := range results {
+		parts[i] = report.Part{Context: res.Context, Err: res.Err, Code: exitcode.Code(res.Err)}
+		if res.Value != nil {
+			parts[i].Report = res.Value.report
+		}
+		codes[i] = parts[i].Code
+		if res.Err != nil {
+			failed = append(failed, res.Context+": "+res.Err.Error())
+			zerolog.Ctx(ctx).Error().Str("cluster", res.Context).Int("exit_code", codes[i]).Err(res.Err).Msg("cluster done")
+		}
+	}
+	code := fleet.ExitCode(codes)
+	var err error
+	if code != exitcode.OK {
+		err = exitcode.New(code, fmt.Errorf("%d of %d clusters did not end well (exit %d, the most serious): %s",
+			len(failed), len(results), code, strings.Join(failed, "; ")))
+	}
+	if name == config.CommandExplain {
+		return writeExplanations(s.Out, cfg.Output, results)
+	}
+	prices, _ := cost.Parse(cfg.Prices, cfg.SnapshotPrice) // checked by the option table
+	r := report.Merge(name, cfg.DryRun, started, prices, parts)
+	r.Finish(time.Now())
+	if werr := report.Write(s.Out, r, cfg.Output); werr != nil && err == nil {
+		err = fmt.Errorf("write report: %w", werr)
+	}
+	publishFleet(ctx, cfg, r, parts, err)
+	return err
+}
+
+// publishFleet writes the metrics of every cluster (one file, a cluster
+// label each; one Pushgateway group each) and posts one notification for
+// the fleet when any cluster acted or failed.
+func publishFleet(ctx context.Context, cfg *config.Config, r *report.Report, parts []report.Part, err error) {
+	log := zerolog.Ctx(ctx)
+	ctx = context.WithoutCancel(ctx)
+	if cfg.MetricsFile != "" || cfg.Pushgateway != "" {
+		runs := make([]metrics.Run, 0, len(parts))
+		for _, p := range parts {
+			pr := p.Report
+			if pr == nil {
+				// The cluster failed before it had a report: its metrics
+				// say so (run_success 0), so that alerting sees it.
+				pr = report.New(r.Command, cfg.DryRun, p.Context, r.StartedAt)
+				pr.Finish(time.Now())
+			}
+			run := metrics.FromReport(pr, p.Code == exitcode.OK)
+			run.Cluster = p.Context
+			runs = append(runs, run)
+		}
+		if perr := metrics.Publish(ctx, metrics.Options{File: cfg.MetricsFile, Pushgateway: cfg.Pushgateway}, runs...); perr != nil {
+			log.Error().Err(perr).Msg("publish metrics")
+		}
+	}
+	if cfg.NotifyWebhook != "" && notify.Due(r, err) {
+		if nerr := notify.Post(ctx, nil, cfg.NotifyWebhook, r, err); nerr != nil {
+			log.Error().Err(nerr).Msg("notify")
+		}
+	}
+}
+
+// syncWriter serialises writes from several goroutines: each Write (one
+// log event) lands whole.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
