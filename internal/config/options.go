@@ -76,8 +76,6 @@ const (
 	forRetention = forRun | forPrune
 	// forMutating: the commands that refuse an empty selector.
 	forMutating = forSnapshot | forReap | forRun | forGuard
-	// forClassifying: the commands that classify claims.
-	forClassifying = forPipeline | forRestore | forPrune | forExplain
 	// forPriced: the commands whose report carries sizes and money.
 	forPriced = forPipeline | forPrune | forExplain
 	// forFleet: the commands that run over several clusters at once.
