@@ -7,7 +7,9 @@ import (
 	"math/rand"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -53,6 +55,7 @@ type safetyWorld struct {
 	// invisible the pod uses that neither it nor anything else could see.
 	podLists  []time.Time
 	invisible map[string]bool
+	gens      *generations // what each use wrote into its claim's volume
 }
 
 // saw reports whether a janitor pod list surely saw pod p: the pod existed
@@ -100,13 +103,22 @@ func TestRandomizedSafety(t *testing.T) {
 	scenarios := envInt("PVC_JANITOR_SAFETY_SCENARIOS", 3)
 	runs := envInt("PVC_JANITOR_SAFETY_RUNS", 5)
 	totalRuns, totalDeleted, totalChurn, totalInvisible := 0, 0, 0, 0
+	var bc *bytesCheck
+	gens := newGenerations() // one for all scenarios: the figures count every write
 	for s := 0; s < scenarios; s++ {
 		sseed := seed + int64(s)
 		w := &safetyWorld{t: t, rng: rand.New(rand.NewSource(sseed)), pods: map[string]*podLife{},
 			deleted: map[string]time.Time{}, uids: map[string]string{}, truth: map[string]truthClaim{}, late: map[string]bool{},
-			invisible: map[string]bool{}}
+			invisible: map[string]bool{}, gens: gens}
 		w.f, _ = env.NewFixtures()
 		w.ns = env.Namespace(t)
+		if bc == nil {
+			var err error
+			if bc, err = newBytesCheck(w.f, w.ns, bytesEvery(scenarios*runs > 15)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bc.f, bc.ns = w.f, w.ns
 		kubeconfig := env.Kubeconfig
 		if !w.f.UnusedCondition {
 			// A proxy without faults, to know when the janitor listed pods.
@@ -152,14 +164,18 @@ func TestRandomizedSafety(t *testing.T) {
 			totalRuns++
 		}
 		stopWatch()
+		w.checkBytes(fail, bc)
 		w.mu.Lock()
 		totalDeleted += len(w.deleted)
 		totalChurn += w.churnOps
 		totalInvisible += len(w.invisible)
 		w.mu.Unlock()
 	}
+	fig := bc.figures(gens)
 	t.Logf("safety: seed %d, %d scenarios, %d runs, %d claims deleted, %d pod churn operations, %d uses no one could see, 0 violations",
 		seed, scenarios, totalRuns, totalDeleted, totalChurn, totalInvisible)
+	t.Logf("safety bytes: %d generations written (%d writes on claims already gone), %d reaped claims restored in %s (%d not sampled), %d bytes compared, %d newer than required, %d without a required generation, %d mismatches",
+		fig.GenerationsWritten, fig.WritesFailed, fig.Restores, fig.Time, fig.NotSampled, fig.Bytes, fig.Newer, fig.NoGeneration, fig.Mismatches)
 	if min := envInt("PVC_JANITOR_SAFETY_MIN_DELETIONS", scenarios); totalDeleted < min {
 		t.Fatalf("seed %d: %d claims deleted in %d runs, want at least %d: a run that deletes nothing proves nothing",
 			seed, totalDeleted, totalRuns, min)
@@ -207,8 +223,10 @@ func (w *safetyWorld) churn(k int) {
 		podName := fmt.Sprintf("p-%d", w.nextPod)
 		w.nextPod++
 		var victim string
+		victimClaim := ""
 		if !create {
 			victim = alive[w.rng.Intn(len(alive))]
+			victimClaim = w.pods[victim].claim
 		}
 		scheduled := w.rng.Intn(2) == 0
 		w.churnOps++
@@ -224,6 +242,9 @@ func (w *safetyWorld) churn(k int) {
 			}
 			continue
 		}
+		// The use writes its generation while it is surely live: before
+		// the delete's recorded start.
+		w.gens.write(w.f, w.ns, victimClaim, victim)
 		start := time.Now()
 		if err := w.f.ForceDeletePod(ctx, w.ns, victim); err == nil {
 			w.mu.Lock()
@@ -245,6 +266,9 @@ func (w *safetyWorld) watchDeletions(fail func(string, ...any)) func() {
 			c, ok := ev.Object.(*corev1.PersistentVolumeClaim)
 			if !ok {
 				continue
+			}
+			if strings.HasPrefix(c.Name, restorePrefix) {
+				continue // the bytes check's own restores
 			}
 			if ev.Type == watch.Deleted || c.DeletionTimestamp != nil {
 				w.mu.Lock()
@@ -321,6 +345,43 @@ func (w *safetyWorld) check(fail func(string, ...any), run int) {
 		if _, ok := c.rescueAfter(snaps, usedUntil); !ok {
 			fail("run %d: %s was deleted (seen at %s) without an intact snapshot of it cut after its last use ended at %s:%s", run, claim,
 				at.UTC().Format(time.RFC3339Nano), usedUntil.UTC().Format(time.RFC3339Nano), c.describeSnaps(snaps))
+		}
+	}
+}
+
+// checkBytes restores (a sample of) the claims the janitor reaped in this
+// scenario from their rescues (bc: through restore.Do, as new claims): each
+// must hold the last generation written by a use that check holds the
+// rescue to (one whose delete started before the claim's deletion was seen
+// and, on a stack without the Unused condition, that a janitor pod list
+// saw), or a newer one. Every deletion of this test is the janitor's (the
+// test deletes no claim). Called after the deletion watch stopped.
+func (w *safetyWorld) checkBytes(fail func(string, ...any), bc *bytesCheck) {
+	type reaped struct {
+		name string
+		at   time.Time
+	}
+	w.mu.Lock()
+	var todo []reaped
+	for name, at := range w.deleted {
+		todo = append(todo, reaped{name, at})
+	}
+	w.mu.Unlock()
+	sort.Slice(todo, func(i, j int) bool { return todo[i].name < todo[j].name })
+	for _, r := range todo {
+		gens := w.gens.of(w.ns, r.name)
+		w.mu.Lock()
+		want, ok := required(gens, func(pod string) bool {
+			p := w.pods[pod]
+			return p != nil && !p.deleteStart.IsZero() && p.deleteStart.Before(r.at) && (w.f.UnusedCondition || w.saw(p))
+		})
+		w.mu.Unlock()
+		why, err := bc.verify(r.name, gens, want, ok)
+		if err != nil {
+			fail("bytes: %v", err)
+		}
+		if why != "" {
+			fail("bytes: %s", why)
 		}
 	}
 }

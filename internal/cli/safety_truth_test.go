@@ -2,8 +2,11 @@ package cli_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"io/fs"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,7 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/restore"
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
 )
 
@@ -227,4 +234,227 @@ func syncDeletions(f *testenv.Fixtures, ns string, mu *sync.Mutex, names func() 
 			deleted[name], late[name] = time.Now(), true
 		}
 	}
+}
+
+// The bytes in the evidence: each use of a claim (each pod the tests
+// create on it) writes a new generation into its volume while the use is
+// live, and a claim the janitor reaped is restored from its rescue (through
+// restore.Do, as a new claim) and must hold the last generation written by
+// a use the safety checks hold the rescue to.
+
+// generationFile is the file of a volume each use writes its generation to.
+const generationFile = "generation"
+
+// restorePrefix starts the names of the claims the bytes check restores:
+// the tests' deletion watches ignore them.
+const restorePrefix = "rst-"
+
+// generation is one write of a use into its claim's volume.
+type generation struct {
+	n    int
+	data string
+	pod  string
+	at   time.Time // when the write returned
+}
+
+// generations are the writes of the uses of every claim (by namespace and
+// name). Writes are serialized, so a claim's volume holds the last one
+// recorded.
+type generations struct {
+	mu      sync.Mutex
+	next    map[string]int
+	byClaim map[string][]generation // "<namespace>/<claim>"
+	failed  int                     // writes that failed (the claim was gone): no generation
+}
+
+func newGenerations() *generations {
+	return &generations{next: map[string]int{}, byClaim: map[string][]generation{}}
+}
+
+// write writes the claim's next generation, "<claim>/<n>", as pod's use.
+// Call it while the use is live: after the pod's create returned, before
+// the test records the start of its delete.
+func (g *generations) write(f *testenv.Fixtures, ns, claim, pod string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key := ns + "/" + claim
+	g.next[key]++
+	n := g.next[key]
+	data := fmt.Sprintf("%s/%d", claim, n)
+	if err := f.WriteVolume(context.Background(), ns, claim, generationFile, []byte(data)); err != nil {
+		g.failed++ // a pod on a claim already gone: nothing written
+		return
+	}
+	g.byClaim[key] = append(g.byClaim[key], generation{n: n, data: data, pod: pod, at: time.Now()})
+}
+
+func (g *generations) of(ns, claim string) []generation {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.byClaim[ns+"/"+claim])
+}
+
+func (g *generations) written() (ok, failed int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, l := range g.byClaim {
+		ok += len(l)
+	}
+	return ok, g.failed
+}
+
+// required is the last generation written by a use the rescue must cover
+// (held reports those, by pod): its number, 0 when there is none.
+func required(gens []generation, held func(pod string) bool) (generation, bool) {
+	var last generation
+	found := false
+	for _, g := range gens {
+		if held(g.pod) && (!found || g.n > last.n) {
+			last, found = g, true
+		}
+	}
+	return last, found
+}
+
+// bytesFigures are the figures of the bytes check.
+type bytesFigures struct {
+	Restores   int `json:"restores"`
+	Bytes      int `json:"bytesCompared"`
+	Mismatches int `json:"mismatches"`
+	// NotSampled: reaped claims left out of the sample (every
+	// PVC_JANITOR_BYTES_EVERY-th is restored).
+	NotSampled int `json:"reapedNotSampled"`
+	// Newer: restores that held a newer generation than the last one
+	// required (written by a use nobody had to see, or one that overlapped
+	// the deletion).
+	Newer int `json:"newerThanRequired"`
+	// NoGeneration: restores of claims no held use ever wrote to (the
+	// volume must then hold no generation, or a newer unheld one).
+	NoGeneration       int    `json:"withoutRequiredGeneration"`
+	GenerationsWritten int    `json:"generationsWritten"`
+	WritesFailed       int    `json:"generationWritesOnGoneClaims"`
+	Time               string `json:"restoreTime"`
+	time               time.Duration
+}
+
+// bytesCheck restores rescues of reaped claims with a direct client (never
+// through a fault proxy) and compares their bytes.
+type bytesCheck struct {
+	f     *testenv.Fixtures
+	c     *kube.Clients
+	ns    string
+	every int
+	seen  int
+	fig   bytesFigures
+}
+
+// newBytesCheck restores every every-th reaped claim it is shown.
+func newBytesCheck(f *testenv.Fixtures, ns string, every int) (*bytesCheck, error) {
+	c, err := kube.NewClients(env.Config, kube.ClientOptions{QPS: 100, Burst: 200})
+	if err != nil {
+		return nil, err
+	}
+	return &bytesCheck{f: f, c: c, ns: ns, every: every}, nil
+}
+
+// bytesEvery is the sample of reaped claims restored: all of them in the
+// short profiles, every 10th in the long ones; PVC_JANITOR_BYTES_EVERY
+// overrides.
+func bytesEvery(long bool) int {
+	def := 1
+	if long {
+		def = 10
+	}
+	return envInt("PVC_JANITOR_BYTES_EVERY", def)
+}
+
+// verify restores the newest rescue of a reaped claim (restore.Do, Claim:
+// claim, As: a fresh name) and reads its generation: it must be the last
+// generation a held use wrote (want; none when !hasWant), or a newer one
+// of gens. It returns "" or why it is not. Claims not in the sample are
+// counted and skipped. The restored claim is deleted (its class deletes
+// its volume) and waited for until gone, so no run of the janitor ever
+// sees it.
+func (b *bytesCheck) verify(claim string, gens []generation, want generation, hasWant bool) (string, error) {
+	b.seen++
+	if (b.seen-1)%b.every != 0 {
+		b.fig.NotSampled++
+		return "", nil
+	}
+	ctx := context.Background()
+	start := time.Now()
+	defer func() { b.fig.time += time.Since(start); b.fig.Time = b.fig.time.Round(10 * time.Millisecond).String() }()
+	as := fmt.Sprintf("%s%s-%d", restorePrefix, claim, b.seen)
+	out, err := restore.Do(ctx, b.c, restore.Request{Namespace: b.ns, Claim: claim, As: as, AllowOlder: true,
+		StorageClass: testenv.ProvisionedStorageClassName}, restore.Options{
+		Policy:  classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
+		Timeout: time.Minute, Poll: 50 * time.Millisecond,
+		Retry: kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second},
+	})
+	defer b.remove(as)
+	if err != nil {
+		return "", fmt.Errorf("restore %s as %s: %w", claim, as, err)
+	}
+	if !out.Bound {
+		return "", fmt.Errorf("restore %s as %s: not bound: %s", claim, as, out.Message)
+	}
+	b.fig.Restores++
+	from := out.Plan.Snapshot.Name
+	got, err := b.f.ReadVolume(ctx, b.ns, as, generationFile)
+	absent := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !absent {
+		return "", fmt.Errorf("read %s (restored from %s): %w", as, from, err)
+	}
+	b.fig.Bytes += len(got)
+	var have *generation
+	for i := range gens {
+		if !absent && gens[i].data == string(got) {
+			have = &gens[i]
+		}
+	}
+	var wrote strings.Builder
+	for _, g := range gens {
+		fmt.Fprintf(&wrote, "\n  generation %q by pod %s, written %s", g.data, g.pod, g.at.UTC().Format("15:04:05.000"))
+	}
+	switch {
+	case !hasWant && (absent || have != nil):
+		b.fig.NoGeneration++
+		return "", nil
+	case hasWant && have != nil && have.n >= want.n:
+		if have.n > want.n {
+			b.fig.Newer++
+		}
+		return "", nil
+	}
+	b.fig.Mismatches++
+	holds := "no generation"
+	if !absent {
+		holds = fmt.Sprintf("%q", got)
+	}
+	wants := "no generation or one written by a use nobody had to see"
+	if hasWant {
+		wants = fmt.Sprintf("%q (written by pod %s at %s) or newer", want.data, want.pod, want.at.UTC().Format("15:04:05.000"))
+	}
+	return fmt.Sprintf("%s was reaped, but its rescue %s restored (as %s) holds %s, want %s; what its uses wrote:%s",
+		claim, from, as, holds, wants, wrote.String()), nil
+}
+
+// remove deletes a restored claim and waits until it is gone (30 s at most).
+func (b *bytesCheck) remove(name string) {
+	ctx := context.Background()
+	claims := b.c.Kube.CoreV1().PersistentVolumeClaims(b.ns)
+	if err := claims.Delete(ctx, name, metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
+		return
+	}
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := claims.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// figures are the bytes check's figures, with the writes of gens.
+func (b *bytesCheck) figures(gens *generations) bytesFigures {
+	fig := b.fig
+	fig.GenerationsWritten, fig.WritesFailed = gens.written()
+	return fig
 }
