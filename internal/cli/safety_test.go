@@ -174,8 +174,8 @@ func TestRandomizedSafety(t *testing.T) {
 	fig := bc.figures(gens)
 	t.Logf("safety: seed %d, %d scenarios, %d runs, %d claims deleted, %d pod churn operations, %d uses no one could see, 0 violations",
 		seed, scenarios, totalRuns, totalDeleted, totalChurn, totalInvisible)
-	t.Logf("safety bytes: %d generations written (%d writes on claims already gone), %d reaped claims restored in %s (%d not sampled), %d bytes compared, %d newer than required, %d without a required generation, %d mismatches",
-		fig.GenerationsWritten, fig.WritesFailed, fig.Restores, fig.Time, fig.NotSampled, fig.Bytes, fig.Newer, fig.NoGeneration, fig.Mismatches)
+	t.Logf("safety bytes: %d generations written in %s (%d writes on claims already gone), %d reaped claims restored in %s (%d not sampled), %d bytes compared, %d holding the last generation written, %d newer than required, %d without a required generation, %d mismatches",
+		fig.GenerationsWritten, fig.WriteTime, fig.WritesFailed, fig.Restores, fig.Time, fig.NotSampled, fig.Bytes, fig.Last, fig.Newer, fig.NoGeneration, fig.Mismatches)
 	if min := envInt("PVC_JANITOR_SAFETY_MIN_DELETIONS", scenarios); totalDeleted < min {
 		t.Fatalf("seed %d: %d claims deleted in %d runs, want at least %d: a run that deletes nothing proves nothing",
 			seed, totalDeleted, totalRuns, min)

@@ -265,6 +265,7 @@ type generations struct {
 	next    map[string]int
 	byClaim map[string][]generation // "<namespace>/<claim>"
 	failed  int                     // writes that failed (the claim was gone): no generation
+	took    time.Duration
 }
 
 func newGenerations() *generations {
@@ -277,6 +278,8 @@ func newGenerations() *generations {
 func (g *generations) write(f *testenv.Fixtures, ns, claim, pod string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	start := time.Now()
+	defer func() { g.took += time.Since(start) }()
 	key := ns + "/" + claim
 	g.next[key]++
 	n := g.next[key]
@@ -294,13 +297,13 @@ func (g *generations) of(ns, claim string) []generation {
 	return slices.Clone(g.byClaim[ns+"/"+claim])
 }
 
-func (g *generations) written() (ok, failed int) {
+func (g *generations) written() (ok, failed int, took time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, l := range g.byClaim {
 		ok += len(l)
 	}
-	return ok, g.failed
+	return ok, g.failed, g.took
 }
 
 // required is the last generation written by a use the rescue must cover
@@ -330,9 +333,13 @@ type bytesFigures struct {
 	Newer int `json:"newerThanRequired"`
 	// NoGeneration: restores of claims no held use ever wrote to (the
 	// volume must then hold no generation, or a newer unheld one).
-	NoGeneration       int    `json:"withoutRequiredGeneration"`
+	NoGeneration int `json:"withoutRequiredGeneration"`
+	// Last: restores that held the last generation written to the claim
+	// at all (held or not).
+	Last               int    `json:"holdingTheLastGenerationWritten"`
 	GenerationsWritten int    `json:"generationsWritten"`
 	WritesFailed       int    `json:"generationWritesOnGoneClaims"`
+	WriteTime          string `json:"generationWriteTime"`
 	Time               string `json:"restoreTime"`
 	time               time.Duration
 }
@@ -412,6 +419,9 @@ func (b *bytesCheck) verify(claim string, gens []generation, want generation, ha
 			have = &gens[i]
 		}
 	}
+	if (len(gens) == 0 && absent) || (len(gens) > 0 && have != nil && have.n == gens[len(gens)-1].n) {
+		b.fig.Last++
+	}
 	var wrote strings.Builder
 	for _, g := range gens {
 		fmt.Fprintf(&wrote, "\n  generation %q by pod %s, written %s", g.data, g.pod, g.at.UTC().Format("15:04:05.000"))
@@ -455,6 +465,8 @@ func (b *bytesCheck) remove(name string) {
 // figures are the bytes check's figures, with the writes of gens.
 func (b *bytesCheck) figures(gens *generations) bytesFigures {
 	fig := b.fig
-	fig.GenerationsWritten, fig.WritesFailed = gens.written()
+	var took time.Duration
+	fig.GenerationsWritten, fig.WritesFailed, took = gens.written()
+	fig.WriteTime = took.Round(10 * time.Millisecond).String()
 	return fig
 }
