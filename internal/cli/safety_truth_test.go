@@ -306,13 +306,25 @@ func (g *generations) written() (ok, failed int, took time.Duration) {
 	return ok, g.failed, g.took
 }
 
-// required is the last generation written by a use the rescue must cover
-// (held reports those, by pod): its number, 0 when there is none.
-func required(gens []generation, held func(pod string) bool) (generation, bool) {
+// heldOnly keeps the generations written by a use the rescue is held to
+// (held reports those, by pod).
+func heldOnly(gens []generation, held func(pod string) bool) []generation {
+	var out []generation
+	for _, g := range gens {
+		if held(g.pod) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// lastOf is the newest of gens written in a second before the second
+// before (any second when before is zero).
+func lastOf(gens []generation, before time.Time) (generation, bool) {
 	var last generation
 	found := false
 	for _, g := range gens {
-		if held(g.pod) && (!found || g.n > last.n) {
+		if (before.IsZero() || g.at.Truncate(time.Second).Before(before)) && (!found || g.n > last.n) {
 			last, found = g, true
 		}
 	}
@@ -334,6 +346,13 @@ type bytesFigures struct {
 	// NoGeneration: restores of claims no held use ever wrote to (the
 	// volume must then hold no generation, or a newer unheld one).
 	NoGeneration int `json:"withoutRequiredGeneration"`
+	// CutSecond: restores without the last generation of a held use,
+	// written in the very second the rescue was cut. Cut times, like the
+	// Unused condition's lastTransitionTime and the orphaned-since marks,
+	// are whole seconds: the safety invariants accept a rescue cut in the
+	// second its claim's last use ended, and so does this check; the
+	// figure counts the writes that slack lost.
+	CutSecond int `json:"lastWriteLostInTheCutSecond"`
 	// Last: restores that held the last generation written to the claim
 	// at all (held or not).
 	Last               int    `json:"holdingTheLastGenerationWritten"`
@@ -353,6 +372,11 @@ type bytesCheck struct {
 	every int
 	seen  int
 	fig   bytesFigures
+	// logf, when set, tells of each restore that passed without the last
+	// generation written (that of a use the rescue is not held to).
+	logf func(string, ...any)
+	// about, when set, tells more of a claim in those messages.
+	about func(claim string) string
 }
 
 // newBytesCheck restores every every-th reaped claim it is shown.
@@ -377,12 +401,13 @@ func bytesEvery(long bool) int {
 
 // verify restores the newest rescue of a reaped claim (restore.Do, Claim:
 // claim, As: a fresh name) and reads its generation: it must be the last
-// generation a held use wrote (want; none when !hasWant), or a newer one
-// of gens. It returns "" or why it is not. Claims not in the sample are
+// generation of held (those of the uses the rescue is held to) written in
+// a second before the rescue's cut second, or a newer one of gens; none at
+// all only when there is no such generation. It returns "" or why not. Claims not in the sample are
 // counted and skipped. The restored claim is deleted (its class deletes
 // its volume) and waited for until gone, so no run of the janitor ever
 // sees it.
-func (b *bytesCheck) verify(claim string, gens []generation, want generation, hasWant bool) (string, error) {
+func (b *bytesCheck) verify(claim string, gens, held []generation) (string, error) {
 	b.seen++
 	if (b.seen-1)%b.every != 0 {
 		b.fig.NotSampled++
@@ -407,6 +432,13 @@ func (b *bytesCheck) verify(claim string, gens []generation, want generation, ha
 	}
 	b.fig.Restores++
 	from := out.Plan.Snapshot.Name
+	cut := classify.CutTime(&out.Plan.Snapshot.Snapshot).Truncate(time.Second)
+	want, hasWant := lastOf(held, cut)
+	lastHeld, hasLastHeld := lastOf(held, time.Time{})
+	if hasLastHeld && lastHeld.at.Truncate(time.Second).After(cut) {
+		// Written in a second after the cut: no slack excuses it.
+		want, hasWant = lastHeld, true
+	}
 	got, err := b.f.ReadVolume(ctx, b.ns, as, generationFile)
 	absent := errors.Is(err, fs.ErrNotExist)
 	if err != nil && !absent {
@@ -419,34 +451,81 @@ func (b *bytesCheck) verify(claim string, gens []generation, want generation, ha
 			have = &gens[i]
 		}
 	}
-	if (len(gens) == 0 && absent) || (len(gens) > 0 && have != nil && have.n == gens[len(gens)-1].n) {
+	last := (len(gens) == 0 && absent) || (len(gens) > 0 && have != nil && have.n == gens[len(gens)-1].n)
+	if last {
 		b.fig.Last++
 	}
 	var wrote strings.Builder
 	for _, g := range gens {
 		fmt.Fprintf(&wrote, "\n  generation %q by pod %s, written %s", g.data, g.pod, g.at.UTC().Format("15:04:05.000"))
 	}
+	passed := false
 	switch {
 	case !hasWant && (absent || have != nil):
 		b.fig.NoGeneration++
-		return "", nil
+		passed = true
 	case hasWant && have != nil && have.n >= want.n:
 		if have.n > want.n {
 			b.fig.Newer++
 		}
+		passed = true
+	}
+	if passed && hasLastHeld && (have == nil || have.n < lastHeld.n) {
+		b.fig.CutSecond++
+		if b.logf != nil {
+			more := ""
+			if b.about != nil {
+				more = b.about(claim)
+			}
+			b.logf("bytes: %s restored from %s (cut %s, orphaned-since %s) holds %s, not %q, written by pod %s at %s, in the second of the cut: lost to the one-second resolution of cut times and use marks%s",
+				claim, from, cut.UTC().Format(time.RFC3339), fmtTime(out.Plan.Snapshot.OrphanedSince), describeGot(got, absent),
+				lastHeld.data, lastHeld.pod, lastHeld.at.UTC().Format("15:04:05.000"), more)
+		}
+		return "", nil
+	}
+	if passed {
+		if !last && b.logf != nil {
+			g := gens[len(gens)-1]
+			b.logf("bytes: %s restored from %s holds %s, not the last generation written, %q by pod %s at %s (a use its rescue is not held to)",
+				claim, from, describeGot(got, absent), g.data, g.pod, g.at.UTC().Format("15:04:05.000"))
+		}
 		return "", nil
 	}
 	b.fig.Mismatches++
-	holds := "no generation"
-	if !absent {
-		holds = fmt.Sprintf("%q", got)
-	}
+	holds := describeGot(got, absent)
 	wants := "no generation or one written by a use nobody had to see"
 	if hasWant {
 		wants = fmt.Sprintf("%q (written by pod %s at %s) or newer", want.data, want.pod, want.at.UTC().Format("15:04:05.000"))
 	}
-	return fmt.Sprintf("%s was reaped, but its rescue %s restored (as %s) holds %s, want %s; what its uses wrote:%s",
-		claim, from, as, holds, wants, wrote.String()), nil
+	return fmt.Sprintf("%s was reaped, but its rescue %s (cut %s) restored (as %s) holds %s, want %s; what its uses wrote:%s",
+		claim, from, cut.UTC().Format(time.RFC3339), as, holds, wants, wrote.String()), nil
+}
+
+func describeGot(got []byte, absent bool) string {
+	if absent {
+		return "no generation"
+	}
+	return fmt.Sprintf("%q", got)
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "none"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// unusedCondition describes the Unused condition of a claim as deleted.
+func unusedCondition(c *corev1.PersistentVolumeClaim) string {
+	if c == nil {
+		return "; its deletion not seen by the watch"
+	}
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == "Unused" {
+			return fmt.Sprintf("; as deleted, Unused=%s since %s", cond.Status, cond.LastTransitionTime.UTC().Format(time.RFC3339))
+		}
+	}
+	return "; as deleted, no Unused condition"
 }
 
 // remove deletes a restored claim and waits until it is gone (30 s at most).
