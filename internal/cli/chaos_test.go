@@ -197,7 +197,14 @@ func leaseReleased(t *testing.T, ns string) {
 //   - no claim was deleted while a pod referenced it;
 //   - no more live snapshots of a claim than its orphan episodes;
 //   - no claim outside the selector is ever marked, snapshotted, given an
-//     Event or deleted.
+//     Event or deleted;
+//   - the bytes: each pod writes a new generation into its claim's volume
+//     before the test deletes it, and every claim the janitor reaped with
+//     a rescue (not those the test retired, nor those discarded) is
+//     restored from it through restore.Do, as a new claim, after the
+//     iteration's checks, with a direct client: it must hold the last
+//     generation of a use the checks above hold the rescue to, or a newer
+//     one (checkBytes; figures under "bytes").
 //
 // The world is a workspace manager's: pods mount only the newest claim of a
 // workspace, and the old session's pods go before a newer claim is made.
@@ -210,7 +217,9 @@ func leaseReleased(t *testing.T, ns string) {
 // PVC_JANITOR_CHAOS_RUNS (default 12) sets the iterations,
 // PVC_JANITOR_CHAOS_SEED reproduces a run (the seed is printed on failure),
 // PVC_JANITOR_CHAOS_MAX_RATE (default 0.2) caps the fault rates, and
-// PVC_JANITOR_CHAOS_REPORT names a file for the figures (JSON).
+// PVC_JANITOR_CHAOS_REPORT names a file for the figures (JSON). Every reaped
+// claim is restored when the runs are 50 or fewer, every 10th beyond;
+// PVC_JANITOR_BYTES_EVERY=k restores every k-th.
 func TestChaos(t *testing.T) {
 	seed := time.Now().UnixNano()
 	if v, err := strconv.ParseInt(os.Getenv("PVC_JANITOR_CHAOS_SEED"), 10, 64); err == nil {
@@ -231,9 +240,20 @@ func TestChaos(t *testing.T) {
 	w := &chaosWorld{t: t, rng: rand.New(rand.NewSource(seed + 1)), claims: map[string]*chaosClaim{},
 		pods: map[string]*chaosPod{}, deleted: map[string]time.Time{}, late: map[string]bool{}, archived: map[string]bool{},
 		retired: map[string]bool{}, archivedAt: map[string]time.Time{}, deletedObj: map[string]*corev1.PersistentVolumeClaim{},
-		invisible: map[string]bool{}, blind: map[int]bool{}, creating: map[string]bool{}, leaked: map[bool]int{}, discards: map[string]string{}}
+		invisible: map[string]bool{}, blind: map[int]bool{}, creating: map[string]bool{}, leaked: map[bool]int{}, discards: map[string]string{},
+		rescued: map[string]bool{}, bytesDone: map[string]bool{}, gens: newGenerations()}
 	w.f, _ = env.NewFixtures()
 	w.ns = env.Namespace(t)
+	var err error
+	if w.bytes, err = newBytesCheck(w.f, w.ns, bytesEvery(runs > 50)); err != nil {
+		t.Fatal(err)
+	}
+	w.bytes.logf = t.Logf
+	w.bytes.about = func(claim string) string {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return unusedCondition(w.deletedObj[claim])
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	go w.watchDeletions(ctx)
@@ -475,6 +495,7 @@ func TestChaos(t *testing.T) {
 	stats.LeakedContents = map[string]int{"ready": w.leaked[true], "notReady": w.leaked[false]}
 	stats.PodChurn = w.churnOps
 	w.mu.Unlock()
+	stats.Bytes = w.bytes.figures(w.gens)
 	stats.Faults = p.InjectedByKind()
 	stats.ProxyRequests = p.Requests()
 	stats.Duration = time.Since(started).Round(time.Second).String()
@@ -516,6 +537,7 @@ type chaosStats struct {
 	InvisibleUses   int            `json:"usesUnseenByJanitorAndController"`
 	UnwrittenUses   int            `json:"runsThatCouldNotWriteAUseDown"`
 	Violations      int            `json:"violations"`
+	Bytes           bytesFigures   `json:"bytes"` // the restores of reaped claims' rescues
 	MaxRate         float64        `json:"maxRate"`
 	Duration        string         `json:"duration"`
 }
@@ -676,6 +698,13 @@ type chaosWorld struct {
 	discards  map[string]string // claims deleted without their own snapshot, and the newer data that justified it
 	leaked    map[bool]int      // contents left by the janitor's snapshot deletions: ready or not
 	churnOps  int
+	// rescued are the reaped claims check found an intact rescue of;
+	// bytesDone those the bytes check has judged (restored, or left out of
+	// its sample).
+	rescued   map[string]bool
+	bytesDone map[string]bool
+	gens      *generations // what each use wrote into its claim's volume
+	bytes     *bytesCheck
 }
 
 // podList is one janitor pod list: when it reached the server and the pid
@@ -886,8 +915,14 @@ func (w *chaosWorld) churn(k int) {
 	}
 }
 
-// deletePod force-deletes a pod of the churn and records when.
+// deletePod force-deletes a pod of the churn and records when. Just before,
+// the pod's use writes its generation into the claim's volume (while the
+// use is surely live: before the recorded start of the delete).
 func (w *chaosWorld) deletePod(name string) {
+	w.mu.Lock()
+	claim := w.pods[name].claim
+	w.mu.Unlock()
+	w.gens.write(w.f, w.ns, claim, name)
 	w.mu.Lock()
 	p := w.pods[name]
 	p.deleteStart = time.Now()
@@ -945,6 +980,9 @@ func (w *chaosWorld) watchDeletions(ctx context.Context) {
 				continue
 			}
 			rv = c.ResourceVersion
+			if strings.HasPrefix(c.Name, restorePrefix) {
+				continue // the bytes check's own restores
+			}
 			w.mu.Lock()
 			if ev.Type == watch.Deleted || c.DeletionTimestamp != nil {
 				if _, seen := w.deleted[c.Name]; !seen {
@@ -1117,6 +1155,9 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 			continue // judged when its deletion was first seen
 		}
 		rescue, rescued := c.truth.rescueAfter(snaps, c.truth.Created)
+		if rescued {
+			w.rescued[name] = true
+		}
 		if !rescued {
 			if by, ok := w.newerDataLocked(c, snaps); ok {
 				w.discards[name] = by
@@ -1208,8 +1249,62 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 			fail("%s: Event %s %q on outsider %s", when, e.Reason, e.Message, e.InvolvedObject.Name)
 		}
 	}
+	w.checkBytes(fail, when)
 	w.archive(snaps)
 	w.collectContents()
+}
+
+// checkBytes restores (a sample of) the claims reaped since the last check
+// from their rescues, before archive removes those: each must hold the last
+// generation written by a use that check holds the rescue to (one that
+// ended before the deletion was seen and that a janitor pod list surely
+// saw, or on a stack with the Unused condition any such use that check did
+// not count as seen by nothing), or a newer one. A held use's write in the
+// very second of the rescue's cut is only counted when it is missing: the
+// invariants accept a rescue cut in the second its claim's last use ended
+// (see bytesFigures.CutSecond). Claims the test retired
+// and those discarded without a rescue (--superseded=discard) are not
+// restored. The restores use a direct client, after the iteration's runs.
+func (w *chaosWorld) checkBytes(fail func(string, ...any), when string) {
+	type reaped struct {
+		name string
+		at   time.Time
+		late bool
+	}
+	var todo []reaped
+	w.mu.Lock()
+	for name := range w.rescued {
+		if !w.bytesDone[name] && !w.retired[name] {
+			todo = append(todo, reaped{name, w.deleted[name], w.late[name]})
+		}
+	}
+	w.mu.Unlock()
+	sort.Slice(todo, func(i, j int) bool { return todo[i].name < todo[j].name })
+	for _, r := range todo {
+		gens := w.gens.of(w.ns, r.name)
+		w.mu.Lock()
+		held := heldOnly(gens, func(pod string) bool {
+			p := w.pods[pod]
+			if p == nil || r.late || p.deleteStart.IsZero() || !p.deleteStart.Before(r.at) || w.invisible[r.name+"/"+pod] {
+				return false
+			}
+			// Without the Unused condition only the janitor's pod lists
+			// can see a use (check's one-second slack on cut times does
+			// not make an unseen use seen); with it, the controller
+			// manager sees every pod.
+			_, seen := w.janitorSaw(p)
+			return w.f.UnusedCondition || seen
+		})
+		w.bytesDone[r.name] = true
+		w.mu.Unlock()
+		why, err := w.bytes.verify(r.name, gens, held)
+		if err != nil {
+			fail("%s: bytes: %v", when, err)
+		}
+		if why != "" {
+			fail("%s: bytes: %s\n%s", when, why, w.describe(r.name))
+		}
+	}
 }
 
 // archive removes what reaped (and checked) claims leave behind once they

@@ -7,7 +7,9 @@ import (
 	"math/rand"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -53,6 +55,9 @@ type safetyWorld struct {
 	// invisible the pod uses that neither it nor anything else could see.
 	podLists  []time.Time
 	invisible map[string]bool
+	gens      *generations // what each use wrote into its claim's volume
+	// deletedObj is each claim as its deletion was first seen.
+	deletedObj map[string]*corev1.PersistentVolumeClaim
 }
 
 // saw reports whether a janitor pod list surely saw pod p: the pod existed
@@ -84,14 +89,21 @@ func envInt(name string, def int) int {
 //     deleted had gone;
 //   - no claim referenced by a pod at the moment of its deletion was deleted;
 //   - no claim has more snapshots than orphan episodes (a rerun finds its
-//     rescue instead of taking another).
+//     rescue instead of taking another);
+//   - the bytes: each pod writes a new generation into its claim's volume
+//     before the test deletes it; at the end of each scenario every deleted
+//     claim is restored from its rescue (restore.Do, as a new claim) and
+//     must hold the last generation of a use the first invariant holds the
+//     rescue to, or a newer one (checkBytes).
 //
 // The runs must delete: at least one claim per scenario on average
 // (PVC_JANITOR_SAFETY_MIN_DELETIONS overrides), or a janitor that never
 // deletes would pass.
 //
 // Reproduce a failure with PVC_JANITOR_SEED=<seed from the message>;
-// PVC_JANITOR_SAFETY_SCENARIOS and PVC_JANITOR_SAFETY_RUNS scale it.
+// PVC_JANITOR_SAFETY_SCENARIOS and PVC_JANITOR_SAFETY_RUNS scale it; beyond
+// the default 3 x 5 runs only every 10th deleted claim is restored
+// (PVC_JANITOR_BYTES_EVERY=k: every k-th).
 func TestRandomizedSafety(t *testing.T) {
 	seed := time.Now().UnixNano()
 	if v, err := strconv.ParseInt(os.Getenv("PVC_JANITOR_SEED"), 10, 64); err == nil {
@@ -100,13 +112,28 @@ func TestRandomizedSafety(t *testing.T) {
 	scenarios := envInt("PVC_JANITOR_SAFETY_SCENARIOS", 3)
 	runs := envInt("PVC_JANITOR_SAFETY_RUNS", 5)
 	totalRuns, totalDeleted, totalChurn, totalInvisible := 0, 0, 0, 0
+	var bc *bytesCheck
+	gens := newGenerations() // one for all scenarios: the figures count every write
 	for s := 0; s < scenarios; s++ {
 		sseed := seed + int64(s)
 		w := &safetyWorld{t: t, rng: rand.New(rand.NewSource(sseed)), pods: map[string]*podLife{},
 			deleted: map[string]time.Time{}, uids: map[string]string{}, truth: map[string]truthClaim{}, late: map[string]bool{},
-			invisible: map[string]bool{}}
+			invisible: map[string]bool{}, gens: gens, deletedObj: map[string]*corev1.PersistentVolumeClaim{}}
 		w.f, _ = env.NewFixtures()
 		w.ns = env.Namespace(t)
+		if bc == nil {
+			var err error
+			if bc, err = newBytesCheck(w.f, w.ns, bytesEvery(scenarios*runs > 15)); err != nil {
+				t.Fatal(err)
+			}
+			bc.logf = t.Logf
+		}
+		bc.f, bc.ns = w.f, w.ns
+		bc.about = func(claim string) string {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return unusedCondition(w.deletedObj[claim])
+		}
 		kubeconfig := env.Kubeconfig
 		if !w.f.UnusedCondition {
 			// A proxy without faults, to know when the janitor listed pods.
@@ -152,14 +179,18 @@ func TestRandomizedSafety(t *testing.T) {
 			totalRuns++
 		}
 		stopWatch()
+		w.checkBytes(fail, bc)
 		w.mu.Lock()
 		totalDeleted += len(w.deleted)
 		totalChurn += w.churnOps
 		totalInvisible += len(w.invisible)
 		w.mu.Unlock()
 	}
+	fig := bc.figures(gens)
 	t.Logf("safety: seed %d, %d scenarios, %d runs, %d claims deleted, %d pod churn operations, %d uses no one could see, 0 violations",
 		seed, scenarios, totalRuns, totalDeleted, totalChurn, totalInvisible)
+	t.Logf("safety bytes: %d generations written in %s (%d writes on claims already gone), %d reaped claims restored in %s (%d not sampled), %d bytes compared, %d holding the last generation written, %d newer than required, %d without a required generation, %d whose last held write was lost in the second of the cut, %d mismatches",
+		fig.GenerationsWritten, fig.WriteTime, fig.WritesFailed, fig.Restores, fig.Time, fig.NotSampled, fig.Bytes, fig.Last, fig.Newer, fig.NoGeneration, fig.CutSecond, fig.Mismatches)
 	if min := envInt("PVC_JANITOR_SAFETY_MIN_DELETIONS", scenarios); totalDeleted < min {
 		t.Fatalf("seed %d: %d claims deleted in %d runs, want at least %d: a run that deletes nothing proves nothing",
 			seed, totalDeleted, totalRuns, min)
@@ -207,8 +238,10 @@ func (w *safetyWorld) churn(k int) {
 		podName := fmt.Sprintf("p-%d", w.nextPod)
 		w.nextPod++
 		var victim string
+		victimClaim := ""
 		if !create {
 			victim = alive[w.rng.Intn(len(alive))]
+			victimClaim = w.pods[victim].claim
 		}
 		scheduled := w.rng.Intn(2) == 0
 		w.churnOps++
@@ -224,6 +257,9 @@ func (w *safetyWorld) churn(k int) {
 			}
 			continue
 		}
+		// The use writes its generation while it is surely live: before
+		// the delete's recorded start.
+		w.gens.write(w.f, w.ns, victimClaim, victim)
 		start := time.Now()
 		if err := w.f.ForceDeletePod(ctx, w.ns, victim); err == nil {
 			w.mu.Lock()
@@ -246,10 +282,14 @@ func (w *safetyWorld) watchDeletions(fail func(string, ...any)) func() {
 			if !ok {
 				continue
 			}
+			if strings.HasPrefix(c.Name, restorePrefix) {
+				continue // the bytes check's own restores
+			}
 			if ev.Type == watch.Deleted || c.DeletionTimestamp != nil {
 				w.mu.Lock()
 				if _, seen := w.deleted[c.Name]; !seen {
 					w.deleted[c.Name] = time.Now()
+					w.deletedObj[c.Name] = c
 				}
 				w.mu.Unlock()
 			}
@@ -323,4 +363,73 @@ func (w *safetyWorld) check(fail func(string, ...any), run int) {
 				at.UTC().Format(time.RFC3339Nano), usedUntil.UTC().Format(time.RFC3339Nano), c.describeSnaps(snaps))
 		}
 	}
+}
+
+// checkBytes restores (a sample of) the claims the janitor reaped in this
+// scenario from their rescues (bc: through restore.Do, as new claims): each
+// must hold the last generation written by a use that check holds the
+// rescue to (one whose delete started before the claim's deletion was seen
+// and, on a stack without the Unused condition, that a janitor pod list
+// saw), or a newer one. A held use's write in the very second of the
+// rescue's cut is only counted when it is missing (see
+// bytesFigures.CutSecond). Every deletion of this test is the janitor's
+// (the test deletes no claim). Called after the deletion watch stopped.
+func (w *safetyWorld) checkBytes(fail func(string, ...any), bc *bytesCheck) {
+	type reaped struct {
+		name string
+		at   time.Time
+	}
+	w.mu.Lock()
+	var todo []reaped
+	for name, at := range w.deleted {
+		todo = append(todo, reaped{name, at})
+	}
+	w.mu.Unlock()
+	sort.Slice(todo, func(i, j int) bool { return todo[i].name < todo[j].name })
+	for _, r := range todo {
+		gens := w.gens.of(w.ns, r.name)
+		w.mu.Lock()
+		held := heldOnly(gens, func(pod string) bool {
+			p := w.pods[pod]
+			return p != nil && !p.deleteStart.IsZero() && p.deleteStart.Before(r.at) && (w.f.UnusedCondition || w.saw(p))
+		})
+		w.mu.Unlock()
+		why, err := bc.verify(r.name, gens, held)
+		if err != nil {
+			fail("bytes: %v", err)
+		}
+		if why != "" {
+			fail("bytes: %s\n%s", why, w.describe(r.name, r.at))
+		}
+	}
+}
+
+// describe tells what the test knows of a deleted claim, for failure
+// messages: when its deletion was seen, its pods, its snapshots.
+func (w *safetyWorld) describe(claim string, at time.Time) string {
+	var b strings.Builder
+	ts := func(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+	w.mu.Lock()
+	fmt.Fprintf(&b, "  deletion seen at %s (late: %v)\n", ts(at), w.late[claim])
+	for name, p := range w.pods {
+		if p.claim == claim {
+			fmt.Fprintf(&b, "  pod %s created [%s, %s] delete [%s, %s] seen by a janitor pod list: %v\n", name, ts(p.created), ts(p.createdDone),
+				ts(p.deleteStart), ts(p.deleted), w.saw(p))
+		}
+	}
+	w.mu.Unlock()
+	l, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).List(context.Background(), metav1.ListOptions{})
+	if err == nil {
+		for _, s := range l.Items {
+			if s.Spec.Source.PersistentVolumeClaimName == nil || *s.Spec.Source.PersistentVolumeClaimName != claim {
+				continue
+			}
+			cut := ""
+			if s.Status != nil && s.Status.CreationTime != nil {
+				cut = s.Status.CreationTime.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(&b, "  snapshot %s created %s cut %s annotations %v\n", s.Name, s.CreationTimestamp.UTC().Format(time.RFC3339), cut, s.Annotations)
+		}
+	}
+	return b.String()
 }

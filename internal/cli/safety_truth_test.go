@@ -2,8 +2,11 @@ package cli_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"io/fs"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,7 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/restore"
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
 )
 
@@ -227,4 +234,318 @@ func syncDeletions(f *testenv.Fixtures, ns string, mu *sync.Mutex, names func() 
 			deleted[name], late[name] = time.Now(), true
 		}
 	}
+}
+
+// The bytes in the evidence: each use of a claim (each pod the tests
+// create on it) writes a new generation into its volume while the use is
+// live, and a claim the janitor reaped is restored from its rescue (through
+// restore.Do, as a new claim) and must hold the last generation written by
+// a use the safety checks hold the rescue to.
+
+// generationFile is the file of a volume each use writes its generation to.
+const generationFile = "generation"
+
+// restorePrefix starts the names of the claims the bytes check restores:
+// the tests' deletion watches ignore them.
+const restorePrefix = "rst-"
+
+// generation is one write of a use into its claim's volume.
+type generation struct {
+	n    int
+	data string
+	pod  string
+	at   time.Time // when the write returned
+}
+
+// generations are the writes of the uses of every claim (by namespace and
+// name). Writes are serialized, so a claim's volume holds the last one
+// recorded.
+type generations struct {
+	mu      sync.Mutex
+	next    map[string]int
+	byClaim map[string][]generation // "<namespace>/<claim>"
+	failed  int                     // writes that failed (the claim was gone): no generation
+	took    time.Duration
+}
+
+func newGenerations() *generations {
+	return &generations{next: map[string]int{}, byClaim: map[string][]generation{}}
+}
+
+// write writes the claim's next generation, "<claim>/<n>", as pod's use.
+// Call it while the use is live: after the pod's create returned, before
+// the test records the start of its delete.
+func (g *generations) write(f *testenv.Fixtures, ns, claim, pod string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	start := time.Now()
+	defer func() { g.took += time.Since(start) }()
+	key := ns + "/" + claim
+	g.next[key]++
+	n := g.next[key]
+	data := fmt.Sprintf("%s/%d", claim, n)
+	if err := f.WriteVolume(context.Background(), ns, claim, generationFile, []byte(data)); err != nil {
+		g.failed++ // a pod on a claim already gone: nothing written
+		return
+	}
+	g.byClaim[key] = append(g.byClaim[key], generation{n: n, data: data, pod: pod, at: time.Now()})
+}
+
+func (g *generations) of(ns, claim string) []generation {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.byClaim[ns+"/"+claim])
+}
+
+func (g *generations) written() (ok, failed int, took time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, l := range g.byClaim {
+		ok += len(l)
+	}
+	return ok, g.failed, g.took
+}
+
+// heldOnly keeps the generations written by a use the rescue is held to
+// (held reports those, by pod).
+func heldOnly(gens []generation, held func(pod string) bool) []generation {
+	var out []generation
+	for _, g := range gens {
+		if held(g.pod) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// lastOf is the newest of gens written in a second before the second
+// before (any second when before is zero).
+func lastOf(gens []generation, before time.Time) (generation, bool) {
+	var last generation
+	found := false
+	for _, g := range gens {
+		if (before.IsZero() || g.at.Truncate(time.Second).Before(before)) && (!found || g.n > last.n) {
+			last, found = g, true
+		}
+	}
+	return last, found
+}
+
+// bytesFigures are the figures of the bytes check.
+type bytesFigures struct {
+	Restores   int `json:"restores"`
+	Bytes      int `json:"bytesCompared"`
+	Mismatches int `json:"mismatches"`
+	// NotSampled: reaped claims left out of the sample (every
+	// PVC_JANITOR_BYTES_EVERY-th is restored).
+	NotSampled int `json:"reapedNotSampled"`
+	// Newer: restores that held a newer generation than the last one
+	// required (written by a use nobody had to see, or one that overlapped
+	// the deletion).
+	Newer int `json:"newerThanRequired"`
+	// NoGeneration: restores of claims no held use ever wrote to (the
+	// volume must then hold no generation, or a newer unheld one).
+	NoGeneration int `json:"withoutRequiredGeneration"`
+	// CutSecond: restores without the last generation of a held use,
+	// written in the very second the rescue was cut. Cut times, like the
+	// Unused condition's lastTransitionTime and the orphaned-since marks,
+	// are whole seconds: the safety invariants accept a rescue cut in the
+	// second its claim's last use ended, and so does this check; the
+	// figure counts the writes that slack lost.
+	CutSecond int `json:"lastWriteLostInTheCutSecond"`
+	// Last: restores that held the last generation written to the claim
+	// at all (held or not).
+	Last               int    `json:"holdingTheLastGenerationWritten"`
+	GenerationsWritten int    `json:"generationsWritten"`
+	WritesFailed       int    `json:"generationWritesOnGoneClaims"`
+	WriteTime          string `json:"generationWriteTime"`
+	Time               string `json:"restoreTime"`
+	time               time.Duration
+}
+
+// bytesCheck restores rescues of reaped claims with a direct client (never
+// through a fault proxy) and compares their bytes.
+type bytesCheck struct {
+	f     *testenv.Fixtures
+	c     *kube.Clients
+	ns    string
+	every int
+	seen  int
+	fig   bytesFigures
+	// logf, when set, tells of each restore that passed without the last
+	// generation written (that of a use the rescue is not held to).
+	logf func(string, ...any)
+	// about, when set, tells more of a claim in those messages.
+	about func(claim string) string
+}
+
+// newBytesCheck restores every every-th reaped claim it is shown.
+func newBytesCheck(f *testenv.Fixtures, ns string, every int) (*bytesCheck, error) {
+	c, err := kube.NewClients(env.Config, kube.ClientOptions{QPS: 100, Burst: 200})
+	if err != nil {
+		return nil, err
+	}
+	return &bytesCheck{f: f, c: c, ns: ns, every: every}, nil
+}
+
+// bytesEvery is the sample of reaped claims restored: all of them in the
+// short profiles, every 10th in the long ones; PVC_JANITOR_BYTES_EVERY
+// overrides.
+func bytesEvery(long bool) int {
+	def := 1
+	if long {
+		def = 10
+	}
+	return envInt("PVC_JANITOR_BYTES_EVERY", def)
+}
+
+// verify restores the newest rescue of a reaped claim (restore.Do, Claim:
+// claim, As: a fresh name) and reads its generation: it must be the last
+// generation of held (those of the uses the rescue is held to) written in
+// a second before the rescue's cut second, or a newer one of gens; none at
+// all only when there is no such generation. It returns "" or why not. Claims not in the sample are
+// counted and skipped. The restored claim is deleted (its class deletes
+// its volume) and waited for until gone, so no run of the janitor ever
+// sees it.
+func (b *bytesCheck) verify(claim string, gens, held []generation) (string, error) {
+	b.seen++
+	if (b.seen-1)%b.every != 0 {
+		b.fig.NotSampled++
+		return "", nil
+	}
+	ctx := context.Background()
+	start := time.Now()
+	defer func() { b.fig.time += time.Since(start); b.fig.Time = b.fig.time.Round(10 * time.Millisecond).String() }()
+	as := fmt.Sprintf("%s%s-%d", restorePrefix, claim, b.seen)
+	out, err := restore.Do(ctx, b.c, restore.Request{Namespace: b.ns, Claim: claim, As: as, AllowOlder: true,
+		StorageClass: testenv.ProvisionedStorageClassName}, restore.Options{
+		Policy:  classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
+		Timeout: time.Minute, Poll: 50 * time.Millisecond,
+		Retry: kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second},
+	})
+	defer b.remove(as)
+	if err != nil {
+		return "", fmt.Errorf("restore %s as %s: %w", claim, as, err)
+	}
+	if !out.Bound {
+		return "", fmt.Errorf("restore %s as %s: not bound: %s", claim, as, out.Message)
+	}
+	b.fig.Restores++
+	from := out.Plan.Snapshot.Name
+	cut := classify.CutTime(&out.Plan.Snapshot.Snapshot).Truncate(time.Second)
+	want, hasWant := lastOf(held, cut)
+	lastHeld, hasLastHeld := lastOf(held, time.Time{})
+	if hasLastHeld && lastHeld.at.Truncate(time.Second).After(cut) {
+		// Written in a second after the cut: no slack excuses it.
+		want, hasWant = lastHeld, true
+	}
+	got, err := b.f.ReadVolume(ctx, b.ns, as, generationFile)
+	absent := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !absent {
+		return "", fmt.Errorf("read %s (restored from %s): %w", as, from, err)
+	}
+	b.fig.Bytes += len(got)
+	var have *generation
+	for i := range gens {
+		if !absent && gens[i].data == string(got) {
+			have = &gens[i]
+		}
+	}
+	last := (len(gens) == 0 && absent) || (len(gens) > 0 && have != nil && have.n == gens[len(gens)-1].n)
+	if last {
+		b.fig.Last++
+	}
+	var wrote strings.Builder
+	for _, g := range gens {
+		fmt.Fprintf(&wrote, "\n  generation %q by pod %s, written %s", g.data, g.pod, g.at.UTC().Format("15:04:05.000"))
+	}
+	passed := false
+	switch {
+	case !hasWant && (absent || have != nil):
+		b.fig.NoGeneration++
+		passed = true
+	case hasWant && have != nil && have.n >= want.n:
+		if have.n > want.n {
+			b.fig.Newer++
+		}
+		passed = true
+	}
+	if passed && hasLastHeld && (have == nil || have.n < lastHeld.n) {
+		b.fig.CutSecond++
+		if b.logf != nil {
+			more := ""
+			if b.about != nil {
+				more = b.about(claim)
+			}
+			b.logf("bytes: %s restored from %s (cut %s, orphaned-since %s) holds %s, not %q, written by pod %s at %s, in the second of the cut: lost to the one-second resolution of cut times and use marks%s",
+				claim, from, cut.UTC().Format(time.RFC3339), fmtTime(out.Plan.Snapshot.OrphanedSince), describeGot(got, absent),
+				lastHeld.data, lastHeld.pod, lastHeld.at.UTC().Format("15:04:05.000"), more)
+		}
+		return "", nil
+	}
+	if passed {
+		if !last && b.logf != nil {
+			g := gens[len(gens)-1]
+			b.logf("bytes: %s restored from %s holds %s, not the last generation written, %q by pod %s at %s (a use its rescue is not held to)",
+				claim, from, describeGot(got, absent), g.data, g.pod, g.at.UTC().Format("15:04:05.000"))
+		}
+		return "", nil
+	}
+	b.fig.Mismatches++
+	holds := describeGot(got, absent)
+	wants := "no generation or one written by a use nobody had to see"
+	if hasWant {
+		wants = fmt.Sprintf("%q (written by pod %s at %s) or newer", want.data, want.pod, want.at.UTC().Format("15:04:05.000"))
+	}
+	return fmt.Sprintf("%s was reaped, but its rescue %s (cut %s) restored (as %s) holds %s, want %s; what its uses wrote:%s",
+		claim, from, cut.UTC().Format(time.RFC3339), as, holds, wants, wrote.String()), nil
+}
+
+func describeGot(got []byte, absent bool) string {
+	if absent {
+		return "no generation"
+	}
+	return fmt.Sprintf("%q", got)
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "none"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// unusedCondition describes the Unused condition of a claim as deleted.
+func unusedCondition(c *corev1.PersistentVolumeClaim) string {
+	if c == nil {
+		return "; its deletion not seen by the watch"
+	}
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == "Unused" {
+			return fmt.Sprintf("; as deleted, Unused=%s since %s", cond.Status, cond.LastTransitionTime.UTC().Format(time.RFC3339))
+		}
+	}
+	return "; as deleted, no Unused condition"
+}
+
+// remove deletes a restored claim and waits until it is gone (30 s at most).
+func (b *bytesCheck) remove(name string) {
+	ctx := context.Background()
+	claims := b.c.Kube.CoreV1().PersistentVolumeClaims(b.ns)
+	if err := claims.Delete(ctx, name, metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
+		return
+	}
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := claims.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// figures are the bytes check's figures, with the writes of gens.
+func (b *bytesCheck) figures(gens *generations) bytesFigures {
+	fig := b.fig
+	var took time.Duration
+	fig.GenerationsWritten, fig.WritesFailed, took = gens.written()
+	fig.WriteTime = took.Round(10 * time.Millisecond).String()
+	return fig
 }
