@@ -283,7 +283,9 @@ func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted
 			// attachments) says.
 			notes = append(notes, "the volume was attached when last seen, and the Unused condition does not see attachments: marked afresh")
 		default:
-			cond, condOK = ceilSecs(t), true
+			// The API keeps whole seconds: the use ended at some
+			// moment of the second the condition names, up to its end.
+			cond, condOK = endOfSecond(t), true
 		}
 	}
 	switch {

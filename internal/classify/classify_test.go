@@ -587,8 +587,8 @@ var cases = []classifyCase{
 		name: "unused condition later than the mark: condition wins, mark re-set, older snapshot no rescue",
 		inv: []invOpt{claims(pvc("a", marked(ago(3*time.Hour)), unused("True", ago(time.Hour)), phaseLabel(Rescued))),
 			snaps(snap("s1", "a", ready, snapAt(ago(2*time.Hour))))},
-		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T02:00:00Z", since: tp(ago(time.Hour)),
-			marks: setBoth(ago(time.Hour), Orphaned)},
+		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T02:00:01Z", since: tp(ago(time.Hour).Add(time.Second)),
+			marks: setBoth(ago(time.Hour).Add(time.Second), Orphaned)},
 	},
 	{
 		name: "mark later than the unused condition: mark wins",
@@ -596,10 +596,17 @@ var cases = []classifyCase{
 		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T02:00:00Z", since: tp(ago(time.Hour)), marks: keep},
 	},
 	{
-		name: "unused condition without a mark: condition is orphaned-since and the mark",
+		name: "unused condition without a mark: the end of the condition's second is orphaned-since and the mark",
 		inv:  []invOpt{claims(pvc("a", unused("True", ago(2*time.Hour))))},
-		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T01:00:00Z", since: tp(ago(2 * time.Hour)),
-			marks: setBoth(ago(2*time.Hour), Orphaned)},
+		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T01:00:01Z", since: tp(ago(2 * time.Hour).Add(time.Second)),
+			marks: setBoth(ago(2*time.Hour).Add(time.Second), Orphaned)},
+	},
+	{
+		name: "a rescue cut in the second the condition names does not count (the use may have ended after the cut, within that second)",
+		inv: []invOpt{claims(pvc("a", unused("True", ago(time.Hour)))),
+			snaps(ownSnap("s", "a", ready, snapAt(ago(time.Hour)), func(s *inventory.Snapshot) { t := ago(time.Hour); s.CutTime = &t }))},
+		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T02:00:01Z", since: tp(ago(time.Hour).Add(time.Second)),
+			marks: setBoth(ago(time.Hour).Add(time.Second), Orphaned)},
 	},
 	{
 		name: "unused condition with sub-second time: mark rounded up to whole seconds",
@@ -625,7 +632,7 @@ var cases = []classifyCase{
 	{
 		name: "unparsable mark with the condition: re-set to the condition",
 		inv:  []invOpt{claims(pvc("a", annot(inventory.AnnotationOrphanedSince, "2026-13-01"), unused("True", ago(time.Hour))))},
-		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T02:00:00Z", since: tp(ago(time.Hour)), marks: setBoth(ago(time.Hour), Orphaned)},
+		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T02:00:01Z", since: tp(ago(time.Hour).Add(time.Second)), marks: setBoth(ago(time.Hour).Add(time.Second), Orphaned)},
 	},
 
 	// --- supersession evidence ---
@@ -764,8 +771,8 @@ var cases = []classifyCase{
 	// --- marks ---
 	{
 		name: "marks idempotence: marks already applied",
-		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour)), unused("True", ago(2*time.Hour)), phaseLabel(Orphaned)))},
-		want: want{state: Orphaned, reason: "orphaned since", since: tp(ago(2 * time.Hour)), marks: keep},
+		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour).Add(time.Second)), unused("True", ago(2*time.Hour)), phaseLabel(Orphaned)))},
+		want: want{state: Orphaned, reason: "orphaned since", since: tp(ago(2 * time.Hour).Add(time.Second)), marks: keep},
 	},
 	{
 		name: "young keeps the orphaned-since mark",

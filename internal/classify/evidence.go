@@ -128,6 +128,13 @@ func UnusedCondition(inv *inventory.Inventory, now time.Time) (string, string) {
 
 // ceilSecs rounds t up to a whole second: a mark is written without
 // fractions, and rounding down could place it before the end of a use.
+// endOfSecond is the end of the second t falls in: the upper bound of a
+// moment the API server recorded to the second (lastTransitionTime is
+// truncated, so the use it dates ended before the next second begins).
+func endOfSecond(t time.Time) time.Time {
+	return t.Truncate(time.Second).Add(time.Second).UTC()
+}
+
 func ceilSecs(t time.Time) time.Time {
 	tr := t.Truncate(time.Second)
 	if tr.Before(t) {

@@ -112,7 +112,7 @@ func counts(cl *inventory.Claim, d *Decision, condTrusted bool) string {
 		return ""
 	}
 	eff := *d.OrphanedSince
-	if u := cl.Unused; condTrusted && u != nil && u.Status == "True" && ceilSecs(u.LastTransitionTime).Equal(eff) {
+	if u := cl.Unused; condTrusted && u != nil && u.Status == "True" && endOfSecond(u.LastTransitionTime).Equal(eff) {
 		if raw, ok := cl.Annotations[inventory.AnnotationOrphanedSince]; ok && raw != eff.UTC().Format(time.RFC3339) {
 			return "the Unused condition (later than the mark: used again between two runs)"
 		}

@@ -126,7 +126,7 @@ func TestExplainEvidence(t *testing.T) {
 		t.Fatal("not found")
 	}
 	if e.Mark != mark.Format(time.RFC3339) || e.Condition == nil || !strings.Contains(e.Counts, "Unused condition") ||
-		e.OrphanedSince == nil || !e.OrphanedSince.Equal(cond) {
+		e.OrphanedSince == nil || !e.OrphanedSince.Equal(cond.Add(time.Second)) {
 		t.Errorf("mark %q condition %+v counts %q since %v", e.Mark, e.Condition, e.Counts, e.OrphanedSince)
 	}
 	roles := map[string]string{}
