@@ -50,8 +50,8 @@ fuzz: ## each fuzz target for $(FUZZTIME) (config loading, flags, env, selector,
 	@for t in FuzzName FuzzNameDistinct; do \
 		go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./internal/rescue/ >/dev/null || { echo "fuzz $$t failed"; exit 1; }; echo "fuzz $$t ok"; done
 
-chaos: control-plane ## the long chaos profile (500 janitor runs under faults, kills and churn; CHAOS_FEATURE_GATES=… for other gates); figures in docs/reliability.md
-	CHAOS_FEATURE_GATES='$(CHAOS_FEATURE_GATES)' bash scripts/chaos/run.sh 500
+chaos: control-plane ## the long chaos profile (500 janitor runs under faults, kills and churn; CHAOS_FEATURE_GATES=… for other gates, CHAOS_ARGS=… for more flags); figures in docs/reliability.md
+	CHAOS_FEATURE_GATES='$(CHAOS_FEATURE_GATES)' CHAOS_ARGS='$(CHAOS_ARGS)' bash scripts/chaos/run.sh 500
 
 BENCH_FLAGS ?= --sizes 10000,50000 --reps 3 --snapshot-throughput 1000
 bench: control-plane ## scan at N=10k,50k vs the serving floor + 1,000 rescues; writes docs/benchmarks.md (~20 min; 100k: BENCH_FLAGS='--sizes 10000,50000,100000 --snapshot-throughput 1000')

@@ -276,6 +276,13 @@ func TestChaos(t *testing.T) {
 	base := append(reapArgs("run", w.ns, "--yes", "--max-deletion-percent", "100", "--max-deletions", "1000",
 		"--lock-duration", "3s", "--snapshot-timeout", "8s", "--snapshot-error-grace", "1s", "--snapshot-attempts", "2",
 		"--concurrency", "4", "--api-timeout", "30s"), "--kubeconfig", p.Kubeconfig, "--log-format", "json", "--log-level", "warn")
+	// PVC_JANITOR_CHAOS_ARGS adds flags to every run, e.g. retention
+	// ("--keep-last 1 --delete-contents"): the invariants must hold with
+	// them too (make chaos CHAOS_ARGS=…).
+	if extra := strings.Fields(os.Getenv("PVC_JANITOR_CHAOS_ARGS")); len(extra) > 0 {
+		base = append(base, extra...)
+		stats.Args = strings.Join(extra, " ")
+	}
 
 	for i := 0; i < runs; i++ {
 		w.mu.Lock()
@@ -539,6 +546,7 @@ type chaosStats struct {
 	Violations      int            `json:"violations"`
 	Bytes           bytesFigures   `json:"bytes"` // the restores of reaped claims' rescues
 	MaxRate         float64        `json:"maxRate"`
+	Args            string         `json:"extraArgs,omitempty"`
 	Duration        string         `json:"duration"`
 }
 

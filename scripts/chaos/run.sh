@@ -29,6 +29,8 @@ rm -f "$out/figures.json"
 rm -rf "$out/runs" && mkdir -p "$out/runs"
 # Every run's report and log (warn level), one file per process.
 export PVC_JANITOR_CHAOS_RUNS=$runs PVC_JANITOR_CHAOS_REPORT=$out/figures.json PVC_JANITOR_CHAOS_LOGS=$out/runs
+# CHAOS_ARGS: flags added to every janitor run (e.g. --keep-last 1 --delete-contents).
+export PVC_JANITOR_CHAOS_ARGS=${CHAOS_ARGS:-}
 echo "chaos: $runs iterations on a control plane with ${gates:+--feature-gates=}${gates:-the default feature gates}; log in $out/log.txt"
 start=$(date +%s)
 status=0
