@@ -1183,6 +1183,13 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 				case cond.Status == corev1.ConditionFalse:
 					bad("%s: %s was deleted while its Unused condition said in use (since %s)", when, name, cond.LastTransitionTime.UTC().Format(time.RFC3339))
 				case cond.Status == corev1.ConditionTrue && rescue.Cut.Before(cond.LastTransitionTime.Time):
+					// Its own snapshot is older than its last use: the
+					// deletion is sound only as a discard on newer data
+					// of its workspace (--superseded=discard).
+					if by, ok := w.newerDataLocked(c, snaps); ok {
+						w.discards[name] = by
+						continue
+					}
 					bad("%s: %s was deleted on snapshot %s cut at %s, before the controller manager saw its last use end (%s)", when, name,
 						rescue.Name, rescue.Cut.UTC().Format(time.RFC3339), cond.LastTransitionTime.UTC().Format(time.RFC3339))
 				}
