@@ -41,8 +41,8 @@ func orphan(t *testing.T, f *testenv.Fixtures, ns, name, ws, handle string) stri
 	return string(c.UID)
 }
 
-// unusedSince is the lastTransitionTime of the claim's Unused condition:
-// before any run has marked it, the claim's orphaned-since.
+// unusedSince is the claim's orphaned-since before any run has marked it:
+// the end of the second its Unused condition's lastTransitionTime names.
 func unusedSince(t *testing.T, f *testenv.Fixtures, ns, name string) time.Time {
 	t.Helper()
 	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -51,7 +51,9 @@ func unusedSince(t *testing.T, f *testenv.Fixtures, ns, name string) time.Time {
 	}
 	for _, cond := range c.Status.Conditions {
 		if cond.Type == "Unused" && cond.Status == corev1.ConditionTrue {
-			return cond.LastTransitionTime.Time
+			// The janitor dates the use by the end of the second the
+			// condition names (the API keeps whole seconds).
+			return cond.LastTransitionTime.Time.Truncate(time.Second).Add(time.Second)
 		}
 	}
 	t.Fatalf("claim %s has no Unused: True condition", name)
@@ -486,6 +488,9 @@ func TestFailedOwnSnapshotIsRecreatedNotDuplicated(t *testing.T) {
 		t.Fatal(err)
 	}
 	uid := orphan(t, f, ns, "ws-sick", "s", handle)
+	// Past the end of the condition's second: a snapshot made within it may
+	// predate the end of the use (the janitor counts it as stale).
+	nextSecond(unusedSince(t, f, ns, "ws-sick"))
 	if _, err := f.Snapshot(ctx, ns, "legacy-rescue", "ws-sick", "", map[string]string{"app.kubernetes.io/managed-by": "pvc-janitor"},
 		map[string]string{"pvc-janitor.io/source-uid": uid}); err != nil {
 		t.Fatal(err)

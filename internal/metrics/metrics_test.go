@@ -426,10 +426,24 @@ func TestPushFleetGroupsByCluster(t *testing.T) {
 	if err := metrics.Publish(context.Background(), metrics.Options{Pushgateway: srv.URL}, west, east); err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(paths, " ")
-	for _, want := range []string{"/metrics/job/pvc-janitor/command/run/cluster/west", "/metrics/job/pvc-janitor/command/run/cluster/east"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("pushed to %s, want %s", got, want)
+	// The Pushgateway's grouping keys are a map: their order in the path
+	// is not fixed.
+	groups := map[string]bool{}
+	for _, p := range paths {
+		rest, ok := strings.CutPrefix(p, "/metrics/job/pvc-janitor/")
+		parts := strings.Split(rest, "/")
+		if !ok || len(parts)%2 != 0 {
+			t.Fatalf("pushed to %s", p)
+		}
+		kv := map[string]string{}
+		for i := 0; i < len(parts); i += 2 {
+			kv[parts[i]] = parts[i+1]
+		}
+		groups[kv["command"]+"/"+kv["cluster"]] = len(kv) == 2
+	}
+	for _, want := range []string{"run/west", "run/east"} {
+		if !groups[want] {
+			t.Errorf("pushed to %v, want the group command=run, cluster=%s", paths, strings.TrimPrefix(want, "run/"))
 		}
 	}
 }

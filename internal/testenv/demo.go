@@ -192,7 +192,8 @@ func (f *Fixtures) WaitOrphanedSince(ctx context.Context, ns string, names ...st
 		}
 		since := c.CreationTimestamp.Time
 		if cond := UnusedCondition(c); cond != nil && cond.Status == corev1.ConditionTrue && cond.LastTransitionTime.After(since) {
-			since = cond.LastTransitionTime.Time
+			// The end of the condition's second, as the janitor dates it.
+			since = cond.LastTransitionTime.Time.Truncate(time.Second).Add(time.Second)
 		}
 		if since.After(latest) {
 			latest = since
@@ -209,7 +210,7 @@ func (f *Fixtures) waitGraceOver(ctx context.Context, ns string, names ...string
 	if err != nil {
 		return err
 	}
-	return waitClock(ctx, latest.Add(DemoGracePeriod+time.Second))
+	return waitClock(ctx, latest.Add(DemoGracePeriod+2*time.Second))
 }
 
 // waitClock polls the clock until it is at or past t; t more than a minute
@@ -243,7 +244,9 @@ func (f *Fixtures) janitorSnapshot(ctx context.Context, ns, claim string, labels
 	var since time.Time
 	for _, cond := range c.Status.Conditions {
 		if cond.Type == "Unused" && cond.Status == corev1.ConditionTrue {
-			since = cond.LastTransitionTime.Time
+			// The janitor dates the use by the end of the second the
+			// condition names (classify: the API keeps whole seconds).
+			since = cond.LastTransitionTime.Time.Truncate(time.Second).Add(time.Second)
 			ann["pvc-janitor.io/orphaned-since"] = since.UTC().Format(time.RFC3339)
 		}
 	}
