@@ -289,7 +289,10 @@ func TestSupersededClaimsGetNoOrdinarySnapshot(t *testing.T) {
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-old", "w1", "")
 	orphan(t, f, ns, "ws-other", "w2", "")
-	time.Sleep(1100 * time.Millisecond)
+	// Newer data is data from after the end of the second the claims'
+	// Unused condition names (the API keeps whole seconds).
+	nextSecond(unusedSince(t, f, ns, "ws-old"))
+	nextSecond(unusedSince(t, f, ns, "ws-other"))
 	// Workspace w1 moved on to a newer claim; workspace w2 has a newer
 	// snapshot taken from another claim.
 	orphan(t, f, ns, "ws-new", "w1", "")
