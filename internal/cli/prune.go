@@ -69,7 +69,7 @@ func addPrune(r *report.Report, res *prune.Result) error {
 	var failed []error
 	for _, o := range res.Outcomes {
 		r.Snapshots = append(r.Snapshots, &report.SnapshotEntry{Namespace: o.Namespace, Name: o.Name, SourceClaim: o.Source,
-			Workspace: o.Workspace, RestoreSize: o.RestoreSize, Action: o.Action, Reason: o.Reason})
+			Workspace: o.Workspace, RestoreSize: o.RestoreSize, Action: o.Action, Reason: o.Reason, LeakedContent: o.LeakedContent})
 		if o.Err != nil {
 			failed = append(failed, fmt.Errorf("%s/%s: %w", o.Namespace, o.Name, o.Err))
 		}

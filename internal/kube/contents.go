@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,9 +30,25 @@ func SetContentDelete(ctx context.Context, c *Clients, retry RetryPolicy, conten
 	})
 }
 
+// ContentSettle is how long the janitor waits between setting contents to
+// Delete and deleting their snapshots. The snapshot controller decides
+// whether to delete a content from its informer's copy of it
+// (processSnapshotWithDeletionTimestamp in external-snapshotter v8), and
+// that copy is fed by a watch of its own: a snapshot deleted right after
+// its content's patch can be processed against the content as it was
+// (Retain), and the content then stays with Delete, no snapshot and nothing
+// that will ever delete it (the long chaos run left 1 in about 400 so).
+// The wait lets that watch catch up; ContentLeft finds what it still
+// misses.
+const ContentSettle = 2 * time.Second
+
 // ContentLeft reports whether the content bound to the snapshot with uid
-// outlives it: it exists, is Retain and is not being deleted. It reads
-// through ReadContent (list, not get).
+// outlives it: it exists, is not being deleted and is still bound to that
+// UID. It is asked once the snapshot is gone, when the snapshot controller
+// has decided: a content it deletes has its deletionTimestamp by then. So
+// it counts Retain contents, and Delete ones that the controller judged
+// from a copy read before their patch (ContentSettle). It reads through
+// ReadContent (list, not get).
 func ContentLeft(ctx context.Context, c *Clients, retry RetryPolicy, content string, uid types.UID) (bool, error) {
 	vc, err := ReadContent(ctx, c, retry, content)
 	if apierrors.IsNotFound(err) {
@@ -40,6 +57,5 @@ func ContentLeft(ctx context.Context, c *Clients, retry RetryPolicy, content str
 	if err != nil {
 		return false, err
 	}
-	return vc.Spec.DeletionPolicy == snapv1.VolumeSnapshotContentRetain && vc.DeletionTimestamp == nil &&
-		vc.Spec.VolumeSnapshotRef.UID == uid, nil
+	return vc.DeletionTimestamp == nil && vc.Spec.VolumeSnapshotRef.UID == uid, nil
 }

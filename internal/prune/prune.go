@@ -56,7 +56,10 @@ type Outcome struct {
 	Reason    string
 	// RestoreSize is status.restoreSize in bytes (0 when unknown).
 	RestoreSize int64
-	Err         error
+	// LeakedContent names the content that outlives the pruned snapshot
+	// although it was set to Delete (kube.ContentSettle).
+	LeakedContent string
+	Err           error
 }
 
 // Result is a prune's outcomes, and why it deleted nothing when the blast
@@ -129,9 +132,7 @@ func Prune(ctx context.Context, c *kube.Clients, o Options) (*Result, error) {
 		}
 	}
 	if !o.DryRun {
-		for _, i := range del {
-			outs[i] = prune(ctx, c, o, meta[i], inv.Contents, outs[i])
-		}
+		pruneAll(ctx, c, o, del, meta, inv.Contents, outs)
 	}
 	res.Outcomes = outs
 	return res, nil
@@ -244,26 +245,67 @@ func restoresFrom(p *corev1.PersistentVolumeClaim) string {
 	return ""
 }
 
-// prune deletes one rescue: its Retain content set to Delete first (only
-// with --delete-contents, and only the content bound to this snapshot's
-// UID), then the snapshot with its UID and resourceVersion as
-// preconditions.
-func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, contents map[string]inventory.Content, out Outcome) Outcome {
-	s := r.snap
-	patched := false // its content was set to Delete
-	log := zerolog.Ctx(ctx).With().Str("namespace", s.Namespace).Str("snapshot", s.Name).Logger()
-	if ct, ok := contents[s.ContentName]; ok && ct.DeletionPolicy == "Retain" {
-		if !o.Retention.DeleteContents {
-			out.Action, out.Reason = ActionKept, "its content is Retain and --delete-contents is off"
-			return out
+// pruneAll deletes the rescues at del in three steps: every Retain content
+// set to Delete first (only with --delete-contents, and only the content
+// bound to its snapshot's UID), one kube.ContentSettle for the snapshot
+// controller to see those patches, then each snapshot with its UID and
+// resourceVersion as preconditions. A patched content that outlives its
+// snapshot all the same is named on its outcome (LeakedContent).
+func pruneAll(ctx context.Context, c *kube.Clients, o Options, del []int, meta []rawRescue, contents map[string]inventory.Content, outs []Outcome) {
+	var ready []int
+	patched := map[int]string{} // outcome → its content, set to Delete
+	for _, i := range del {
+		content, out := release(ctx, c, o, meta[i].snap, contents, outs[i])
+		outs[i] = out
+		if out.Action != ActionWouldPrune {
+			continue // kept or failed
 		}
-		if err := kube.SetContentDelete(ctx, c, o.Retry, ct.Name, s.UID); err != nil {
-			out.Action, out.Reason, out.Err = ActionFailed, "set content "+ct.Name+" to Delete: "+err.Error(), err
-			log.Error().Err(err).Msg("prune")
-			return out
+		if content != "" {
+			patched[i] = content
 		}
-		patched = true
+		ready = append(ready, i)
 	}
+	if len(patched) > 0 {
+		sleepCtx(ctx, kube.ContentSettle) // an interrupt fails the deletes below
+	}
+	for _, i := range ready {
+		outs[i] = prune(ctx, c, o, meta[i], patched[i] != "", outs[i])
+	}
+	deadline := time.Now().Add(leftWait)
+	for _, i := range ready {
+		if content := patched[i]; content != "" && outs[i].Action == ActionPruned {
+			outs[i].LeakedContent = left(ctx, c, o, meta[i].snap, content, deadline)
+		}
+	}
+}
+
+// release readies one rescue's content for the delete: a Retain content is
+// kept without --delete-contents and set to Delete with it. It returns the
+// content it patched, if any, and the outcome (still would-prune when the
+// snapshot may be deleted).
+func release(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot, contents map[string]inventory.Content, out Outcome) (string, Outcome) {
+	ct, ok := contents[s.ContentName]
+	if !ok || ct.DeletionPolicy != "Retain" {
+		return "", out
+	}
+	if !o.Retention.DeleteContents {
+		out.Action, out.Reason = ActionKept, "its content is Retain and --delete-contents is off"
+		return "", out
+	}
+	if err := kube.SetContentDelete(ctx, c, o.Retry, ct.Name, s.UID); err != nil {
+		out.Action, out.Reason, out.Err = ActionFailed, "set content "+ct.Name+" to Delete: "+err.Error(), err
+		zerolog.Ctx(ctx).Error().Err(err).Str("namespace", s.Namespace).Str("snapshot", s.Name).Msg("prune")
+		return "", out
+	}
+	return ct.Name, out
+}
+
+// prune deletes one rescue with its UID and resourceVersion as
+// preconditions; patched says its content was set to Delete, after which
+// the snapshot controller's own update may move the resourceVersion on.
+func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, patched bool, out Outcome) Outcome {
+	s := r.snap
+	log := zerolog.Ctx(ctx).With().Str("namespace", s.Namespace).Str("snapshot", s.Name).Logger()
 	uid := s.UID
 	var err error
 	for try := 0; ; try++ {
@@ -305,6 +347,38 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, content
 	}
 	log.Info().Str("reason", out.Reason).Msg("pruned")
 	return out
+}
+
+// leftWait bounds, over one prune, the wait for pruned snapshots to be gone
+// before their contents are looked at.
+const leftWait = 30 * time.Second
+
+// left waits (until deadline) for a pruned snapshot to be gone, then
+// returns its content's name if the content outlives it (kube.ContentLeft):
+// it holds a storage-side snapshot nobody will delete, so it is reported
+// and logged for an operator to delete. Empty when it went, or when that
+// cannot be told by deadline.
+func left(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot, content string, deadline time.Time) string {
+	for {
+		var vs *snapv1.VolumeSnapshot
+		err := o.Retry.Do(ctx, "get snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
+			var err error
+			vs, err = c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+			return err
+		})
+		if apierrors.IsNotFound(err) || (err == nil && vs.UID != s.UID) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) || !sleepCtx(ctx, 200*time.Millisecond) {
+			return ""
+		}
+	}
+	if l, err := kube.ContentLeft(ctx, c, o.Retry, content, s.UID); err != nil || !l {
+		return ""
+	}
+	zerolog.Ctx(ctx).Warn().Str("namespace", s.Namespace).Str("snapshot", s.Name).Str("content", content).
+		Msg("the content outlives its pruned snapshot although it was set to Delete (the snapshot controller judged an older copy); it holds a storage-side snapshot: delete it with kubectl delete volumesnapshotcontent")
+	return content
 }
 
 // reread reads the snapshot again after its content was patched: its new

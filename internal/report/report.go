@@ -93,8 +93,10 @@ type Summary struct {
 	Failures int `json:"failures"`
 	// SnapshotsPruned counts snapshot entries whose action is "pruned".
 	SnapshotsPruned int `json:"snapshotsPruned,omitempty"`
-	// LeakedContents counts the Retain VolumeSnapshotContents the run's
-	// snapshot deletions left behind (named in the claims' entries).
+	// LeakedContents counts the VolumeSnapshotContents the run's snapshot
+	// deletions left behind: Retain ones (named in the claims' entries) and
+	// ones set to Delete that the snapshot controller did not delete (named
+	// in the snapshots' entries).
 	LeakedContents int `json:"leakedContents,omitempty"`
 	// BytesByState sums the claims' capacity per state.
 	BytesByState map[string]int64 `json:"bytesByState,omitempty"`
@@ -186,6 +188,9 @@ type SnapshotEntry struct {
 	RestoreSize int64  `json:"restoreSize,omitempty"`
 	Action      string `json:"action,omitempty"`
 	Reason      string `json:"reason"`
+	// LeakedContent names the VolumeSnapshotContent that outlives the
+	// pruned snapshot although it was set to Delete (SPEC §11).
+	LeakedContent string `json:"leakedContent,omitempty"`
 }
 
 type key struct{ namespace, name string }
@@ -312,6 +317,9 @@ func (r *Report) Finish(at time.Time) {
 			s.SnapshotsPruned++
 		case strings.HasSuffix(e.Action, FailedSuffix):
 			s.Failures++
+		}
+		if e.LeakedContent != "" {
+			s.LeakedContents++
 		}
 	}
 	r.sizes(&s)

@@ -106,8 +106,10 @@ func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class 
 //
 // Its VolumeSnapshotContent, when Retain, outlives it (SPEC §11): with
 // --delete-contents it is set to Delete first (only while bound to this
-// snapshot's UID); without, its name is returned as left behind, for the
-// report's leakedContents.
+// snapshot's UID), and the snapshot controller is given kube.ContentSettle
+// to see that; a content that still outlives its snapshot (without the
+// grant, or judged by the controller before the patch) is returned by name,
+// for the report's leakedContents.
 func (r *rescuer) remove(ctx context.Context, ns, name string, uid types.UID) (string, error) {
 	content := ""
 	if vs, err := r.getSnapshot(ctx, ns, name); err == nil && vs != nil && vs.UID == uid &&
@@ -115,8 +117,12 @@ func (r *rescuer) remove(ctx context.Context, ns, name string, uid types.UID) (s
 		content = *vs.Status.BoundVolumeSnapshotContentName
 	}
 	if content != "" && r.o.DeleteContents {
-		if err := kube.SetContentDelete(ctx, r.c, r.o.Retry, content, uid); err != nil && !apierrors.IsNotFound(err) {
+		err := kube.SetContentDelete(ctx, r.c, r.o.Retry, content, uid)
+		if err != nil && !apierrors.IsNotFound(err) {
 			zerolog.Ctx(ctx).Warn().Err(err).Str("content", content).Msg("set the content to Delete before deleting its snapshot")
+		}
+		if err == nil && !sleep(ctx, kube.ContentSettle) {
+			return "", ctx.Err()
 		}
 	}
 	err := r.o.Retry.Do(ctx, "delete VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
