@@ -45,6 +45,11 @@ type report struct {
 		States          map[string]int
 		SnapshotsPruned int
 		LeakedContents  int
+		Rescues         *struct {
+			Count int
+			Bytes int64
+			ByAge map[string]int
+		}
 	}
 	Claims []struct {
 		Namespace, Name, UID, Workspace, State, Reason, VolumeName, OrphanedSince, Action string

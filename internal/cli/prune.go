@@ -66,6 +66,9 @@ func (sess *session) pruneOptions(confirm func(int) (bool, error)) janitor.Prune
 // addPrune records a prune as the report's snapshot entries and returns
 // its error: a blast radius that held it back, or failed deletions (exit 4).
 func addPrune(r *report.Report, res *prune.Result) error {
+	if res.Snapshots != nil {
+		r.SetRescues(res.Snapshots, res.Now)
+	}
 	var failed []error
 	for _, o := range res.Outcomes {
 		r.Snapshots = append(r.Snapshots, &report.SnapshotEntry{Namespace: o.Namespace, Name: o.Name, SourceClaim: o.Source,

@@ -76,6 +76,18 @@ func TestPruneCommand(t *testing.T) {
 	if a, why := action(r, older); a != "kept" || !strings.Contains(why, "no retention set") {
 		t.Errorf("no retention: %s %s (%s)", older, a, why)
 	}
+	// The summary's rescues: both, their bytes as the objects say (0 here:
+	// the driver sizes only the volumes it provisioned; the sums are
+	// report's TestRescuesSummary), and both under a day old.
+	var held int64
+	for _, s := range snaps {
+		if s.Status != nil && s.Status.RestoreSize != nil {
+			held += s.Status.RestoreSize.Value()
+		}
+	}
+	if rs := r.Summary.Rescues; rs == nil || rs.Count != 2 || rs.Bytes != held || rs.ByAge["under-1d"] != 2 {
+		t.Errorf("summary.rescues %+v, want 2 of %d bytes, both under-1d", rs, held)
+	}
 	// The older rescue is Retain: kept without --delete-contents.
 	_, r, _ = prune("--keep-last", "1", "--yes")
 	if a, why := action(r, older); a != "kept" || !strings.Contains(why, "Retain") {
@@ -95,6 +107,9 @@ func TestPruneCommand(t *testing.T) {
 	r = parse(t, out)
 	if a, why := action(r, older); a != "pruned" || r.Summary.SnapshotsPruned != 1 {
 		t.Errorf("run's retention: %s %s (%s), summary %+v", older, a, why, r.Summary)
+	}
+	if rs := r.Summary.Rescues; rs == nil || rs.Count != 1 || rs.ByAge["under-1d"] != 1 {
+		t.Errorf("summary.rescues after pruning one of two: %+v, want 1", rs)
 	}
 	if a, _ := action(r, newer); a != "kept" {
 		t.Errorf("the only copy %s: %s", newer, a)

@@ -23,6 +23,7 @@ func addScan(r *report.Report, res *janitor.ScanResult) {
 	r.AddDecisions(res.Decisions)
 	r.UnusedCondition = res.UnusedCondition
 	if inv := res.Inventory; inv != nil {
+		r.SetRescues(inv.Snapshots, res.Now)
 		for i := range res.Decisions {
 			cl := res.Decisions[i].Claim
 			if e := r.Entry(cl.Namespace, cl.Name); e != nil {

@@ -64,6 +64,8 @@ const (
 	NameSnapshotsPruned  = "pvc_janitor_snapshots_pruned"
 	NameLeakedContents   = "pvc_janitor_leaked_contents"
 	NameMonthlyCost      = "pvc_janitor_monthly_cost"
+	NameRescues          = "pvc_janitor_rescues"
+	NameRescueBytes      = "pvc_janitor_rescue_bytes"
 )
 
 // DefaultTimeout bounds one push when Options.Timeout is zero.
@@ -107,6 +109,11 @@ type Run struct {
 	// MonthlyCost is by kind (orphaned, superseded, rescues, saved), only
 	// when prices were given.
 	MonthlyCost map[string]float64
+	// Rescues are the janitor's ready rescues in scope by age bucket
+	// (report.AgeBuckets) and RescueBytes their restoreSize, when the run
+	// read them (nil otherwise: no series).
+	Rescues     map[string]int
+	RescueBytes int64
 }
 
 // FromReport builds the metrics of a finished report (report.Finish has
@@ -127,6 +134,9 @@ func FromReport(r *report.Report, success bool) Run {
 	run.Duration = r.Duration()
 	run.BytesByState, run.FreedBytes, run.UnfreedBytes = r.Summary.BytesByState, r.Summary.FreedBytes, r.Summary.UnfreedBytes
 	run.SnapshotsPruned, run.LeakedContents = r.Summary.SnapshotsPruned, r.Summary.LeakedContents
+	if rs := r.Summary.Rescues; rs != nil {
+		run.Rescues, run.RescueBytes = rs.ByAge, rs.Bytes
+	}
 	if c := r.Summary.Cost; c != nil {
 		run.MonthlyCost = map[string]float64{"orphaned": c.Orphaned, "superseded": c.Superseded, "rescues": c.Rescues, "saved": c.Saved}
 	}
@@ -392,7 +402,16 @@ func sizes(reg *prometheus.Registry, r Run, constLabels prometheus.Labels, gauge
 	gauge(NameFreedBytes, "Capacity of the claims the last run deleted whose volume is Delete, in bytes.", float64(r.FreedBytes))
 	gauge(NameUnfreedBytes, "Capacity of the claims the last run deleted whose volume is Retain (left Released), in bytes.", float64(r.UnfreedBytes))
 	gauge(NameSnapshotsPruned, "Rescues the last run pruned by retention.", float64(r.SnapshotsPruned))
-	gauge(NameLeakedContents, "Retain VolumeSnapshotContents the last run's snapshot deletions left behind.", float64(r.LeakedContents))
+	gauge(NameLeakedContents, "VolumeSnapshotContents the last run's snapshot deletions left behind.", float64(r.LeakedContents))
+	if r.Rescues != nil {
+		rescues := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameRescues,
+			Help: "The janitor's ready rescues in scope at the last run, by age (from the moment the storage system cut them).", ConstLabels: constLabels}, []string{"age"})
+		for _, b := range report.AgeBuckets {
+			rescues.WithLabelValues(b.Label).Set(float64(r.Rescues[b.Label]))
+		}
+		reg.MustRegister(rescues)
+		gauge(NameRescueBytes, "Bytes the janitor's ready rescues in scope hold at the last run (their restoreSize).", float64(r.RescueBytes))
+	}
 	if r.MonthlyCost == nil {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/cost"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/metrics"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
 	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
@@ -78,7 +79,7 @@ pvc_janitor_last_run_timestamp_seconds 1.767323045e+09
 # HELP pvc_janitor_last_success_timestamp_seconds When the last successful run ended, in seconds since the epoch.
 # TYPE pvc_janitor_last_success_timestamp_seconds gauge
 pvc_janitor_last_success_timestamp_seconds 1.767323045e+09
-# HELP pvc_janitor_leaked_contents Retain VolumeSnapshotContents the last run's snapshot deletions left behind.
+# HELP pvc_janitor_leaked_contents VolumeSnapshotContents the last run's snapshot deletions left behind.
 # TYPE pvc_janitor_leaked_contents gauge
 pvc_janitor_leaked_contents 0
 # HELP pvc_janitor_run_duration_seconds Duration of the last run.
@@ -370,10 +371,12 @@ func TestFromReportSizesMoneyAndFractionalDuration(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.SetPrices(p)
+	r.SetRescues(map[string][]inventory.Snapshot{"ws": {{Namespace: "ws", Name: "r", ManagedByJanitor: true, ReadyToUse: true,
+		CreationTimestamp: start.Add(-48 * time.Hour), RestoreSize: 1 << 30}}}, start)
 	r.Finish(start.Add(550 * time.Millisecond))
 	run := metrics.FromReport(r, true)
 	if run.Duration != 550*time.Millisecond || run.BytesByState["Rescued"] != 1<<30 || run.FreedBytes != 1<<30 ||
-		run.MonthlyCost["saved"] != 0.5 {
+		run.MonthlyCost["saved"] != 0.5 || run.Rescues["1d-7d"] != 1 || run.RescueBytes != 1<<30 {
 		t.Errorf("run %+v", run)
 	}
 }
@@ -445,5 +448,38 @@ func TestPushFleetGroupsByCluster(t *testing.T) {
 		if !groups[want] {
 			t.Errorf("pushed to %v, want the group command=run, cluster=%s", paths, strings.TrimPrefix(want, "run/"))
 		}
+	}
+}
+
+// TestRescueSeries: the report's rescues reach the metrics as one series
+// per age bucket (every bucket, 0 when empty) and their bytes; a run that
+// read no rescues publishes neither.
+func TestRescueSeries(t *testing.T) {
+	run := sampleRun()
+	run.Rescues = map[string]int{"under-1d": 2, "over-90d": 1}
+	run.RescueBytes = 3 << 30
+	path := filepath.Join(t.TempDir(), "m.prom")
+	if err := metrics.WriteFile(path, run); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	for _, want := range []string{
+		`pvc_janitor_rescues{age="under-1d",command="run"} 2`,
+		`pvc_janitor_rescues{age="1d-7d",command="run"} 0`,
+		`pvc_janitor_rescues{age="7d-30d",command="run"} 0`,
+		`pvc_janitor_rescues{age="30d-90d",command="run"} 0`,
+		`pvc_janitor_rescues{age="over-90d",command="run"} 1`,
+		`pvc_janitor_rescue_bytes{command="run"} 3.221225472e+09`,
+	} {
+		if !strings.Contains(string(data), want+"\n") {
+			t.Errorf("want %q in:\n%s", want, data)
+		}
+	}
+	if err := metrics.WriteFile(path, sampleRun()); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = os.ReadFile(path)
+	if strings.Contains(string(data), metrics.NameRescues) {
+		t.Errorf("a run without rescues read publishes them:\n%s", data)
 	}
 }

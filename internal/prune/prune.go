@@ -69,6 +69,10 @@ type Result struct {
 	Blocked  string
 	// Rescues is how many of the janitor's rescues were in scope.
 	Rescues int
+	// Snapshots are the snapshots read, by namespace, at Now (the server's
+	// clock): the report's summary of rescues.
+	Snapshots map[string][]inventory.Snapshot
+	Now       time.Time
 }
 
 // Prune reads the scope and prunes the janitor's rescues by retention.
@@ -83,7 +87,7 @@ func Prune(ctx context.Context, c *kube.Clients, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{}
+	res := &Result{Snapshots: inv.Snapshots, Now: now}
 	var del []int
 	var outs []Outcome
 	var meta []rawRescue

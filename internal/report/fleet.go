@@ -53,6 +53,12 @@ func Merge(command string, dryRun bool, started time.Time, prices cost.Prices, p
 			b.Cluster, b.UnusedCondition, b.Notes = pr.Cluster, pr.UnusedCondition, pr.Notes
 			sum := pr.Summary
 			b.Summary = &sum
+			if sum.Rescues != nil {
+				if r.merged == nil {
+					r.merged = newRescues()
+				}
+				r.merged.add(sum.Rescues)
+			}
 			if b.Error == "" {
 				b.Error = pr.Error
 			}

@@ -62,6 +62,11 @@ type Report struct {
 
 	index  map[key]*ClaimEntry
 	prices cost.Prices
+	// rescues are the janitor's ready rescues read (SetRescues); merged
+	// is a fleet report's sum of its clusters'.
+	rescues    []rescueItem
+	rescuesSet bool
+	merged     *Rescues
 	// started and finished are the run's times as measured, to the
 	// nanosecond (the document shows seconds).
 	started, finished time.Time
@@ -110,6 +115,8 @@ type Summary struct {
 	ReleasedVolumes []string `json:"releasedVolumes,omitempty"`
 	// Cost is the money side, only when prices were given.
 	Cost *Cost `json:"cost,omitempty"`
+	// Rescues is what the janitor's ready rescues in scope hold.
+	Rescues *Rescues `json:"rescues,omitempty"`
 }
 
 // Cost is the monthly cost (per the prices given: --price per storage
@@ -323,5 +330,6 @@ func (r *Report) Finish(at time.Time) {
 		}
 	}
 	r.sizes(&s)
+	s.Rescues = r.rescueSummary()
 	r.Summary = s
 }

@@ -134,6 +134,9 @@ func writeTable(w io.Writer, r *Report, wide bool) error {
 	if line := sizeLine(r.Summary); line != "" {
 		b.WriteString(line + "\n")
 	}
+	if line := rescuesLine(r.Summary.Rescues); line != "" {
+		b.WriteString(line + "\n")
+	}
 	if c := r.Summary.Cost; c != nil {
 		b.WriteString(fmt.Sprintf("monthly cost (prices' currency): %.2f in unused claims, %.2f in superseded claims, %.2f in rescues; this run saved %.2f",
 			c.Orphaned, c.Superseded, c.Rescues, c.Saved))
@@ -262,6 +265,21 @@ func sizeLine(s Summary) string {
 		line += "; not freed " + cost.Bytes(s.UnfreedBytes) + " (reclaim policy Retain: Released volumes " + strings.Join(s.ReleasedVolumes, ", ") + ")"
 	}
 	return line
+}
+
+// rescuesLine is the table's line about the janitor's ready rescues: how
+// many, their bytes, and how old (only the buckets that have some).
+func rescuesLine(r *Rescues) string {
+	if r == nil || r.Count == 0 {
+		return ""
+	}
+	var ages []string
+	for _, bk := range AgeBuckets {
+		if n := r.ByAge[bk.Label]; n > 0 {
+			ages = append(ages, bk.Label+" "+strconv.Itoa(n))
+		}
+	}
+	return "rescues: " + plural(r.Count, "ready rescue holds ", "ready rescues hold ") + cost.Bytes(r.Bytes) + " (age: " + strings.Join(ages, ", ") + ")"
 }
 
 func plural(n int, one, many string) string {
