@@ -48,7 +48,7 @@ func TestRescuesSummary(t *testing.T) {
 	snaps := map[string][]inventory.Snapshot{"ws": {
 		snap("fresh", true, true, ago(time.Hour), time.Hour, 1<<30),
 		snap("week", true, true, ago(3*24*time.Hour), time.Hour, 2<<30), // cut counts, not the creation (an import)
-		snap("old", true, true, nil, 100*24*time.Hour, 4<<30),          // no cut time: its creation
+		snap("old", true, true, nil, 100*24*time.Hour, 4<<30),           // no cut time: its creation
 		snap("pruned", true, true, ago(40*24*time.Hour), 40*24*time.Hour, 8<<30),
 		snap("not-mine", false, true, ago(time.Hour), time.Hour, 16<<30),
 		snap("not-ready", true, false, nil, time.Hour, 0),
