@@ -285,9 +285,9 @@ func rescueOptions() []option {
 func runOptions() []option {
 	return []option{
 		{name: "max-deletions", group: groupAct, def: "50", cmds: forDeleting, field: func(c *Config) any { return &c.MaxDeletions }, check: nonNegative,
-			usage: "delete nothing when a run would delete more claims than this (0: delete nothing)"},
+			usage: "delete nothing when a run would delete more claims (prune: rescues) than this (0: delete nothing)"},
 		{name: "max-deletion-percent", group: groupAct, def: "25", cmds: forDeleting, field: func(c *Config) any { return &c.MaxDeletionPercent }, check: percent,
-			usage: "delete nothing when a run would delete more than this percentage of the claims in scope"},
+			usage: "delete nothing when a run would delete more than this percentage of the claims (prune: the janitor's rescues) in scope"},
 		{name: "lock-namespace", group: groupAPI, def: "default", cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.LockNamespace }, check: namespaces,
 			usage: "namespace of the run's Lease"},
 		{name: "lock-duration", group: groupAPI, def: "60s", cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.LockDuration }, check: positive,

@@ -146,12 +146,7 @@ func limit(n, total int, o Options) string {
 	if n == 0 {
 		return ""
 	}
-	why := reap.Limit(n, total, o.MaxDeletions, o.MaxDeletionPercent)
-	if why == "" {
-		return ""
-	}
-	// reap.Limit speaks of claims; here they are rescues.
-	return "prune " + why[len("blast radius: "):]
+	return reap.LimitOf("rescues", n, total, o.MaxDeletions, o.MaxDeletionPercent)
 }
 
 // rawRescue is one of the janitor's VolumeSnapshots as prune needs it.

@@ -159,7 +159,7 @@ func TestPrune(t *testing.T) {
 		t.Errorf("dry run: a1 %+v, a2 %+v: want would-prune", dry["a1"], dry["a2"])
 	}
 	limited := w.prune(retention.Policy{KeepLast: 1}, false, 1)
-	if !strings.Contains(limited.Blocked, "over --max-deletions 1") || outcomes(limited)["a1"].Action != prune.ActionLimited {
+	if !strings.Contains(limited.Blocked, "2 rescues would be deleted, over --max-deletions 1") || outcomes(limited)["a1"].Action != prune.ActionLimited {
 		t.Errorf("blast radius: blocked %q, a1 %+v", limited.Blocked, outcomes(limited)["a1"])
 	}
 	for _, o := range w.prune(retention.Policy{KeepFor: time.Hour}, false, 100).Outcomes {

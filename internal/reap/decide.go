@@ -46,14 +46,20 @@ func notReapableReason(d *classify.Decision, discard bool, grace time.Duration, 
 // Limit checks the blast radius: n deletions out of total claims in scope.
 // It returns the reason when over either limit.
 func Limit(n, total, maxDeletions int, maxPercent float64) string {
+	return LimitOf("claims", n, total, maxDeletions, maxPercent)
+}
+
+// LimitOf is Limit for deletions of things other than claims (prune's
+// rescues), named by noun (a plural).
+func LimitOf(noun string, n, total, maxDeletions int, maxPercent float64) string {
 	if n > maxDeletions {
-		return fmt.Sprintf("blast radius: %d claims would be deleted, over --max-deletions %d; nothing was deleted", n, maxDeletions)
+		return fmt.Sprintf("blast radius: %d %s would be deleted, over --max-deletions %d; nothing was deleted", n, noun, maxDeletions)
 	}
 	if total > 0 {
 		pct := 100 * float64(n) / float64(total)
 		if pct > maxPercent+1e-9 {
-			return fmt.Sprintf("blast radius: %d of %d claims in scope (%.1f%%) would be deleted, over --max-deletion-percent %g; nothing was deleted",
-				n, total, math.Round(pct*10)/10, maxPercent)
+			return fmt.Sprintf("blast radius: %d of %d %s in scope (%.1f%%) would be deleted, over --max-deletion-percent %g; nothing was deleted",
+				n, total, noun, math.Round(pct*10)/10, maxPercent)
 		}
 	}
 	return ""

@@ -81,6 +81,9 @@ func TestLimit(t *testing.T) {
 			t.Errorf("Limit(%d, %d, %d, %g) = %q, want %q", c.n, c.total, c.max, c.pct, got, c.want)
 		}
 	}
+	if got, want := LimitOf("rescues", 3, 10, 50, 25), "blast radius: 3 of 10 rescues in scope (30.0%) would be deleted"; !strings.HasPrefix(got, want) {
+		t.Errorf("LimitOf(rescues) = %q, want it to start %q", got, want)
+	}
 }
 
 // TestSettle: a delete whose response was lost is settled by a read of the
