@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
 )
 
@@ -54,6 +55,13 @@ func TestPruneCommand(t *testing.T) {
 	older, newer := snaps[0].Name, snaps[1].Name
 	if snaps[0].CreationTimestamp.After(snaps[1].CreationTimestamp.Time) {
 		older, newer = newer, older
+	}
+	// The rescue of the earlier orphan period is labelled stale once the
+	// new one is ready, and kept (SPEC §11); the new one is not.
+	for _, s := range snaps {
+		if got, want := s.Labels[inventory.LabelStale] == "true", s.Name == older; got != want {
+			t.Errorf("%s: stale label %v, want %v (older %s)", s.Name, got, want, older)
+		}
 	}
 	prune := func(extra ...string) (int, report, string) {
 		code, out, stderr := run(t, append([]string{"prune", "-n", ns, "--workspace-label", "workspace", "-o", "json", "--lock-namespace", ns,

@@ -32,11 +32,12 @@ const (
 	// AnnotationNextAttempt on a claim is when (RFC 3339, server clock) the
 	// next snapshot attempt is due after failed ones (SPEC §5).
 	AnnotationNextAttempt = Prefix + "next-attempt"
-	// LabelStale marks a stale rescue of the janitor's that could not be
-	// deleted without leaking its content (SPEC §11).
-	LabelStale = Prefix + "stale"
 	// LabelSuperseded marks an archive snapshot of a superseded claim.
 	LabelSuperseded = Prefix + "superseded"
+	// LabelStale marks a rescue of an earlier orphan period of its claim,
+	// once a rescue of a later one is ready (SPEC §11): it holds data from
+	// before the claim's last use and is left to prune.
+	LabelStale = Prefix + "stale"
 	// LabelManagedBy and ManagedByValue mark the janitor's own snapshots.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedByValue = "pvc-janitor"
@@ -163,6 +164,8 @@ type Snapshot struct {
 	ManagedByJanitor bool
 	// Superseded is true for the janitor's archive snapshots of superseded claims.
 	Superseded bool
+	// Stale is true when it carries pvc-janitor.io/stale: "true".
+	Stale bool
 	// OrphanedSince is the pvc-janitor.io/orphaned-since annotation, if any.
 	OrphanedSince *time.Time
 	// CutTime is status.creationTime, the moment the storage system cut

@@ -76,6 +76,7 @@ func Snapshot(vs *snapv1.VolumeSnapshot, workspaceLabel string) inventory.Snapsh
 		SourceUID:         types.UID(vs.Annotations[inventory.AnnotationSourceUID]),
 		ManagedByJanitor:  vs.Labels[inventory.LabelManagedBy] == inventory.ManagedByValue,
 		Superseded:        vs.Labels[inventory.LabelSuperseded] == "true",
+		Stale:             vs.Labels[inventory.LabelStale] == "true",
 	}
 	if workspaceLabel != "" {
 		s.Workspace = vs.Labels[workspaceLabel]

@@ -76,10 +76,11 @@ type claimRescue struct {
 	rec    attemptRecord // the failed attempts of earlier runs
 	perRun int           // the attempts this run may make
 
-	failed    int      // attempts of this run whose status.error persisted
-	created   bool     // this run created the snapshot
-	lastError string   // why the last round did not end the rescue
-	leaked    []string // Retain contents its snapshot deletions left behind
+	since     time.Time // the orphaned-since of the round under way
+	failed    int       // attempts of this run whose status.error persisted
+	created   bool      // this run created the snapshot
+	lastError string    // why the last round did not end the rescue
+	leaked    []string  // Retain contents its snapshot deletions left behind
 }
 
 // remove deletes one of the claim's snapshots (see rescuer.remove) and
@@ -131,6 +132,7 @@ func (c *claimRescue) round(ctx context.Context) (Outcome, bool) {
 		}
 		return Outcome{}, false
 	}
+	c.since = since
 	name := c.snapshotName(ctx, fd, since)
 	log := zerolog.Ctx(ctx).With().Str("snapshot", name).Logger()
 	return c.createAndWait(log.WithContext(ctx), fd, name)
@@ -160,7 +162,8 @@ func (c *claimRescue) snapshotName(ctx context.Context, fd *classify.Decision, s
 			}
 		}
 		// A stale one that is pending or ready stays beside the new
-		// rescue: retention (prune) deals with it.
+		// rescue, labelled stale once that is ready (markStale):
+		// retention (prune) deals with it.
 	}
 	return name
 }
@@ -244,6 +247,7 @@ func (c *claimRescue) ready(ctx context.Context, name string, archive bool) Outc
 	c.r.event(ctx, c.cl, corev1.EventTypeNormal, "SnapshotReady", "VolumeSnapshot "+name+" is ready to use")
 	// A successful rescue clears the attempt record.
 	c.r.writeClaim(ctx, c.cl, claimPatch(c.cl.UID, classify.Rescued, &attemptWrite{Clear: true}))
+	c.markStale(ctx, c.since)
 	action := ActionReady
 	if c.created {
 		action = ActionCreated
