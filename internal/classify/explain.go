@@ -54,7 +54,10 @@ type SnapshotEvidence struct {
 	Cut       time.Time `json:"cut"`
 	Data      time.Time `json:"data"`
 	DataKnown bool      `json:"dataKnown"`
-	Role      string    `json:"role"`
+	// Stale: labelled pvc-janitor.io/stale, a rescue of an earlier orphan
+	// period of its claim, left to prune.
+	Stale bool   `json:"stale,omitempty"`
+	Role  string `json:"role"`
 }
 
 // OtherClaim is another claim of the workspace.
@@ -195,7 +198,7 @@ func (c *classifier) snapshotEvidence(d *Decision) []SnapshotEvidence {
 		}
 		ok, why := Intact(s, c.inv.Contents)
 		ev := SnapshotEvidence{Name: s.Name, Source: s.SourceClaim, Janitor: s.ManagedByJanitor, Intact: ok, NotIntact: why,
-			Cut: CutTime(s), Data: c.dataTime(s), DataKnown: DataTimeKnown(s)}
+			Cut: CutTime(s), Data: c.dataTime(s), DataKnown: DataTimeKnown(s), Stale: s.Stale}
 		ev.Role = c.role(d, s, mine, ok)
 		out = append(out, ev)
 	}

@@ -121,6 +121,11 @@ func TestExplainEvidence(t *testing.T) {
 			snap("other-ws", "d", ready, inWorkspace("w"), snapAt(ago(19*time.Hour))), // older data of the workspace
 		),
 	)
+	for i := range inv.Snapshots["ws"] {
+		if s := &inv.Snapshots["ws"][i]; s.Name == "before-use" {
+			s.Stale = true // labelled pvc-janitor.io/stale
+		}
+	}
 	e, ok := Explain(inv, p, now, inventory.Key{Namespace: "ws", Name: "c"})
 	if !ok {
 		t.Fatal("not found")
@@ -132,6 +137,9 @@ func TestExplainEvidence(t *testing.T) {
 	roles := map[string]string{}
 	for _, s := range e.Snapshots {
 		roles[s.Name] = s.Role
+		if s.Stale != (s.Name == "before-use") {
+			t.Errorf("%s: stale %v, want it only on the labelled before-use", s.Name, s.Stale)
+		}
 		if s.Name == "broken" && (s.Intact || !strings.Contains(s.NotIntact, "not ready")) {
 			t.Errorf("broken: %+v", s)
 		}

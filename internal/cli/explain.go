@@ -296,7 +296,11 @@ func writeExplanation(w io.Writer, d *explanation) error {
 			if !s.DataKnown {
 				data += " (upper bound)"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%t\t%s\t%s\t%s\t%s\n", s.Name, none(s.Source), s.Janitor, intact, ts(&s.Cut), data, s.Role)
+			role := s.Role
+			if s.Stale {
+				role += " (labelled stale: left to prune)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%t\t%s\t%s\t%s\t%s\n", s.Name, none(s.Source), s.Janitor, intact, ts(&s.Cut), data, role)
 		}
 		_ = tw.Flush()
 	}
