@@ -112,9 +112,16 @@ func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class 
 // for the report's leakedContents.
 func (r *rescuer) remove(ctx context.Context, ns, name string, uid types.UID) (string, error) {
 	content := ""
-	if vs, err := r.getSnapshot(ctx, ns, name); err == nil && vs != nil && vs.UID == uid &&
-		vs.Status != nil && vs.Status.BoundVolumeSnapshotContentName != nil {
-		content = *vs.Status.BoundVolumeSnapshotContentName
+	if vs, err := r.getSnapshot(ctx, ns, name); err == nil && vs != nil && vs.UID == uid {
+		if vs.Status != nil && vs.Status.BoundVolumeSnapshotContentName != nil {
+			content = *vs.Status.BoundVolumeSnapshotContentName
+		} else {
+			// Not bound yet in the snapshot's status, but the controller
+			// may have made its content already: it names a dynamic
+			// snapshot's content after the snapshot's UID, and finds it
+			// by that name when the snapshot is deleted.
+			content = dynamicContentName(uid)
+		}
 	}
 	if content != "" && r.o.DeleteContents {
 		err := kube.SetContentDelete(ctx, r.c, r.o.Retry, content, uid)
@@ -145,6 +152,11 @@ func (r *rescuer) remove(ctx context.Context, ns, name string, uid types.UID) (s
 	}
 	return content, nil
 }
+
+// dynamicContentName is the name the snapshot controller gives the content
+// of the dynamic snapshot with uid (GetDynamicSnapshotContentNameForSnapshot
+// in external-snapshotter).
+func dynamicContentName(uid types.UID) string { return "snapcontent-" + string(uid) }
 
 // gone waits, bounded by --snapshot-timeout, until the snapshot with this
 // UID no longer exists.
