@@ -42,7 +42,7 @@ var (
 		grants("", []string{"persistentvolumeclaims"}, "get", "list", "watch", "patch", "delete"),
 		grants("", []string{"pods"}, "list", "watch"),
 		grants("", []string{"events"}, "create"),
-		grants("snapshot.storage.k8s.io", []string{"volumesnapshots"}, "get", "list", "watch", "create", "delete"),
+		grants("snapshot.storage.k8s.io", []string{"volumesnapshots"}, "get", "list", "watch", "create", "patch", "delete"),
 		grants("apps", []string{"deployments", "replicasets", "daemonsets", "statefulsets"}, "list", "watch"),
 		grants("batch", []string{"jobs", "cronjobs"}, "list", "watch"),
 	)

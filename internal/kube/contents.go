@@ -17,10 +17,24 @@ import (
 // snapshot also deletes the content and the storage-side snapshot (SPEC §11,
 // --delete-contents). It needs patch on volumesnapshotcontents.
 func SetContentDelete(ctx context.Context, c *Clients, retry RetryPolicy, content string, uid types.UID) error {
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": "/spec/volumeSnapshotRef/uid", "value": string(uid)},
-		{"op": "replace", "path": "/spec/deletionPolicy", "value": string(snapv1.VolumeSnapshotContentDelete)},
-	})
+	return patchContent(ctx, c, retry, content, uid, "", snapv1.VolumeSnapshotContentDelete)
+}
+
+// SetContentRetain undoes SetContentDelete for a snapshot that was not
+// deleted after all: Retain again, only while the content is still bound to
+// uid and still Delete (so a policy someone else set since is left as is).
+func SetContentRetain(ctx context.Context, c *Clients, retry RetryPolicy, content string, uid types.UID) error {
+	return patchContent(ctx, c, retry, content, uid, snapv1.VolumeSnapshotContentDelete, snapv1.VolumeSnapshotContentRetain)
+}
+
+// patchContent sets the content's deletionPolicy to to, testing that it is
+// bound to uid and, unless from is empty, that its policy is from.
+func patchContent(ctx context.Context, c *Clients, retry RetryPolicy, content string, uid types.UID, from, to snapv1.DeletionPolicy) error {
+	ops := []map[string]any{{"op": "test", "path": "/spec/volumeSnapshotRef/uid", "value": string(uid)}}
+	if from != "" {
+		ops = append(ops, map[string]any{"op": "test", "path": "/spec/deletionPolicy", "value": string(from)})
+	}
+	patch, err := json.Marshal(append(ops, map[string]any{"op": "replace", "path": "/spec/deletionPolicy", "value": string(to)}))
 	if err != nil {
 		return err
 	}
@@ -32,14 +46,15 @@ func SetContentDelete(ctx context.Context, c *Clients, retry RetryPolicy, conten
 
 // ContentSettle is how long the janitor waits between setting contents to
 // Delete and deleting their snapshots. The snapshot controller decides
-// whether to delete a content from its informer's copy of it
-// (processSnapshotWithDeletionTimestamp in external-snapshotter v8), and
-// that copy is fed by a watch of its own: a snapshot deleted right after
-// its content's patch can be processed against the content as it was
+// whether to delete a content from its own store of contents
+// (processSnapshotWithDeletionTimestamp in external-snapshotter v8), which
+// its content worker updates from an informer: a snapshot deleted right
+// after its content's patch can be judged against the content as it was
 // (Retain), and the content then stays with Delete, no snapshot and nothing
-// that will ever delete it (the long chaos run left 1 in about 400 so).
-// The wait lets that watch catch up; ContentLeft finds what it still
-// misses.
+// that will ever delete it (syncContent never deletes a content whose
+// snapshot is gone; the long chaos run left 1 in about 400 so). The lag has
+// no bound (informer, queue, a failing key's backoff): the wait makes the
+// race rare, it cannot rule it out, and ContentLeft finds what it misses.
 const ContentSettle = 2 * time.Second
 
 // ContentLeft reports whether the content bound to the snapshot with uid

@@ -264,17 +264,56 @@ func pruneAll(ctx context.Context, c *kube.Clients, o Options, del []int, meta [
 		}
 		ready = append(ready, i)
 	}
-	if len(patched) > 0 {
-		sleepCtx(ctx, kube.ContentSettle) // an interrupt fails the deletes below
-	}
-	for _, i := range ready {
-		outs[i] = prune(ctx, c, o, meta[i], patched[i] != "", outs[i])
+	if len(patched) > 0 && !sleepCtx(ctx, kube.ContentSettle) {
+		for _, i := range ready {
+			outs[i].Action, outs[i].Reason, outs[i].Err = ActionFailed, "interrupted before the delete: "+ctx.Err().Error(), ctx.Err()
+		}
+	} else {
+		for _, i := range ready {
+			outs[i] = prune(ctx, c, o, meta[i], patched[i] != "", outs[i])
+		}
 	}
 	deadline := time.Now().Add(leftWait)
+	unchecked := 0
 	for _, i := range ready {
-		if content := patched[i]; content != "" && outs[i].Action == ActionPruned {
-			outs[i].LeakedContent = left(ctx, c, o, meta[i].snap, content, deadline)
+		content := patched[i]
+		switch {
+		case content == "":
+		case outs[i].Action == ActionPruned:
+			var checked bool
+			outs[i].LeakedContent, checked = left(ctx, c, o, meta[i].snap, content, deadline)
+			if !checked {
+				unchecked++
+			}
+		default:
+			unpatch(ctx, c, o, meta[i].snap, content)
 		}
+	}
+	if unchecked > 0 {
+		zerolog.Ctx(ctx).Warn().Int("contents", unchecked).Dur("within", leftWait).
+			Msg("pruned snapshots not gone in time: whether their contents outlive them was not checked")
+	}
+}
+
+// unpatch sets the content of a rescue that was kept after all (held,
+// changed, interrupted, failed) back to Retain, as it was: a Delete content
+// would take the storage-side snapshot with it on any later delete of the
+// rescue (a namespace's teardown). Only while the rescue is still there,
+// the same and not being deleted: the snapshot controller may be deleting
+// the content of one that is. It outlives the run's cancellation, bounded.
+func unpatch(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot, content string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	log := zerolog.Ctx(ctx).With().Str("namespace", s.Namespace).Str("snapshot", s.Name).Str("content", content).Logger()
+	vs, err := c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	if err != nil || vs.UID != s.UID || vs.DeletionTimestamp != nil {
+		if err != nil && !apierrors.IsNotFound(err) {
+			log.Error().Err(err).Msg("the rescue was kept but its content stays Delete: set it back to Retain by hand")
+		}
+		return
+	}
+	if err := kube.SetContentRetain(ctx, c, o.Retry, content, s.UID); err != nil {
+		log.Error().Err(err).Msg("the rescue was kept but its content stays Delete: set it back to Retain by hand")
 	}
 }
 
@@ -355,9 +394,9 @@ const leftWait = 30 * time.Second
 // left waits (until deadline) for a pruned snapshot to be gone, then
 // returns its content's name if the content outlives it (kube.ContentLeft):
 // it holds a storage-side snapshot nobody will delete, so it is reported
-// and logged for an operator to delete. Empty when it went, or when that
-// cannot be told by deadline.
-func left(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot, content string, deadline time.Time) string {
+// and logged for an operator to delete. Empty when it went; checked is
+// false when that could not be told by deadline.
+func left(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot, content string, deadline time.Time) (name string, checked bool) {
 	for {
 		var vs *snapv1.VolumeSnapshot
 		err := o.Retry.Do(ctx, "get snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
@@ -369,15 +408,19 @@ func left(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot,
 			break
 		}
 		if err != nil || time.Now().After(deadline) || !sleepCtx(ctx, 200*time.Millisecond) {
-			return ""
+			return "", false
 		}
 	}
-	if l, err := kube.ContentLeft(ctx, c, o.Retry, content, s.UID); err != nil || !l {
-		return ""
+	l, err := kube.ContentLeft(ctx, c, o.Retry, content, s.UID)
+	if err != nil {
+		return "", false
+	}
+	if !l {
+		return "", true
 	}
 	zerolog.Ctx(ctx).Warn().Str("namespace", s.Namespace).Str("snapshot", s.Name).Str("content", content).
 		Msg("the content outlives its pruned snapshot although it was set to Delete (the snapshot controller judged an older copy); it holds a storage-side snapshot: delete it with kubectl delete volumesnapshotcontent")
-	return content
+	return content, true
 }
 
 // reread reads the snapshot again after its content was patched: its new

@@ -154,8 +154,9 @@ type ClaimEntry struct {
 	// Action is what the run did (or, in a dry run, would do) to the claim,
 	// e.g. "marked", "snapshot-created", "deleted", "snapshot-failed".
 	Action string `json:"action,omitempty"`
-	// LeakedContents are the Retain VolumeSnapshotContents the rescue's
-	// snapshot deletions left behind (SPEC §11).
+	// LeakedContents are the VolumeSnapshotContents the rescue's snapshot
+	// deletions left behind (SPEC §11): Retain ones, or ones set to Delete
+	// that the snapshot controller did not delete.
 	LeakedContents []string `json:"leakedContents,omitempty"`
 	// Capacity is status.capacity in bytes; the classes are the spec's;
 	// ReclaimPolicy is the volume's (Delete, Retain).

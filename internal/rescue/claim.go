@@ -80,7 +80,7 @@ type claimRescue struct {
 	failed    int       // attempts of this run whose status.error persisted
 	created   bool      // this run created the snapshot
 	lastError string    // why the last round did not end the rescue
-	leaked    []string  // Retain contents its snapshot deletions left behind
+	leaked    []string  // contents its snapshot deletions left behind
 }
 
 // remove deletes one of the claim's snapshots (see rescuer.remove) and

@@ -115,8 +115,9 @@ type Outcome struct {
 	// Message explains a failure or a skip (the driver's error included).
 	Message string
 	Err     error
-	// LeakedContents are the Retain VolumeSnapshotContents this rescue's
-	// snapshot deletions left behind (none with DeleteContents).
+	// LeakedContents are the VolumeSnapshotContents this rescue's snapshot
+	// deletions left behind: Retain ones without DeleteContents, and with
+	// it any the snapshot controller did not delete (kube.ContentSettle).
 	LeakedContents []string
 }
 

@@ -124,12 +124,16 @@ func (r *rescuer) remove(ctx context.Context, ns, name string, uid types.UID) (s
 		}
 	}
 	if content != "" && r.o.DeleteContents {
-		err := kube.SetContentDelete(ctx, r.c, r.o.Retry, content, uid)
-		if err != nil && !apierrors.IsNotFound(err) {
-			zerolog.Ctx(ctx).Warn().Err(err).Str("content", content).Msg("set the content to Delete before deleting its snapshot")
-		}
-		if err == nil && !sleep(ctx, kube.ContentSettle) {
-			return "", ctx.Err()
+		// Only a Retain one is patched (and waited for): a Delete one goes
+		// with its snapshot anyway, and one not made yet has nothing to set.
+		if ct, err := r.getContent(ctx, content); err == nil && ct != nil && ct.DeletionPolicy == string(snapv1.VolumeSnapshotContentRetain) {
+			err := kube.SetContentDelete(ctx, r.c, r.o.Retry, content, uid)
+			if err != nil && !apierrors.IsNotFound(err) {
+				zerolog.Ctx(ctx).Warn().Err(err).Str("content", content).Msg("set the content to Delete before deleting its snapshot")
+			}
+			if err == nil && !sleep(ctx, kube.ContentSettle) {
+				return "", ctx.Err()
+			}
 		}
 	}
 	err := r.o.Retry.Do(ctx, "delete VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {

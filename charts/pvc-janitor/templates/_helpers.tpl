@@ -136,7 +136,7 @@ Reads are list (and watch); the janitor watches only VolumeSnapshots.
   verbs: ["create"]
 - apiGroups: ["snapshot.storage.k8s.io"]
   resources: ["volumesnapshots"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["apps"]
   resources: ["deployments", "replicasets", "daemonsets", "statefulsets"]
   verbs: ["list", "watch"]
