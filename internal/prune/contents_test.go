@@ -55,7 +55,9 @@ func TestContentsOfKeptAndLeftRescues(t *testing.T) {
 		}
 	}
 	cleanup := func(content string) {
-		t.Cleanup(func() { _ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(ctx, content, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(ctx, content, metav1.DeleteOptions{})
+		})
 	}
 
 	// Kept after all: Retain again.
