@@ -70,6 +70,18 @@ func TestRescuesSummary(t *testing.T) {
 		t.Errorf("table lacks %q:\n%s", line, b.String())
 	}
 
+	// Sizes of 0 are unknown (CSI size_bytes), and said so.
+	zero := New("run", false, "a", now)
+	zero.SetRescues(map[string][]inventory.Snapshot{"ws": {snap("z", true, true, ago(time.Hour), time.Hour, 0)}}, now)
+	zero.Finish(now)
+	b.Reset()
+	if err := Write(&b, zero, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if line := "rescues: 1 ready rescue, restoreSize not reported (age: under-1d 1)"; !strings.Contains(b.String(), line+"\n") {
+		t.Errorf("table lacks %q:\n%s", line, b.String())
+	}
+
 	// A report that read no snapshots has no rescues (no zero to mislead).
 	none := New("restore", false, "a", now)
 	none.Finish(now)

@@ -279,7 +279,12 @@ func rescuesLine(r *Rescues) string {
 			ages = append(ages, bk.Label+" "+strconv.Itoa(n))
 		}
 	}
-	return "rescues: " + plural(r.Count, "ready rescue holds ", "ready rescues hold ") + cost.Bytes(r.Bytes) + " (age: " + strings.Join(ages, ", ") + ")"
+	held := plural(r.Count, "ready rescue holds ", "ready rescues hold ") + cost.Bytes(r.Bytes)
+	if r.Bytes == 0 {
+		// CSI's size_bytes 0 is "unknown", not empty.
+		held = plural(r.Count, "ready rescue", "ready rescues") + ", restoreSize not reported"
+	}
+	return "rescues: " + held + " (age: " + strings.Join(ages, ", ") + ")"
 }
 
 func plural(n int, one, many string) string {
