@@ -49,17 +49,16 @@ func TestContentLeft(t *testing.T) {
 		}
 		return vs.UID, *vs.Status.BoundVolumeSnapshotContentName
 	}
+	retry := kube.RetryPolicy{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond, MaxElapsed: 10 * time.Second}
 	gone := func(name string) {
 		t.Helper()
 		if err := f.Snap.SnapshotV1().VolumeSnapshots(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, "snapshot "+name+" gone", func() bool {
-			_, err := f.Snap.SnapshotV1().VolumeSnapshots(ns).Get(ctx, name, metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		})
+		if err := kube.WaitSnapshotGone(ctx, c, retry, ns, name, "", time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	retry := kube.RetryPolicy{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond, MaxElapsed: 10 * time.Second}
 	left := func(content string, uid types.UID) bool {
 		t.Helper()
 		l, err := kube.ContentLeft(ctx, c, retry, content, uid)
@@ -106,16 +105,4 @@ func TestContentLeft(t *testing.T) {
 		t.Errorf("content %s is Delete but outlives its snapshot with nothing to delete it; ContentLeft says it does not", content)
 	}
 
-}
-
-// poll checks cond every 50 ms for up to a minute.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within a minute", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

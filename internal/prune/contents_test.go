@@ -106,29 +106,11 @@ func TestContentsOfKeptAndLeftRescues(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := kube.Snapshot(vs, "")
-	deadline := time.Now().Add(time.Minute)
-	for snapshotThere(t, w, "left") {
-		if time.Now().After(deadline) {
-			t.Fatal("left: still there after a minute")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := kube.WaitSnapshotGone(ctx, w.c, o.Retry, w.ns, "left", vs.UID, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
 	}
 	setDelete(content, vs.UID) // too late for the controller, as when it judged an older copy
 	if name, checked := prune.Left(ctx, w.c, o, snap, content, time.Now().Add(time.Minute)); name != content || !checked {
 		t.Errorf("Left = %q, %v; want %s, checked", name, checked, content)
 	}
-}
-
-// snapshotThere reports whether the snapshot exists at all (even while
-// being deleted).
-func snapshotThere(t *testing.T, w *world, name string) bool {
-	t.Helper()
-	_, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Get(context.Background(), name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return true
 }

@@ -305,11 +305,12 @@ func unpatch(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapsh
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	log := zerolog.Ctx(ctx).With().Str("namespace", s.Namespace).Str("snapshot", s.Name).Str("content", content).Logger()
-	vs, err := c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-	if err != nil || vs.UID != s.UID || vs.DeletionTimestamp != nil {
-		if err != nil && !apierrors.IsNotFound(err) {
-			log.Error().Err(err).Msg("the rescue was kept but its content stays Delete: set it back to Retain by hand")
-		}
+	vs, err := kube.GetSnapshot(ctx, c, o.Retry, s.Namespace, s.Name)
+	if err != nil {
+		log.Error().Err(err).Msg("the rescue was kept but its content stays Delete: set it back to Retain by hand")
+		return
+	}
+	if vs == nil || vs.UID != s.UID || vs.DeletionTimestamp != nil {
 		return
 	}
 	if err := kube.SetContentRetain(ctx, c, o.Retry, content, s.UID); err != nil {
@@ -397,19 +398,8 @@ const leftWait = 30 * time.Second
 // and logged for an operator to delete. Empty when it went; checked is
 // false when that could not be told by deadline.
 func left(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot, content string, deadline time.Time) (name string, checked bool) {
-	for {
-		var vs *snapv1.VolumeSnapshot
-		err := o.Retry.Do(ctx, "get snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
-			var err error
-			vs, err = c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-			return err
-		})
-		if apierrors.IsNotFound(err) || (err == nil && vs.UID != s.UID) {
-			break
-		}
-		if err != nil || time.Now().After(deadline) || !sleepCtx(ctx, 200*time.Millisecond) {
-			return "", false
-		}
+	if err := kube.WaitSnapshotGone(ctx, c, o.Retry, s.Namespace, s.Name, s.UID, deadline); err != nil {
+		return "", false
 	}
 	l, err := kube.ContentLeft(ctx, c, o.Retry, content, s.UID)
 	if err != nil {
@@ -427,14 +417,9 @@ func left(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot,
 // resourceVersion, or why it must be kept now (gone, another snapshot of
 // that name, being deleted, held).
 func reread(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot) (string, string) {
-	var vs *snapv1.VolumeSnapshot
-	err := o.Retry.Do(ctx, "get snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
-		var err error
-		vs, err = c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-		return err
-	})
+	vs, err := kube.GetSnapshot(ctx, c, o.Retry, s.Namespace, s.Name)
 	switch {
-	case apierrors.IsNotFound(err):
+	case err == nil && vs == nil:
 		return "", "gone since it was read"
 	case err != nil:
 		return "", "cannot read it again after setting its content to Delete: " + err.Error()

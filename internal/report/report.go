@@ -62,11 +62,10 @@ type Report struct {
 
 	index  map[key]*ClaimEntry
 	prices cost.Prices
-	// rescues are the janitor's ready rescues read (SetRescues); merged
-	// is a fleet report's sum of its clusters'.
-	rescues    []rescueItem
-	rescuesSet bool
-	merged     *Rescues
+	// rescues are the janitor's ready rescues read (SetRescues; nil when
+	// none were read); merged is a fleet report's sum of its clusters'.
+	rescues []rescueItem
+	merged  *Rescues
 	// started and finished are the run's times as measured, to the
 	// nanosecond (the document shows seconds).
 	started, finished time.Time

@@ -3,6 +3,7 @@ package report
 import (
 	"time"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 )
 
@@ -46,21 +47,16 @@ func AgeBucket(age time.Duration) string {
 // now (the server's clock). A later call replaces an earlier one: run's
 // retention step reads after its rescues and reaps.
 func (r *Report) SetRescues(snaps map[string][]inventory.Snapshot, now time.Time) {
-	r.rescues = r.rescues[:0]
+	r.rescues = make([]rescueItem, 0, len(r.rescues)) // non-nil: set
 	for _, ss := range snaps {
 		for i := range ss {
 			s := &ss[i]
 			if !s.ManagedByJanitor || !s.ReadyToUse || s.DeletionTimestamp != nil {
 				continue
 			}
-			at := s.CreationTimestamp
-			if s.CutTime != nil {
-				at = *s.CutTime
-			}
-			r.rescues = append(r.rescues, rescueItem{key: key{s.Namespace, s.Name}, bucket: AgeBucket(now.Sub(at)), bytes: s.RestoreSize})
+			r.rescues = append(r.rescues, rescueItem{key: key{s.Namespace, s.Name}, bucket: AgeBucket(now.Sub(classify.CutTime(s))), bytes: s.RestoreSize})
 		}
 	}
-	r.rescuesSet = true
 }
 
 type rescueItem struct {
@@ -76,7 +72,7 @@ func (r *Report) rescueSummary() *Rescues {
 	if r.merged != nil {
 		return r.merged
 	}
-	if !r.rescuesSet {
+	if r.rescues == nil {
 		return nil
 	}
 	pruned := map[key]bool{}

@@ -165,33 +165,12 @@ func dynamicContentName(uid types.UID) string { return "snapcontent-" + string(u
 // gone waits, bounded by --snapshot-timeout, until the snapshot with this
 // UID no longer exists.
 func (r *rescuer) gone(ctx context.Context, ns, name string, uid types.UID) error {
-	deadline := time.Now().Add(r.o.Timeout)
-	for {
-		vs, err := r.getSnapshot(ctx, ns, name)
-		if err == nil && (vs == nil || (uid != "" && vs.UID != uid)) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("VolumeSnapshot %s/%s still exists after %s", ns, name, r.o.Timeout)
-		}
-		if !sleep(ctx, 200*time.Millisecond) {
-			return ctx.Err()
-		}
-	}
+	return kube.WaitSnapshotGone(ctx, r.c, r.o.Retry, ns, name, uid, time.Now().Add(r.o.Timeout))
 }
 
 // getSnapshot reads a snapshot; nil when it is gone.
 func (r *rescuer) getSnapshot(ctx context.Context, ns, name string) (*snapv1.VolumeSnapshot, error) {
-	var vs *snapv1.VolumeSnapshot
-	err := r.o.Retry.Do(ctx, "get VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
-		var err error
-		vs, err = r.c.Snap.SnapshotV1().VolumeSnapshots(ns).Get(ctx, name, metav1.GetOptions{})
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return vs, err
+	return kube.GetSnapshot(ctx, r.c, r.o.Retry, ns, name)
 }
 
 // getContent reads a VolumeSnapshotContent; nil when it does not exist.

@@ -1,0 +1,50 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// GetSnapshot reads a VolumeSnapshot with retries; nil, and no error, when
+// it does not exist.
+func GetSnapshot(ctx context.Context, c *Clients, retry RetryPolicy, ns, name string) (*snapv1.VolumeSnapshot, error) {
+	var vs *snapv1.VolumeSnapshot
+	err := retry.Do(ctx, "get VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
+		var err error
+		vs, err = c.Snap.SnapshotV1().VolumeSnapshots(ns).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return vs, err
+}
+
+// WaitSnapshotGone polls, every 200 ms until deadline, until the snapshot
+// with uid no longer exists (gone, or its name taken by another; any
+// snapshot of the name when uid is empty). A read that fails is tried
+// again until the deadline.
+func WaitSnapshotGone(ctx context.Context, c *Clients, retry RetryPolicy, ns, name string, uid types.UID, deadline time.Time) error {
+	for {
+		vs, err := GetSnapshot(ctx, c, retry, ns, name)
+		if err == nil && (vs == nil || (uid != "" && vs.UID != uid)) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("VolumeSnapshot %s/%s still exists at %s", ns, name, deadline.UTC().Format(time.RFC3339))
+		}
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
