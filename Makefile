@@ -75,7 +75,8 @@ UNIT_PKGS = $(shell go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPat
 unit: ## every test that needs no cluster, in seconds
 	go test -count=1 $(UNIT_PKGS)
 
-lint: ## go vet, gofmt and the pinned staticcheck (built into the cache on first use, ~1 min)
+lint: ## go vet, gofmt, the pinned staticcheck (built into the cache on first use) and repocheck (no tracked binaries, every relative link resolves)
+	go run ./scripts/lint/repocheck
 	go vet ./...
 	@out="$$(gofmt -l cmd internal scripts)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	"$$(bash scripts/lint/build-staticcheck.sh)" ./...

@@ -59,7 +59,7 @@ var (
 	leaseNeeds = grants("coordination.k8s.io", []string{"leases"}, "get", "create", "update", "delete")
 	// contentsNeeds are added to the ClusterRole by contents.delete only
 	// (--delete-contents): the JSON patch that sets a Retain content of the
-	// janitor's own rescue to Delete (SPEC §11).
+	// janitor's own rescue to Delete (docs/spec.md#retention).
 	contentsNeeds = grants("snapshot.storage.k8s.io", []string{"volumesnapshotcontents"}, "get", "patch")
 )
 

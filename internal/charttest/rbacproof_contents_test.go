@@ -216,7 +216,7 @@ func proveContentsDelete(t *testing.T) {
 	// The snapshot controller may update the rescue between the janitor's
 	// read and its delete (it resyncs a snapshot whose content changed): the
 	// delete's resourceVersion precondition then fails and the rescue is
-	// left to the next run (SPEC §11). So: up to three scheduled runs, as
+	// left to the next run (docs/spec.md#retention). So: up to three scheduled runs, as
 	// the CronJob would do, the rescue pruned in one of them.
 	pruned := 0
 	for attempt := 1; attempt <= 3 && pruned == 0; attempt++ {

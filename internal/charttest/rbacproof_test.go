@@ -205,7 +205,7 @@ func proveRBAC(t *testing.T, namespaced bool) {
 		// The snapshot controller drops its pvc-as-source-protection
 		// finalizer from a claim some time after its snapshot is ready; a
 		// delete racing that update fails its precondition and is left to
-		// the next run (SPEC §6). So: up to two scheduled runs, as the
+		// the next run (docs/spec.md#reap). So: up to two scheduled runs, as the
 		// CronJob would do, and both claims deleted in all.
 		deleted := 0
 		for attempt := 0; attempt < 2 && deleted < 2; attempt++ {

@@ -14,10 +14,10 @@ import (
 const maxListedReferrers = 5
 
 // orphanReason opens the reason of every state from Grace to Orphaned. It is
-// the wording of the report's example in SPEC §8.
+// the wording of the report's example in docs/spec.md#output.
 const orphanReason = "no pod or workload references this claim"
 
-// Classify decides the state of every claim of inv (SPEC §3) and the marks
+// Classify decides the state of every claim of inv (docs/spec.md#states) and the marks
 // to record on it. now is the API server's clock (the Date of the list
 // response), never the janitor host's: it is what age, grace and new marks
 // are measured on.
@@ -45,7 +45,7 @@ func classify(inv *inventory.Inventory, p Policy, now time.Time) (*classifier, [
 	since := make([]time.Time, len(inv.Claims))
 	// Two passes: the first decides states 1–6 and every orphan's
 	// orphaned-since, which the second needs for the data times of other
-	// claims' snapshots (SPEC §3 Evidence) and for supersession.
+	// claims' snapshots (docs/spec.md#evidence) and for supersession.
 	orphans := make([]bool, len(inv.Claims))
 	for i := range inv.Claims {
 		orphans[i] = c.use(&out[i], &inv.Claims[i], &since[i])
@@ -85,7 +85,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 	_, hasMark := cl.Annotations[inventory.AnnotationOrphanedSince]
 	hasAttempts := hasAttemptRecord(cl)
 
-	// 1. A claim that is going away is never patched.
+	// docs/spec.md#rule-terminating: a claim that is going away is never patched.
 	if cl.DeletionTimestamp != nil {
 		d.State = Terminating
 		c.buf = append(c.buf[:0], "claim is being deleted (deletionTimestamp "...)
@@ -98,7 +98,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 	refs := c.referrers(cl)
 	usedNow := len(refs) > 0 || (cl.Unused != nil && cl.Unused.Status == "False")
 
-	// 2. An operator's hold is never overridden, but a use seen while held
+	// docs/spec.md#rule-held: an operator's hold is never overridden, but a use seen while held
 	// still restarts the clock: once the hold is lifted, the claim's
 	// orphaned-since must not predate that use.
 	if how := heldBy(cl); how != "" {
@@ -116,7 +116,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 		return false
 	}
 
-	// 3.
+	// docs/spec.md#rule-unbound.
 	if cl.Phase != "Bound" {
 		phase := cl.Phase
 		if phase == "" {
@@ -128,7 +128,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 		return false
 	}
 
-	// 4. Use clears the janitor's marks: each time a claim becomes orphaned
+	// docs/spec.md#rule-in-use: use clears the janitor's marks: each time a claim becomes orphaned
 	// its clock starts afresh.
 	if len(refs) > 0 {
 		d.State = InUse
@@ -158,7 +158,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 		return false
 	}
 
-	// 5.
+	// docs/spec.md#rule-young.
 	if age := c.now.Sub(cl.CreationTimestamp); age < c.p.MinAge {
 		d.State = Young
 		d.Reason = "created " + age.Round(time.Second).String() + " ago, younger than min-age " + c.p.MinAge.String()
@@ -172,7 +172,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 	}
 	ev := OrphanedSince(cl, atts, c.condTrusted, c.now)
 
-	// 6. Not orphaned: a node may still hold unflushed data, and a
+	// docs/spec.md#rule-attached: not orphaned: a node may still hold unflushed data, and a
 	// volume attached now may be written to now. That is a use, whenever
 	// the attachment was made (a re-attach can reuse an old
 	// VolumeAttachment): the mark and the attempt record go, and the
@@ -210,7 +210,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 	return true
 }
 
-// Since is a claim's orphaned-since as decided from its evidence (SPEC §3
+// Since is a claim's orphaned-since as decided from its evidence (docs/spec.md#states
 // Marks), with the mark to write.
 type Since struct {
 	// Since is the effective orphaned-since; Known is false when no
@@ -229,7 +229,7 @@ type Since struct {
 }
 
 // OrphanedSince decides when cl stopped being used, for a claim that no pod
-// or workload references (SPEC §3 Marks). The evidence is the janitor's mark
+// or workload references (docs/spec.md#marks). The evidence is the janitor's mark
 // and the Unused condition (when condTrusted), the later of the two; evidence
 // that cannot be true (a mark that does not parse or predates the claim, a
 // condition without a lastTransitionTime or with one before the claim's
@@ -344,7 +344,7 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 		}
 	}
 
-	// 7.
+	// docs/spec.md#rule-rescued.
 	if rescue != nil {
 		d.State = Rescued
 		d.Snapshot = rescue
@@ -359,12 +359,12 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 		return
 	}
 
-	// 8.
+	// docs/spec.md#rule-superseded.
 	if d.Workspace != "" && c.superseded(d, cl, eff, effOK) {
 		return
 	}
 
-	// 9, 10.
+	// docs/spec.md#rule-snapshot-failed, docs/spec.md#rule-snapshotting.
 	if own != nil && own.Error != nil {
 		d.Snapshot = own
 		d.State = SnapshotFailed
@@ -407,7 +407,7 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 		return
 	}
 
-	// 11, 12.
+	// docs/spec.md#rule-grace, docs/spec.md#rule-orphaned.
 	c.buf = append(c.buf[:0], orphanReason...)
 	switch {
 	case !effOK:
@@ -609,7 +609,7 @@ func hasAttemptRecord(cl *inventory.Claim) bool {
 }
 
 // attemptRecord reads the claim's record of failed snapshot attempts
-// (SPEC §5). ok is false when there is none or it does not parse (then
+// (docs/spec.md#rescue). ok is false when there is none or it does not parse (then
 // nothing is held back: a new attempt is the safe side).
 func attemptRecord(cl *inventory.Claim) (n int, next time.Time, ok bool) {
 	a, okA := cl.Annotations[inventory.AnnotationRescueAttempts]

@@ -251,7 +251,7 @@ type classifyCase struct {
 	want want
 }
 
-// cases is the specification of SPEC §3: one case per row of the table, then
+// cases is the specification of docs/spec.md#states: one case per row of the table, then
 // one per precedence conflict and per rule of the marks.
 var cases = []classifyCase{
 	// --- one per row ---
@@ -991,7 +991,7 @@ func TestClassifyMarksWholeSeconds(t *testing.T) {
 	inv := build(claims(pvc("a")))
 	d := Classify(inv, defaultPolicy(), at)[0]
 	// Rounded up, never down: a use that ended during the pod list ended
-	// before the mark (SPEC §3 Marks).
+	// before the mark (docs/spec.md#marks).
 	want := now.Add(time.Second)
 	if d.Marks.OrphanedSince != Set || !d.Marks.OrphanedSinceValue.Equal(want) || d.Marks.OrphanedSinceValue.Location() != time.UTC {
 		t.Fatalf("marks = %s, want orphaned-since set to %s in UTC", fmtMarks(d.Marks), want.Format(time.RFC3339))

@@ -7,7 +7,7 @@ import (
 )
 
 // Intact reports whether s may count as a rescue or as durable evidence of
-// data (SPEC §3 Evidence), and when not, why. Ready alone is not enough: a
+// data (docs/spec.md#evidence), and when not, why. Ready alone is not enough: a
 // ready snapshot being deleted, carrying an error, or whose content is gone,
 // foreign, being deleted or without a storage-side handle holds nothing a
 // restore could use.
@@ -49,7 +49,7 @@ func CutTime(s *inventory.Snapshot) time.Time {
 	return s.CreationTimestamp
 }
 
-// DataTime is the newest moment whose writes s can hold (SPEC §3 Evidence):
+// DataTime is the newest moment whose writes s can hold (docs/spec.md#evidence):
 // the orphaned-since its source claim had when it was cut, when that is
 // known and earlier than the cut, otherwise the cut time. recorded is the
 // janitor's own record on the snapshot (pvc-janitor.io/orphaned-since);
@@ -91,7 +91,7 @@ const (
 const frozenAfter = 2 * time.Minute
 
 // UnusedCondition decides whether this run trusts the Unused condition of
-// KEP-5541 (SPEC §3 Marks). It is "absent" when no claim in scope carries
+// KEP-5541 (docs/spec.md#marks). It is "absent" when no claim in scope carries
 // it, "ignored" when the controller manager evidently does not maintain it (a
 // claim that a non-terminal pod older than two minutes references shows
 // Unused: True with a lastTransitionTime before that pod was created: a gate

@@ -9,7 +9,7 @@ import (
 )
 
 // Explanation is the whole evidence chain of one claim's state (janitor
-// explain): every rule of SPEC §3 in order with whether it matched and why,
+// explain): every rule of docs/spec.md#states in order with whether it matched and why,
 // the evidence of use and of orphaned-since side by side, every snapshot
 // considered, the workspace's other claims, and the next action. It is
 // derived from the same classification a run makes; it never changes it.
@@ -35,7 +35,7 @@ type Explanation struct {
 	Discard       string               `json:"discard,omitempty"` // Superseded: whether --superseded=discard may delete it, and why
 }
 
-// Rule is one rule of SPEC §3 as applied to the claim.
+// Rule is one rule of docs/spec.md#states as applied to the claim.
 type Rule struct {
 	Number  int    `json:"number"`
 	State   State  `json:"state"`
@@ -124,7 +124,7 @@ func counts(cl *inventory.Claim, d *Decision, condTrusted bool) string {
 	return "the janitor's mark"
 }
 
-// rules walks SPEC §3's states in order: the ones before the claim's state
+// rules walks the states of docs/spec.md#states in order: the ones before the claim's state
 // did not match (and why), the claim's state did, the rest were not reached.
 func (c *classifier) rules(d *Decision) []Rule {
 	out := make([]Rule, 0, len(States))

@@ -8,7 +8,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 )
 
-// allCases is the whole specification table: SPEC §3 row by row, then the
+// allCases is the whole specification table: the state rules of docs/spec.md#states, row by row, then the
 // safety paths of docs/safety.md.
 func allCases() []classifyCase { return append(append([]classifyCase{}, cases...), safetyCases...) }
 

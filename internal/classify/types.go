@@ -1,4 +1,4 @@
-// Package classify decides, for every claim in scope, which state of SPEC §3
+// Package classify decides, for every claim in scope, which state of docs/spec.md#states
 // it is in. It is pure: it takes what was read (an inventory), the policy and
 // the API server's clock, and returns decisions. It takes no client, no clock
 // and no logger, so its table tests are the specification.
@@ -14,7 +14,7 @@ import (
 // the phase label, exit codes, the chart and the docs use them.
 type State string
 
-// The states of SPEC §3, in order of precedence (first match wins).
+// The states of docs/spec.md#states, in order of precedence (first match wins).
 const (
 	Terminating    State = "Terminating"
 	Held           State = "Held"
@@ -98,7 +98,7 @@ type Decision struct {
 	// Marks to write.
 	Marks Marks
 	// Discard is true for a Superseded claim when the evidence that the
-	// workspace moved on is durable and its time known (SPEC §3 state 8):
+	// workspace moved on is durable and its time known (docs/spec.md#rule-superseded):
 	// only then may --superseded=discard delete it without a snapshot.
 	// DiscardReason says why or why not.
 	Discard       bool

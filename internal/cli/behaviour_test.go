@@ -74,7 +74,7 @@ func snapshotsOf(t *testing.T, f *testenv.Fixtures, ns, claim string) []string {
 // reapUntilDeleted runs args (a reap) until the claim (by UID) is deleted
 // or Terminating. The first run must delete it, or skip it only because it
 // "changed since it was read" (the snapshot controller's finalizer churn,
-// SPEC §6); then at most two more runs.
+// docs/spec.md#reap); then at most two more runs.
 func reapUntilDeleted(t *testing.T, f *testenv.Fixtures, ns, name string, uid k8stypes.UID, args []string) report {
 	t.Helper()
 	var r report
@@ -100,8 +100,8 @@ func reapUntilDeleted(t *testing.T, f *testenv.Fixtures, ns, name string, uid k8
 	return r
 }
 
-// TestBehaviourSupersededDiscardReapsWithDurableNewerClaim (SPEC §3 row 8,
-// §4): ws-old is superseded by ws-new of the same workspace, which a pod
+// TestBehaviourSupersededDiscardReapsWithDurableNewerClaim (docs/spec.md#rule-superseded,
+// docs/spec.md#cmd-reap): ws-old is superseded by ws-new of the same workspace, which a pod
 // uses (durable evidence of newer data). Under the default keep policy reap
 // leaves it and records the Superseded Event; --superseded=discard without
 // --yes is refused off a terminal (exit 2, nothing deleted); with --yes the
@@ -155,7 +155,7 @@ func TestBehaviourSupersededDiscardReapsWithDurableNewerClaim(t *testing.T) {
 	}
 }
 
-// TestBehaviourSupersededArchiveThenReap (SPEC §3 row 8, §4): under
+// TestBehaviourSupersededArchiveThenReap (docs/spec.md#rule-superseded, docs/spec.md#cmd-reap): under
 // --superseded=archive, snapshot rescues the superseded ws-old into a
 // snapshot labelled pvc-janitor.io/superseded=true (ws-new, in use, gets
 // none); once it is ready, reap deletes ws-old.
@@ -211,7 +211,7 @@ func TestBehaviourSupersededArchiveThenReap(t *testing.T) {
 	}
 }
 
-// TestBehaviourSIGINTExits130 (SPEC §7, §8): SIGINT while `janitor run`
+// TestBehaviourSIGINTExits130 (docs/spec.md#runs, docs/spec.md#output): SIGINT while `janitor run`
 // waits for a slow rescue: exit 130, the report on stdout, the lease
 // released, and nothing deleted.
 func TestBehaviourSIGINTExits130(t *testing.T) {
@@ -276,7 +276,7 @@ func TestBehaviourSIGINTExits130(t *testing.T) {
 	}
 }
 
-// TestBehaviourWorkloadTemplatesMakeInUse (SPEC §3 row 4): a ReplicaSet's,
+// TestBehaviourWorkloadTemplatesMakeInUse (docs/spec.md#rule-in-use): a ReplicaSet's,
 // a DaemonSet's and a CronJob's pod template naming a claim make it InUse,
 // the reason naming the kind and the workload; a claim none names is not.
 func TestBehaviourWorkloadTemplatesMakeInUse(t *testing.T) {
@@ -312,7 +312,7 @@ func TestBehaviourWorkloadTemplatesMakeInUse(t *testing.T) {
 	}
 }
 
-// TestBehaviourDefaultSnapshotClass (SPEC §5, Class): with no
+// TestBehaviourDefaultSnapshotClass (docs/spec.md#rescue-class): with no
 // --snapshot-class, the rescue's spec.volumeSnapshotClassName is the
 // driver's default class (csi-hostpath-retain, not csi-hostpath-delete of
 // the same driver).
@@ -336,7 +336,7 @@ func TestBehaviourDefaultSnapshotClass(t *testing.T) {
 	}
 }
 
-// TestBehaviourNoSnapshotClass (SPEC §5, Class): a claim whose PV is not a
+// TestBehaviourNoSnapshotClass (docs/spec.md#rescue-class): a claim whose PV is not a
 // CSI volume (hostPath), and one whose CSI driver has no default
 // VolumeSnapshotClass, end SnapshotFailed with a reason naming why (and a
 // Warning Event): no snapshot is taken with a guessed class.
@@ -402,7 +402,7 @@ func janitorEvents(t *testing.T, f *testenv.Fixtures, ns string) map[string]int3
 	return got
 }
 
-// TestBehaviourDryRunWritesNoEvents (SPEC §4): scan, snapshot and reap with
+// TestBehaviourDryRunWritesNoEvents (docs/spec.md#commands): scan, snapshot and reap with
 // --dry-run, each with something it would do (mark ws-o, rescue ws-o,
 // delete ws-r), create no Event.
 func TestBehaviourDryRunWritesNoEvents(t *testing.T) {
@@ -447,7 +447,7 @@ func TestBehaviourDryRunWritesNoEvents(t *testing.T) {
 	}
 }
 
-// TestBehaviourLogFormatAutoIsJSONOffATerminal (SPEC §8): with
+// TestBehaviourLogFormatAutoIsJSONOffATerminal (docs/spec.md#output): with
 // --log-format auto and stderr not a terminal, every log line is a JSON
 // object; --log-format console on the same writer is not (so the check
 // can tell them apart).
@@ -481,7 +481,7 @@ func TestBehaviourLogFormatAutoIsJSONOffATerminal(t *testing.T) {
 	}
 }
 
-// TestBehaviourKubeconfigFromEnv (SPEC §9): a janitor process with only
+// TestBehaviourKubeconfigFromEnv (docs/spec.md#configuration): a janitor process with only
 // KUBECONFIG (and an empty HOME) in its environment, no --kubeconfig,
 // reads the cluster; without KUBECONFIG the same command has no cluster
 // (exit 2).
@@ -523,7 +523,7 @@ func TestBehaviourKubeconfigFromEnv(t *testing.T) {
 	}
 }
 
-// TestBehaviourReapPromptOnTerminal (SPEC §4): reap without --yes on a real
+// TestBehaviourReapPromptOnTerminal (docs/spec.md#commands): reap without --yes on a real
 // terminal asks on stderr; "no" deletes nothing, "yes" deletes the rescued
 // claim.
 func TestBehaviourReapPromptOnTerminal(t *testing.T) {

@@ -462,7 +462,7 @@ func TestChaos(t *testing.T) {
 	// snapshot-controller removes its pvc-as-source-protection finalizer
 	// from the claim just after the snapshot is ready; when that lands
 	// between the reap's re-read and its delete, the delete's precondition
-	// fails and the claim is left for the next run (SPEC §6). So the final
+	// fails and the claim is left for the next run (docs/spec.md#reap). So the final
 	// runs go on until nothing is left to do, three at most.
 	for final := 1; ; final++ {
 		var last chaosProc
@@ -1492,7 +1492,7 @@ func (w *chaosWorld) describe(name string) string {
 // that comes and goes between two runs while the controller manager lags (or
 // is down): the claim's Unused condition still says False (in use, since
 // after the rescue) and no pod is left to see. The condition is the stricter
-// notion of use there, and the stricter wins (SPEC §3, Marks): the claim's
+// notion of use there, and the stricter wins (docs/spec.md#marks): the claim's
 // orphaned-since cannot be before the use the condition reports, so the old
 // snapshot does not rescue it and it must not be reaped on it. Found by
 // TestChaos (a pod deleted between the re-read's claims list and its pods

@@ -78,7 +78,7 @@ func demoArgs(cmd, ns string) []string {
 		"--min-age", testenv.DemoMinAge.String(), "--grace-period", testenv.DemoGracePeriod.String(), "--lock-namespace", ns}
 }
 
-// TestScanClassifiesAndMarksTheDemoFleet is SPEC §3 end to end: every state
+// TestScanClassifiesAndMarksTheDemoFleet is docs/spec.md#states end to end: every state
 // on real objects, then the marks on the claims.
 func TestScanClassifiesAndMarksTheDemoFleet(t *testing.T) {
 	ctx := context.Background()
@@ -269,7 +269,7 @@ func TestScanClassifiesAndMarksTheDemoFleet(t *testing.T) {
 	}
 }
 
-// TestGuardPassesOnlyWhenNothingIsLost is SPEC §4's gate: live data, a
+// TestGuardPassesOnlyWhenNothingIsLost is the gate of docs/spec.md#guard: live data, a
 // rescue a teardown can delete, and a scope that is suspiciously small each
 // fail it; it passes once nothing in scope would be lost.
 func TestGuardPassesOnlyWhenNothingIsLost(t *testing.T) {

@@ -136,7 +136,7 @@ func TestConfirmPromptsOnATerminal(t *testing.T) {
 	}
 }
 
-// TestConfirmLogFormatAutoFollowsTheTerminal (SPEC §8): --log-format auto
+// TestConfirmLogFormatAutoFollowsTheTerminal (docs/spec.md#output): --log-format auto
 // writes console lines on a terminal and JSON off one; the same logger, two
 // writers.
 func TestConfirmLogFormatAutoFollowsTheTerminal(t *testing.T) {

@@ -26,7 +26,7 @@ func newExplainCommand(s Streams) *cobra.Command {
 		Use:   config.CommandExplain + " NAMESPACE/CLAIM | CLAIM",
 		Short: "Show why a claim is in its state: the whole evidence chain, read-only",
 		Long: `explain reads the claim's namespace as a scan would (writing nothing) and shows
-every rule of SPEC §3 in order, matched or not and why; what references the
+every rule of docs/spec.md#states in order, matched or not and why; what references the
 claim; the janitor's mark and the Unused condition side by side and which one
 dates the orphan period; every snapshot of the claim or its workspace with its
 cut and data times, whether it is intact and what it is to this claim; the
@@ -244,7 +244,7 @@ func writeExplanation(w io.Writer, d *explanation) error {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\nRules (SPEC §3, in order; the first that matches decides):\n")
+	b.WriteString("\nRules (docs/spec.md#states, in order; the first that matches decides):\n")
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
 	for _, r := range d.Rules {
 		m := "no"

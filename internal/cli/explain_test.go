@@ -99,7 +99,7 @@ func TestExplainEachStateOfTheDemoFleet(t *testing.T) {
 	}
 	// The table for a person, and nothing written by any of it.
 	code, out, _ := run(t, append(args("ws-olivia")[:len(args("ws-olivia"))-2], "-o", "table")...)
-	if code != 0 || !strings.Contains(out, "Rules (SPEC §3") || !strings.Contains(out, "Next: ") {
+	if code != 0 || !strings.Contains(out, "Rules (docs/spec.md#states") || !strings.Contains(out, "Next: ") {
 		t.Errorf("explain table: exit %d\n%s", code, out)
 	}
 	code, out, stderr := run(t, append(demoArgs("scan", ns), "--dry-run", "-o", "json")...)

@@ -18,7 +18,7 @@ func newPruneCommand(s Streams) *cobra.Command {
 		Use:   config.CommandPrune,
 		Short: "Delete the janitor's own rescues by retention, never the last copy",
 		Long: `prune deletes the janitor's own rescues (never anyone else's snapshot) by
-retention (SPEC §11): --keep-for (rescues cut longer ago are candidates) and
+retention (docs/spec.md#retention): --keep-for (rescues cut longer ago are candidates) and
 --keep-last (all but the N newest by data time per workspace are candidates);
 with both, a rescue is kept when either keeps it; with neither, nothing is
 pruned. Whatever the retention, it never deletes the only copy of a

@@ -57,7 +57,7 @@ func TestPruneCommand(t *testing.T) {
 		older, newer = newer, older
 	}
 	// The rescue of the earlier orphan period is labelled stale once the
-	// new one is ready, and kept (SPEC §11); the new one is not.
+	// new one is ready, and kept (docs/spec.md#retention); the new one is not.
 	for _, s := range snaps {
 		if got, want := s.Labels[inventory.LabelStale] == "true", s.Name == older; got != want {
 			t.Errorf("%s: stale label %v, want %v (older %s)", s.Name, got, want, older)
@@ -127,7 +127,7 @@ func TestPruneCommand(t *testing.T) {
 	}
 }
 
-// TestFailedSnapshotContentsLeakOnlyWithoutTheGrant (SPEC §11): a snapshot
+// TestFailedSnapshotContentsLeakOnlyWithoutTheGrant (docs/spec.md#retention): a snapshot
 // the janitor gives up on is deleted; under the Retain class its content
 // stays behind and the report names it (summary.leakedContents); with
 // --delete-contents the content goes too.

@@ -462,7 +462,7 @@ func rescued(t *testing.T, f *testenv.Fixtures, ns string) k8stypes.UID {
 	return k8stypes.UID(uid)
 }
 
-// TestReapRetriesAfterFinalizerChurn (SPEC §6): a finalizer dropped from
+// TestReapRetriesAfterFinalizerChurn (docs/spec.md#reap): a finalizer dropped from
 // the claim between the read and its delete (as the snapshot controller
 // drops pvc-as-source-protection) fails the delete's precondition; only
 // finalizers changed, no pod uses it, so the delete is retried once and the
@@ -534,7 +534,7 @@ func TestReapRetriesAfterFinalizerChurn(t *testing.T) {
 	}
 }
 
-// TestReapSettlesALostDeleteResponse (SPEC §6): the server applies the
+// TestReapSettlesALostDeleteResponse (docs/spec.md#reap): the server applies the
 // DELETE but the response is lost; the retry meets a claim that is
 // Terminating (409) or gone (404). A read of the claim settles it: the same
 // UID being deleted, or gone, is reported deleted, not skipped.
@@ -706,7 +706,7 @@ func TestMarkPatchCarriesTheUID(t *testing.T) {
 	}
 }
 
-// TestRunStopsWhenItsLeaseCannotBeRenewed (path 12, SPEC §7): every lease
+// TestRunStopsWhenItsLeaseCannotBeRenewed (path 12, docs/spec.md#runs): every lease
 // renewal hangs; two thirds of --lock-duration after the last renewal the
 // run stops acting (no delete) and exits 1 naming the cause.
 func TestRunStopsWhenItsLeaseCannotBeRenewed(t *testing.T) {

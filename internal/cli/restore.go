@@ -28,7 +28,7 @@ func newRestoreCommand(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   config.CommandRestore + " [NAMESPACE/CLAIM | CLAIM]",
 		Short: "Recreate a claim from its rescue (by claim, by workspace, or from a named snapshot)",
-		Long: `restore recreates a claim from a rescue (SPEC §10): by claim name, from the
+		Long: `restore recreates a claim from a rescue (docs/spec.md#restore): by claim name, from the
 newest intact rescue of that name; with --workspace, from the rescue with the
 newest data of the workspace; with --from, from a named VolumeSnapshot of the
 namespace. The new claim has the rescued claim's labels, annotations and spec

@@ -11,7 +11,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
 )
 
-// TestRestoreRoundTrip (issue 14, SPEC §10) on real bytes: a workspace's
+// TestRestoreRoundTrip (issue 14, docs/spec.md#restore) on real bytes: a workspace's
 // claim is rescued, used again (new bytes), rescued again, and reaped. By
 // workspace and by claim, restore brings back the newest bytes; the older
 // rescue only with --allow-older; -o yaml and --dry-run create nothing; each

@@ -1,7 +1,7 @@
 package cli_test
 
 // One deterministic scenario per path of issue 12 ("Safety v2") on the real
-// control plane. Each test asserts the outcome the revised SPEC asks for and
+// control plane. Each test asserts the outcome docs/spec.md asks for and
 // judges deletions by ground truth (safety_truth_test.go): what the test
 // did to the pods and attachments, the snapshots' cut times and their
 // contents; never by the janitor's marks.
@@ -304,7 +304,7 @@ func TestSafetyPath01LateRescueOfAnOldClaimDoesNotSupersedeANewerOne(t *testing.
 			stop := w.use("ws-b", "ide-b")
 			waitUsed(t, w.f, w.ns, "ws-b")
 			nextSecond(time.Now())
-			// A's rescue as the janitor makes it (SPEC §5), created late.
+			// A's rescue as the janitor makes it (docs/spec.md#rescue), created late.
 			late := "ws-a-late-rescue"
 			if _, err := w.f.Snapshot(ctx, w.ns, late, "ws-a", "",
 				map[string]string{"app.kubernetes.io/managed-by": "pvc-janitor", "workspace": "w"},
@@ -743,7 +743,7 @@ func TestSafetyPath11NameReuseIsNeverLabelledForAnothersSnapshot(t *testing.T) {
 	if err := claims.Delete(ctx, "ws-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Its owner removes the finalizers by hand (SPEC §1), so the name is free.
+	// Its owner removes the finalizers by hand (docs/spec.md#the-problem), so the name is free.
 	w.patchClaim("ws-a", `{"metadata":{"finalizers":null}}`)
 	if err := w.f.WaitClaimGone(ctx, w.ns, "ws-a"); err != nil {
 		t.Fatal(err)

@@ -50,7 +50,7 @@ type truthSnap struct {
 	Created, Cut time.Time
 	// Intact: readyToUse, no status.error, no deletionTimestamp, bound to a
 	// content that exists, points back to this snapshot's UID, has a
-	// snapshotHandle and no deletionTimestamp (SPEC §3, Evidence).
+	// snapshotHandle and no deletionTimestamp (docs/spec.md#evidence).
 	Intact bool
 	// Why says why it is not intact.
 	Why string

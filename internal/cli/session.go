@@ -213,12 +213,12 @@ func (sess *session) newReport(command string, dryRun bool) *report.Report {
 // already has one.
 func (sess *session) finish(r *report.Report, err error) error {
 	// A use this run saw and could not write down is known to nobody
-	// after it (SPEC §3 Marks): the run says so and does not end well.
+	// after it (docs/spec.md#marks): the run says so and does not end well.
 	if lost := sess.clients.Uses.Lost(); len(lost) > 0 && exitcode.Code(err) == exitcode.OK {
 		err = exitcode.New(exitcode.Partial, fmt.Errorf("%d claims were seen in use and their marks could not be removed (%s): a later run cannot see that use on a cluster without the Unused condition", len(lost), strings.Join(lost, ", ")))
 	}
 	// A run that lost its lease stopped acting: that is its outcome,
-	// whatever else it reports (SPEC §7).
+	// whatever else it reports (docs/spec.md#runs).
 	if lerr := sess.leaseErr(); lerr != nil {
 		if c := exitcode.Code(err); c == exitcode.OK || c == exitcode.Partial || c == exitcode.DataAtRisk {
 			err = lerr

@@ -60,7 +60,7 @@ func unusedSince(t *testing.T, f *testenv.Fixtures, ns, name string) time.Time {
 	return time.Time{}
 }
 
-// specName is SPEC §5's rescue name, computed here from the formula (not by
+// specName is the rescue name of docs/spec.md#rescue-name, computed here from the formula (not by
 // rescue.Name): <claim>-rescue-<first 10 hex of sha256(uid "/" RFC 3339)>.
 func specName(claim, uid string, since time.Time) string {
 	sum := sha256.Sum256([]byte(uid + "/" + since.UTC().Format(time.RFC3339)))
@@ -116,7 +116,7 @@ func TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing(t *testing.T) {
 		t.Fatalf("claim mark %q: %v", mark, err)
 	}
 	if want := specName("ws-a", uid, since); s.Name != want {
-		t.Errorf("rescue named %s, want %s (SPEC §5, from the UID and the orphaned-since %s)", s.Name, want, mark)
+		t.Errorf("rescue named %s, want %s (docs/spec.md#rescue-name, from the UID and the orphaned-since %s)", s.Name, want, mark)
 	}
 	if s.Annotations["pvc-janitor.io/source-uid"] != uid ||
 		s.Labels["app.kubernetes.io/managed-by"] != "pvc-janitor" || s.Labels["workspace"] != "a" ||
@@ -317,7 +317,7 @@ func TestSupersededClaimsGetNoOrdinarySnapshot(t *testing.T) {
 			t.Errorf("snapshot %s taken of superseded claim %s", s.Name, src)
 		}
 	}
-	// SPEC §7: a Superseded Event on each, naming the newer claim or data.
+	// docs/spec.md#runs: a Superseded Event on each, naming the newer claim or data.
 	for n, want := range map[string]string{"ws-old": "superseded by newer claim", "ws-other": "superseded by newer"} {
 		evs, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + n + ",reason=Superseded"})
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/restore"
 )
 
-// TestRescueRecordsTheClaimTemplate (SPEC §5): every rescue carries the
+// TestRescueRecordsTheClaimTemplate (docs/spec.md#rescue): every rescue carries the
 // claim it came from, so that a restore is faithful without the claim.
 func TestRescueRecordsTheClaimTemplate(t *testing.T) {
 	ctx := context.Background()

@@ -18,7 +18,7 @@ import (
 // (its marks removed) even when the run's context has ended (a lost lease,
 // a stop signal), while new marks are not written after that; a removal the
 // API server refuses for the whole retry budget is reported as a lost use
-// (SPEC §3 Marks: on a cluster without the Unused condition the next run
+// (docs/spec.md#marks: on a cluster without the Unused condition the next run
 // cannot see it).
 func TestUseIsWrittenDownWhenTheRunEnds(t *testing.T) {
 	bg := context.Background()

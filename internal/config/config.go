@@ -1,4 +1,4 @@
-// Package config resolves the janitor's typed configuration (SPEC §9) from,
+// Package config resolves the janitor's typed configuration (docs/spec.md#configuration) from,
 // in order of precedence, the command line flags, the environment
 // (JANITOR_ + the flag name upper-cased, '-' -> '_'), a YAML config file
 // (--config or JANITOR_CONFIG; keys are the flag names exactly) and the
@@ -137,7 +137,7 @@ type Config struct {
 	QPS   float32
 	Burst int
 
-	// MaxDeletions and MaxDeletionPercent are the blast radius (SPEC §6):
+	// MaxDeletions and MaxDeletionPercent are the blast radius (docs/spec.md#reap):
 	// over either, a run deletes nothing. MaxDeletions 0 deletes nothing.
 	MaxDeletions       int
 	MaxDeletionPercent float64
@@ -164,7 +164,7 @@ type Config struct {
 	NotifyWebhook string
 
 	// KeepFor and KeepLast are the retention of the janitor's rescues
-	// (SPEC §11); zero both: prune does nothing.
+	// (docs/spec.md#retention); zero both: prune does nothing.
 	KeepFor  time.Duration
 	KeepLast int
 	// DeleteContents lets the janitor set a Retain VolumeSnapshotContent
@@ -176,7 +176,7 @@ type Config struct {
 	Prices        []string
 	SnapshotPrice string
 
-	// Restore (SPEC §10): by workspace, from a named snapshot, under
+	// Restore (docs/spec.md#restore): by workspace, from a named snapshot, under
 	// another name, beside newer data, with another class or a least size.
 	RestoreWorkspace string
 	RestoreFrom      string

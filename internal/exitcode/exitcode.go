@@ -1,11 +1,11 @@
-// Package exitcode is the one table of the janitor's exit codes (SPEC §8) and
+// Package exitcode is the one table of the janitor's exit codes (docs/spec.md#output) and
 // the one error type that carries a code to main. Only cli.Main turns it into
 // os.Exit.
 package exitcode
 
 import "errors"
 
-// The exit codes of SPEC §8.
+// The exit codes of docs/spec.md#output.
 const (
 	OK          = 0   // nothing wrong
 	Runtime     = 1   // runtime error: a read failed, the API was unreachable, …

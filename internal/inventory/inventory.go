@@ -27,15 +27,15 @@ const (
 	// AnnotationSourceName on a VolumeSnapshot names its claim.
 	AnnotationSourceName = Prefix + "source-name"
 	// AnnotationRescueAttempts on a claim counts the janitor's failed
-	// snapshot attempts so far, across runs (SPEC §5).
+	// snapshot attempts so far, across runs (docs/spec.md#rescue).
 	AnnotationRescueAttempts = Prefix + "rescue-attempts"
 	// AnnotationNextAttempt on a claim is when (RFC 3339, server clock) the
-	// next snapshot attempt is due after failed ones (SPEC §5).
+	// next snapshot attempt is due after failed ones (docs/spec.md#rescue).
 	AnnotationNextAttempt = Prefix + "next-attempt"
 	// LabelSuperseded marks an archive snapshot of a superseded claim.
 	LabelSuperseded = Prefix + "superseded"
 	// LabelStale marks a rescue of an earlier orphan period of its claim,
-	// once a rescue of a later one is ready (SPEC §11): it holds data from
+	// once a rescue of a later one is ready (docs/spec.md#retention): it holds data from
 	// before the claim's last use and is left to prune.
 	LabelStale = Prefix + "stale"
 	// LabelManagedBy and ManagedByValue mark the janitor's own snapshots.
@@ -136,7 +136,7 @@ type Attachment struct {
 	NodeName string
 	Attached bool
 	// Created is the attachment's creationTimestamp: an attachment created
-	// after a claim's orphaned-since is a use (SPEC §3, state 6).
+	// after a claim's orphaned-since is a use (docs/spec.md#rule-attached).
 	Created time.Time
 }
 
@@ -185,7 +185,7 @@ type Snapshot struct {
 func (s *Snapshot) Key() Key { return Key{Namespace: s.Namespace, Name: s.Name} }
 
 // Content is a VolumeSnapshotContent reduced to what the integrity check
-// (SPEC §3 Evidence) and the guard need.
+// (docs/spec.md#evidence) and the guard need.
 type Content struct {
 	Name           string
 	DeletionPolicy string // "Delete" or "Retain"

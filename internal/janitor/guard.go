@@ -69,7 +69,7 @@ func (e *RescueError) Error() string { return e.Err.Error() }
 // Unwrap returns the cause.
 func (e *RescueError) Unwrap() error { return e.Err }
 
-// Guard judges whether tearing the cluster down would lose data (SPEC §4,
+// Guard judges whether tearing the cluster down would lose data (docs/spec.md#commands,
 // guard), after rescuing first when o.Rescue is set. An error means there
 // is no verdict: a *RescueError from the rescue, or a failed read.
 func Guard(ctx context.Context, c *kube.Clients, o GuardOptions) (*GuardResult, error) {
@@ -140,7 +140,7 @@ func (r *GuardResult) Problems() []string {
 }
 
 // AtRisk says whether tearing the cluster down would lose the data of the
-// claim decided by d (SPEC §4, guard), and why. Every state but Terminating,
+// claim decided by d (docs/spec.md#guard), and why. Every state but Terminating,
 // Unbound and Rescued holds data that a teardown would lose: InUse and Young
 // claims hold live data (stop the workspaces first), Held claims are kept by
 // an operator, the others have no durable snapshot. A Rescued claim is at
@@ -181,7 +181,7 @@ func SnapshotAtRisk(s *inventory.Snapshot, inv *inventory.Inventory, allowDelete
 }
 
 // OnlyCopies returns, per claim that no longer exists, the janitor's newest
-// rescue of it (by data time): its only copy (SPEC §4). exists reports
+// rescue of it (by data time): its only copy (docs/spec.md#commands). exists reports
 // whether a claim with that UID still exists. Archives of superseded claims
 // count too: they are the janitor's rescues. The result is sorted by
 // namespace and name.

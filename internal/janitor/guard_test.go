@@ -22,7 +22,7 @@ func rescue(name, source string, uid types.UID, data time.Time, policy string, i
 	return s, c
 }
 
-// TestAtRisk is SPEC §4's list, one row per state and per rescue condition.
+// TestAtRisk is the list of docs/spec.md#guard-at-risk, one row per state and per rescue condition.
 func TestAtRisk(t *testing.T) {
 	retain, retainC := rescue("r", "a", "ua", t0, "Retain", true)
 	del, delC := rescue("d", "a", "ua", t0, "Delete", true)

@@ -13,7 +13,7 @@ import (
 )
 
 // ErrLeaseLost is the cause of a context whose run lost its lease: taken
-// over by another run, or not renewed within its renew deadline (SPEC §7).
+// over by another run, or not renewed within its renew deadline (docs/spec.md#runs).
 // The cause wraps it with the lease's own account of why.
 var ErrLeaseLost = errors.New("the run's lease was lost; stopped acting")
 

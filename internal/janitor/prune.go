@@ -23,7 +23,7 @@ type PruneOptions struct {
 // does nothing and Run has no retention step.
 func (o PruneOptions) Set() bool { return o.Retention.KeepFor > 0 || o.Retention.KeepLast > 0 }
 
-// Prune deletes the janitor's own rescues by retention (SPEC §11). An error
+// Prune deletes the janitor's own rescues by retention (docs/spec.md#retention). An error
 // means nothing was pruned: a read failed.
 func Prune(ctx context.Context, c *kube.Clients, o PruneOptions) (*prune.Result, error) {
 	return prune.Prune(ctx, c, prune.Options{Scope: o.Scan.Scope, Policy: o.Scan.Policy, Retention: o.Retention,

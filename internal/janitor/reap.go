@@ -16,9 +16,9 @@ import (
 type ReapOptions struct {
 	Scan ScanOptions
 	// Superseded is the --superseded policy; rsc.SupersededDiscard also
-	// deletes Superseded claims without a snapshot (SPEC §3).
+	// deletes Superseded claims without a snapshot (docs/spec.md#states).
 	Superseded string
-	// MaxDeletions and MaxDeletionPercent are the blast radius (SPEC §6).
+	// MaxDeletions and MaxDeletionPercent are the blast radius (docs/spec.md#reap).
 	MaxDeletions       int
 	MaxDeletionPercent float64
 	// Confirm, when set, is asked before the first delete with the number
@@ -52,7 +52,7 @@ type ReapStep struct {
 }
 
 // Reap scans (and marks), then deletes every claim whose data is provably
-// rescued (SPEC §4, §6). An error means there is no result: the scan failed.
+// rescued (docs/spec.md#commands, docs/spec.md#reap). An error means there is no result: the scan failed.
 func Reap(ctx context.Context, c *kube.Clients, o ReapOptions) (*ReapResult, error) {
 	scan, err := Scan(ctx, c, o.Scan)
 	if err != nil {
@@ -101,7 +101,7 @@ type RunOptions struct {
 	// Snapshot's Scan is the run's scan; Reap's Scan is ignored.
 	Snapshot SnapshotOptions
 	Reap     ReapOptions
-	// Prune is the retention step after the reap, when set (SPEC §11);
+	// Prune is the retention step after the reap, when set (docs/spec.md#retention);
 	// its Scan is the run's.
 	Prune PruneOptions
 }
@@ -116,7 +116,7 @@ type RunResult struct {
 	PruneErr error
 }
 
-// Run scans, rescues and reaps (SPEC §4, janitor run): the claims its own
+// Run scans, rescues and reaps (docs/spec.md#cmd-run): the claims its own
 // rescue left Rescued are reaped in the same run. An error means there is
 // no result: bad input (*InputError) or a failed scan.
 func Run(ctx context.Context, c *kube.Clients, o RunOptions) (*RunResult, error) {

@@ -61,7 +61,7 @@ type SnapshotResult struct {
 }
 
 // Snapshot scans (and marks), then rescues every Orphaned claim, and every
-// Superseded one under the archive policy (SPEC §4). An error means there
+// Superseded one under the archive policy (docs/spec.md#commands). An error means there
 // is no result: bad input (*InputError) or a failed scan.
 func Snapshot(ctx context.Context, c *kube.Clients, o SnapshotOptions) (*SnapshotResult, error) {
 	if o.Done != nil {

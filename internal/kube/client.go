@@ -30,7 +30,7 @@ type Clients struct {
 	Cluster string
 	// Namespace is the kubeconfig context's namespace ("default" if unset).
 	Namespace string
-	// Uses records the claims this run saw in use after its scan (SPEC §3
+	// Uses records the claims this run saw in use after its scan (docs/spec.md#states
 	// Marks: a claim seen in use is never rescued or reaped in that run),
 	// so that the reap honours a use a re-check saw even when writing it
 	// down on the claim failed.
@@ -199,8 +199,8 @@ func (c *ServerClock) Now() time.Time {
 // Latest is an upper bound of the server's time when it served any
 // response received so far: a Date header is truncated to the second, so
 // the server's clock was short of the latest Date plus one second. Marks
-// are taken from this bound right after the lists that prove no use (SPEC
-// §3 Marks: a mark must never precede the end of a use those lists could
+// are taken from this bound right after the lists that prove no use
+// (docs/spec.md#rule-mark-time: a mark must never precede the end of a use those lists could
 // have missed); it is never below Now. Zero when no response has been seen
 // yet.
 func (c *ServerClock) Latest() time.Time {

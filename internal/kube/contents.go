@@ -14,7 +14,7 @@ import (
 // SetContentDelete sets a VolumeSnapshotContent's deletionPolicy to Delete,
 // only while its volumeSnapshotRef is the snapshot with uid (a JSON patch
 // whose test operation the API server checks), so that deleting that
-// snapshot also deletes the content and the storage-side snapshot (SPEC §11,
+// snapshot also deletes the content and the storage-side snapshot (docs/spec.md#retention,
 // --delete-contents). It needs patch on volumesnapshotcontents.
 func SetContentDelete(ctx context.Context, c *Clients, retry RetryPolicy, content string, uid types.UID) error {
 	return patchContent(ctx, c, retry, content, uid, "", snapv1.VolumeSnapshotContentDelete)

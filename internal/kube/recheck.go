@@ -15,7 +15,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 )
 
-// The re-check before a rescue (SPEC §5): between the scan and the create of
+// The re-check before a rescue (docs/spec.md#rescue): between the scan and the create of
 // a snapshot lie concurrency slots, retries and recreates, long enough for a
 // pod to start using the claim again or for a newer claim or snapshot of its
 // workspace to appear. So just before each create the janitor reads the

@@ -16,7 +16,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/kube/wire"
 )
 
-// TestTransientClassifiesAPIErrors is SPEC §5's retry rule, error by error:
+// TestTransientClassifiesAPIErrors is the retry rule of docs/spec.md#rescue-retries, error by error:
 // 429 (honouring Retry-After) and 5xx are retried; 400/401/403/404/409/422
 // and a cancelled context are permanent.
 func TestTransientClassifiesAPIErrors(t *testing.T) {

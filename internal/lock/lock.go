@@ -1,4 +1,4 @@
-// Package lock holds the janitor's coordination.k8s.io/v1 Lease (SPEC §7)
+// Package lock holds the janitor's coordination.k8s.io/v1 Lease (docs/spec.md#runs)
 // for the length of a mutating run: two janitors never act on the same
 // cluster at once. Expiry is judged on the API server's clock, so a skewed
 // host can neither steal a live lease nor keep a dead one.
@@ -61,7 +61,7 @@ type Lease struct {
 }
 
 // RenewDeadline is how long after its last successful renewal a run stops
-// acting: two thirds of the lease's duration (SPEC §7), as client-go's
+// acting: two thirds of the lease's duration (docs/spec.md#runs), as client-go's
 // leader election does with its renew deadline. The last third is the
 // margin for the clocks: another run may take the lease over once the
 // whole duration has passed on the server's clock.

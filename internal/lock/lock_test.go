@@ -22,7 +22,7 @@ import (
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// TestLost is SPEC §7's renew deadline: two thirds of --lock-duration
+// TestLost is the renew deadline of docs/spec.md#run-lease: two thirds of --lock-duration
 // after the last successful renewal, the run stops acting.
 func TestLost(t *testing.T) {
 	for _, c := range []struct {

@@ -1,4 +1,4 @@
-// Package mark writes the janitor's marks (SPEC §3 "Marks") on claims: the
+// Package mark writes the janitor's marks (docs/spec.md#marks) on claims: the
 // pvc-janitor.io/orphaned-since annotation and the pvc-janitor.io/phase
 // label. Patches touch only those keys and carry the UID and resourceVersion
 // that were classified, so a claim that changed since it was read, or was
@@ -262,7 +262,7 @@ func write(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Opti
 	err = patchClaim(ctx, c, cl, patch, opts)
 	if OtherClaim(err) && d.Marks.OrphanedSince == classify.Remove {
 		// A use was seen: its clock must restart even though the claim
-		// changed since it was read (SPEC §3 Marks).
+		// changed since it was read (docs/spec.md#marks).
 		var done bool
 		done, err = retryRemoval(ctx, c, cl, d.Marks, opts)
 		if err == nil && done {
@@ -290,7 +290,7 @@ func write(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Opti
 		Event(ctx, c, opts.Retry, cl, corev1.EventTypeNormal, "OrphanDetected", msg)
 	}
 	if d.Marks.Phase == classify.Set && d.Marks.PhaseValue == classify.Superseded {
-		// SPEC §7: the Superseded Event, once, when the phase turns to it.
+		// docs/spec.md#runs: the Superseded Event, once, when the phase turns to it.
 		msg := d.Reason
 		if d.DiscardReason != "" {
 			msg += "; discard: " + d.DiscardReason
@@ -300,7 +300,7 @@ func write(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Opti
 	return Marked, nil
 }
 
-// Event records an Event on the claim (SPEC §7). What the janitor did to
+// Event records an Event on the claim (docs/spec.md#runs). What the janitor did to
 // the claim is what matters: a lost Event is logged, never an error.
 func Event(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *inventory.Claim, typ, reason, msg string) {
 	if err := c.Event(ctx, retry, cl, typ, reason, msg); err != nil {

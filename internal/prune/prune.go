@@ -1,4 +1,4 @@
-// Package prune deletes the janitor's own rescues by retention (SPEC §11):
+// Package prune deletes the janitor's own rescues by retention (docs/spec.md#retention):
 // it reads the scope, lets retention.Decide say which rescues may go, holds
 // the blast radius, and deletes each with its UID and resourceVersion as
 // preconditions, setting a Retain content to Delete first when allowed to.

@@ -17,7 +17,7 @@ import (
 // Reapable reports whether a decision allows deleting the claim at now (the
 // API server's clock of the read the decision comes from): the claim is
 // Rescued (or Superseded, with discard), and its orphaned-since is known and
-// at least grace old (SPEC §6). The grace period is checked here and not
+// at least grace old (docs/spec.md#reap). The grace period is checked here and not
 // left to the classifier's state because Rescued takes precedence over
 // Grace: a snapshot someone else took a minute after the claim was marked
 // would otherwise end the grace period at once.
@@ -184,7 +184,7 @@ func condition(cs []corev1.PersistentVolumeClaimCondition, t corev1.PersistentVo
 // PodUses returns the pods of pods that use the claim name: a volume whose
 // persistentVolumeClaim names it, or a generic ephemeral volume whose claim
 // (<pod>-<volume>) is it. Every pod counts, whatever its phase, as in the
-// classifier (SPEC §3, InUse).
+// classifier (docs/spec.md#rule-in-use).
 func PodUses(pods []corev1.Pod, name string) []string {
 	var out []string
 	for i := range pods {

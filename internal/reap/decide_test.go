@@ -17,7 +17,7 @@ var t0 = time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 
 func at(d time.Duration) *time.Time { t := t0.Add(d); return &t }
 
-// TestReapable is SPEC §6's first rule: rescued (or superseded under
+// TestReapable is the first rule of docs/spec.md#reap-only-rescued: rescued (or superseded under
 // discard) and orphaned for at least the grace period on the server clock.
 func TestReapable(t *testing.T) {
 	grace := 30 * time.Minute
@@ -87,7 +87,7 @@ func TestLimit(t *testing.T) {
 }
 
 // TestSettle: a delete whose response was lost is settled by a read of the
-// claim (SPEC §6); only a claim that may have been deleted by us counts.
+// claim (docs/spec.md#reap); only a claim that may have been deleted by us counts.
 func TestSettle(t *testing.T) {
 	const uid = types.UID("u-1")
 	live := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{UID: uid}}
@@ -146,7 +146,7 @@ func baseClaim() *corev1.PersistentVolumeClaim {
 
 // TestUnrelated: after a failed delete precondition, only finalizers,
 // managed fields, resourceVersion and use-unrelated conditions may have
-// changed for the delete to be retried (SPEC §6).
+// changed for the delete to be retried (docs/spec.md#reap).
 func TestUnrelated(t *testing.T) {
 	dts := metav1.NewTime(t0.Add(time.Hour))
 	for _, c := range []struct {

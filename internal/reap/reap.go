@@ -1,4 +1,4 @@
-// Package reap deletes claims whose data is provably rescued (SPEC §6): only
+// Package reap deletes claims whose data is provably rescued (docs/spec.md#reap): only
 // claims that are Rescued (or Superseded under --superseded=discard) in a
 // fresh read taken immediately before the deletions, each deleted with
 // Preconditions{UID, ResourceVersion} from that read, within the blast-radius
@@ -148,7 +148,7 @@ func newPlan(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]
 		k := d.Claim.Key()
 		if d.Marks.OrphanedSince == classify.Remove || d.Marks.Attempts == classify.Remove {
 			// The re-read saw a use, of a candidate or not: the claim's
-			// clock restarts now, not at the next scan (SPEC §3 Marks).
+			// clock restarts now, not at the next scan (docs/spec.md#marks).
 			// On a cluster without the Unused condition the next scan
 			// may not see that use any more.
 			p.used = append(p.used, *d)

@@ -1,4 +1,4 @@
-// Package report is the janitor's report of one run (SPEC §8): what every
+// Package report is the janitor's report of one run (docs/spec.md#output): what every
 // claim in scope was classified as, what was done to it, and a summary. It is
 // what a command prints on stdout, as a kubectl-like table or as JSON/YAML
 // whose field names are public interface.
@@ -42,7 +42,7 @@ type Report struct {
 	FinishedAt time.Time `json:"finishedAt"`
 	// UnusedCondition says whether the run trusted the claims' Unused
 	// condition: "trusted", "ignored" (the controller manager evidently does
-	// not maintain it) or "absent" (SPEC §3 Marks).
+	// not maintain it) or "absent" (docs/spec.md#marks).
 	UnusedCondition string  `json:"unusedCondition,omitempty"`
 	Summary         Summary `json:"summary"`
 	// Notes are run-level messages, e.g. why the blast radius stopped a reap.
@@ -154,7 +154,7 @@ type ClaimEntry struct {
 	// e.g. "marked", "snapshot-created", "deleted", "snapshot-failed".
 	Action string `json:"action,omitempty"`
 	// LeakedContents are the VolumeSnapshotContents the rescue's snapshot
-	// deletions left behind (SPEC §11): Retain ones, or ones set to Delete
+	// deletions left behind (docs/spec.md#retention): Retain ones, or ones set to Delete
 	// that the snapshot controller did not delete.
 	LeakedContents []string `json:"leakedContents,omitempty"`
 	// Capacity is status.capacity in bytes; the classes are the spec's;
@@ -196,7 +196,7 @@ type SnapshotEntry struct {
 	Action      string `json:"action,omitempty"`
 	Reason      string `json:"reason"`
 	// LeakedContent names the VolumeSnapshotContent that outlives the
-	// pruned snapshot although it was set to Delete (SPEC §11).
+	// pruned snapshot although it was set to Delete (docs/spec.md#retention).
 	LeakedContent string `json:"leakedContent,omitempty"`
 }
 

@@ -24,7 +24,7 @@ var (
 
 const longReason = "in use by Pod ws/ide-0 (volume data), Pod ws/ide-1 (volume data), StatefulSet ws/ide (volumeClaimTemplate data), Job ws/backup (volume data)"
 
-// sample is the report of SPEC §8's example: three claims, one of each of
+// sample is the report of the example of docs/spec.md#report-json: three claims, one of each of
 // InUse, Orphaned and Rescued.
 func sample() *Report {
 	claims := []inventory.Claim{

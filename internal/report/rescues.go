@@ -7,7 +7,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 )
 
-// Rescues is what the janitor's ready rescues in scope hold (SPEC §11): how
+// Rescues is what the janitor's ready rescues in scope hold (docs/spec.md#retention): how
 // many, their bytes (status.restoreSize) and how many per age bucket. It is
 // as last read by the run (the scan at its start; run's retention step
 // reads again after its rescues and reaps), less what the run pruned.

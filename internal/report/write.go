@@ -36,8 +36,8 @@ const maxReason = 80
 const none = "<none>"
 
 // Write prints r in format: "table" (the default when format is empty),
-// "wide", "json" or "yaml". The JSON and YAML field names are those of SPEC
-// §8; YAML is made from the JSON so that the two always agree.
+// "wide", "json" or "yaml". The JSON and YAML field names are those of
+// docs/spec.md#report-json; YAML is made from the JSON so that the two always agree.
 func Write(w io.Writer, r *Report, format string) error {
 	if r == nil {
 		return errors.New("no report to write")

@@ -13,7 +13,7 @@ import (
 const maxName = 253
 
 // Name returns the name of the rescue of a claim for one orphaned-since
-// (SPEC §5): <claim name, truncated>-rescue-<first 10 hex of
+// (docs/spec.md#rescue): <claim name, truncated>-rescue-<first 10 hex of
 // sha256(uid + "/" + orphaned-since in RFC 3339)>.
 //
 // It is deterministic, so a rerun after a crash finds the snapshot it already

@@ -11,7 +11,7 @@ import (
 
 var since = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// TestNameKnownAnswers checks the SPEC §5 formula against answers computed
+// TestNameKnownAnswers checks the the docs/spec.md#rescue-name formula against answers computed
 // outside Go (printf 'uid/time' | sha256sum | cut -c1-10), never against
 // Name itself.
 func TestNameKnownAnswers(t *testing.T) {

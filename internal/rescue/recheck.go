@@ -39,7 +39,7 @@ func (r *rescuer) recheckClaim(ctx context.Context, d *classify.Decision) (*clas
 	r.clearUsed(ctx, ds)
 	// The re-check classifies only the claim's workspace; its read shows
 	// every claim of the namespace that a pod uses now, and each such use
-	// is one the janitor saw (SPEC §3 Marks): remembered for this run and
+	// is one the janitor saw (docs/spec.md#marks): remembered for this run and
 	// written down.
 	if nr, err := r.recheck.Namespace(ctx, cl.Namespace); err == nil {
 		r.clearUsed(ctx, r.seenInUse(nr))
@@ -97,7 +97,7 @@ func (r *rescuer) seenInUse(nr *kube.NamespaceRead) []classify.Decision {
 }
 
 // clearUsed removes the marks of every claim the re-check read shows in use
-// again, whichever claim it was read for (SPEC §3 Marks: a use the janitor
+// again, whichever claim it was read for (docs/spec.md#marks: a use the janitor
 // sees restarts the clock; on a cluster without the Unused condition, the
 // next scan may not see that use any more). A claim is cleared once per
 // resourceVersion, however many re-checks share the read.

@@ -1,5 +1,5 @@
 // Package rescue takes the janitor's VolumeSnapshots of orphaned claims
-// (SPEC §5): a deterministic name from the claim's UID and the orphaned-since
+// (docs/spec.md#rescue): a deterministic name from the claim's UID and the orphaned-since
 // it rescues, an ownership check on AlreadyExists, the snapshot class of the
 // claim's CSI driver, a re-check of the claim (use and supersession) just
 // before each create, a bounded wait until the snapshot is intact with
@@ -89,7 +89,7 @@ type Options struct {
 	Concurrency   int
 	DryRun        bool
 	// DeleteContents (--delete-contents): a Retain content is set to
-	// Delete before the janitor deletes its snapshot (SPEC §11).
+	// Delete before the janitor deletes its snapshot (docs/spec.md#retention).
 	DeleteContents bool
 	Retry          kube.RetryPolicy
 	// Progress, when set, is called whenever a counter changes.

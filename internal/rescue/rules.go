@@ -20,7 +20,7 @@ import (
 // permanently broken volume costs one attempt a day.
 const MaxRetryBackoff = 24 * time.Hour
 
-// attemptRecord is the claim's record of failed attempts (SPEC §5).
+// attemptRecord is the claim's record of failed attempts (docs/spec.md#rescue).
 type attemptRecord struct {
 	// Attempts is pvc-janitor.io/rescue-attempts: failed attempts so far.
 	Attempts int
@@ -168,7 +168,7 @@ func ownFor(s *inventory.Snapshot, orphanedSince time.Time) bool {
 	return !s.CreationTimestamp.Before(orphanedSince)
 }
 
-// intact reports whether a snapshot is a rescue (SPEC §3 Evidence): ready,
+// intact reports whether a snapshot is a rescue (docs/spec.md#evidence): ready,
 // no error, not being deleted, bound to a content that exists (c non-nil),
 // points back to it by UID, has a handle and is not being deleted. When it
 // is not, why says what is missing.
@@ -194,7 +194,7 @@ func intact(s *inventory.Snapshot, c *inventory.Content) (ok bool, why string) {
 	return true, ""
 }
 
-// chooseClass picks the snapshot class for a claim's PV (SPEC §5): the
+// chooseClass picks the snapshot class for a claim's PV (docs/spec.md#rescue): the
 // configured one, else the one default class of its CSI driver. None, or
 // several, is an error naming why: never a guess.
 func chooseClass(configured string, pv *inventory.PV, volumeName string, classes []snapv1.VolumeSnapshotClass) (string, error) {

@@ -104,7 +104,7 @@ func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class 
 // and waits until it is gone, so that the name is free again and its
 // finalizers are released.
 //
-// Its VolumeSnapshotContent, when Retain, outlives it (SPEC §11): with
+// Its VolumeSnapshotContent, when Retain, outlives it (docs/spec.md#retention): with
 // --delete-contents it is set to Delete first (only while bound to this
 // snapshot's UID), and the snapshot controller is given kube.ContentSettle
 // to see that; a content that still outlives its snapshot (without the
@@ -190,7 +190,7 @@ func (r *rescuer) getContent(ctx context.Context, name string) (*inventory.Conte
 // re-check: a snapshot by name would be of another claim's data.
 var errReplaced = errors.New("the claim was deleted or replaced since the re-check")
 
-// template records the claim the rescue comes from (SPEC §5) on vs, from a
+// template records the claim the rescue comes from (docs/spec.md#rescue) on vs, from a
 // fresh read that also proves the name still belongs to the claim. A read
 // that fails leaves the rescue without a template (a restore then needs
 // --storage-class and --size), logged: the rescue matters more.

@@ -23,7 +23,7 @@ func Stale(s *inventory.Snapshot, uid types.UID, since time.Time) bool {
 }
 
 // markStale labels the claim's stale rescues pvc-janitor.io/stale: "true"
-// once its rescue for since is ready (SPEC §11). They stay: the janitor
+// once its rescue for since is ready (docs/spec.md#retention). They stay: the janitor
 // never deletes a rescue of an earlier period on its own, retention
 // (prune) decides. A label patch carries the snapshot's UID, so a
 // snapshot of that name made since is left alone; a failed one is logged,

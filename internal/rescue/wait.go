@@ -16,7 +16,7 @@ type waitResult int
 const (
 	// waitPending: not decided yet, keep waiting.
 	waitPending waitResult = iota
-	// waitReady: the snapshot is intact (SPEC §3 Evidence): a rescue.
+	// waitReady: the snapshot is intact (docs/spec.md#evidence): a rescue.
 	waitReady
 	// waitError: its status.error outlasted --snapshot-error-grace.
 	waitError
@@ -84,7 +84,7 @@ const readRetry = time.Second
 // changing, so no snapshot event announces it.
 const notIntactPoll = 2 * time.Second
 
-// decide is the wait's rule (SPEC §5), on what one look at the snapshot
+// decide is the wait's rule (docs/spec.md#rescue), on what one look at the snapshot
 // found, what the wait carries, and now (the API server's clock):
 //   - nothing could be read: it decides nothing (waitPending, read again
 //     after readRetry, the error's count kept), except that the wait still

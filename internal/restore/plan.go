@@ -14,7 +14,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 )
 
-// Request is what the user asked to restore (SPEC §10). Exactly one of
+// Request is what the user asked to restore (docs/spec.md#restore). Exactly one of
 // Claim, Workspace and From is set.
 type Request struct {
 	Namespace      string
@@ -54,7 +54,7 @@ type Claim struct {
 // Result is what to create: the claim and the snapshot it restores.
 type Result struct {
 	Snapshot *Snapshot
-	// DataTime is the snapshot's data time (SPEC §3 Evidence).
+	// DataTime is the snapshot's data time (docs/spec.md#evidence).
 	DataTime time.Time
 	Claim    *corev1.PersistentVolumeClaim
 	// Notes are facts the report should carry (an annotation a template
@@ -62,7 +62,7 @@ type Result struct {
 	Notes []string
 }
 
-// Refusal is a restore the rules forbid (SPEC §10): exit 2, one line,
+// Refusal is a restore the rules forbid (docs/spec.md#restore): exit 2, one line,
 // nothing written.
 type Refusal struct{ Reason string }
 

@@ -1,5 +1,5 @@
-// Package restore holds the rules of the way back (SPEC §10): the claim
-// template a rescue records (SPEC §5), the choice of the snapshot a claim is
+// Package restore holds the rules of the way back (docs/spec.md#restore): the claim
+// template a rescue records (docs/spec.md#rescue), the choice of the snapshot a claim is
 // restored from, the refusals, and the manifest of the new claim. Everything
 // here is a pure function of values read elsewhere; the command reads the
 // cluster, calls Plan, and creates what it returns.
@@ -27,10 +27,10 @@ const AnnotationTemplateDropped = inventory.Prefix + "claim-dropped"
 // AnnotationRestoredFrom on a restored claim names its snapshot.
 const AnnotationRestoredFrom = inventory.Prefix + "restored-from"
 
-// MaxTemplate bounds the template's JSON (SPEC §5: 16 KiB).
+// MaxTemplate bounds the template's JSON (docs/spec.md#rescue: 16 KiB).
 const MaxTemplate = 16 << 10
 
-// Template is what a restore needs to recreate a claim faithfully (SPEC §5).
+// Template is what a restore needs to recreate a claim faithfully (docs/spec.md#rescue).
 type Template struct {
 	Name                      string            `json:"name"`
 	Labels                    map[string]string `json:"labels,omitempty"`

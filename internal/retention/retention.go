@@ -1,5 +1,5 @@
 // Package retention decides which of the janitor's rescues prune may delete
-// (SPEC §11). Decide is a pure function of what a run read: retention makes
+// (docs/spec.md#retention). Decide is a pure function of what a run read: retention makes
 // candidates, and four rules keep a candidate whatever the retention says, so
 // that the last copy of a workspace's data is never pruned.
 package retention

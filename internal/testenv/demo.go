@@ -31,7 +31,7 @@ const (
 )
 
 // SeedDemo creates a fleet of about twenty workspace claims in ns that
-// covers every state of SPEC §3, and returns the state each claim must be
+// covers every state of docs/spec.md#states, and returns the state each claim must be
 // classified in when scanned at once with DemoMinAge and DemoGracePeriod.
 // It takes about DemoGracePeriod+3 s: the old claims must age past the grace
 // period before the young and grace ones are made.

@@ -39,7 +39,7 @@ type PodVolume struct {
 
 // Pod is what the scan keeps of a pod, as views into its bytes. The
 // creation time and phase serve the check that the controller manager
-// maintains the Unused condition (SPEC §3 Marks).
+// maintains the Unused condition (docs/spec.md#marks).
 type Pod struct {
 	Namespace, Name, UID, Phase []byte
 	// Created is metadata.creationTimestamp in Unix seconds (0 if unset).

@@ -89,7 +89,7 @@ func check(dir string, files []file) ([]string, error) {
 		}
 	}
 	for _, f := range files {
-		if f.Path == "scripts/lint/repocheck/check.go" || f.Path == "scripts/lint/repocheck/check_test.go" {
+		if strings.HasPrefix(f.Path, "scripts/lint/repocheck/") {
 			continue // they name the pattern they look for
 		}
 		body, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f.Path)))
