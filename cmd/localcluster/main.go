@@ -68,6 +68,13 @@ func run(args []string) error {
 				return fmt.Errorf("the local cluster in %s runs with --feature-gates=%q, not %q: "+
 					"make cluster-down first, or use another JANITOR_CLUSTER_DIR", dir, running, gates)
 			}
+			// Nor on another Kubernetes version than the one asked for.
+			if want := os.Getenv(testenv.KubeVersionEnv); want != "" {
+				if running, _ := testenv.RecordedKubeVersion(dir); running != want {
+					return fmt.Errorf("the local cluster in %s runs Kubernetes %s, not %s: "+
+						"make cluster-down first, or use another JANITOR_CLUSTER_DIR", dir, running, want)
+				}
+			}
 			fmt.Fprintln(os.Stderr, "local cluster already running in", dir, gatesNote(gates))
 			fmt.Printf("export KUBECONFIG=%s\n", kubeconfig)
 			return nil
@@ -77,10 +84,11 @@ func run(args []string) error {
 			return err
 		}
 		start := time.Now()
-		if _, err := testenv.Start(ctx, testenv.Options{Dir: dir, Detach: true, Progress: os.Stderr, FeatureGates: gates}); err != nil {
+		c, err := testenv.Start(ctx, testenv.Options{Dir: dir, Detach: true, Progress: os.Stderr, FeatureGates: gates})
+		if err != nil {
 			return fmt.Errorf("%w (logs in %s)", err, filepath.Join(dir, "logs"))
 		}
-		fmt.Fprintf(os.Stderr, "local cluster up in %.1fs %s; logs in %s\n", time.Since(start).Seconds(), gatesNote(gates), filepath.Join(dir, "logs"))
+		fmt.Fprintf(os.Stderr, "local cluster (Kubernetes %s) up in %.1fs %s; logs in %s\n", c.KubeVersion, time.Since(start).Seconds(), gatesNote(gates), filepath.Join(dir, "logs"))
 		fmt.Printf("export KUBECONFIG=%s\n", kubeconfig)
 		return nil
 	case "down":
@@ -92,7 +100,8 @@ func run(args []string) error {
 	case "status":
 		if testenv.Running(ctx, dir) {
 			gates, _ := testenv.RecordedFeatureGates(dir)
-			fmt.Println("running:", kubeconfig, gatesNote(gates))
+			version, _ := testenv.RecordedKubeVersion(dir)
+			fmt.Println("running:", kubeconfig, "Kubernetes", version, gatesNote(gates))
 			return nil
 		}
 		return fmt.Errorf("no local cluster running in %s", dir)
@@ -119,7 +128,8 @@ func fixtures(ctx context.Context, dir string) (*testenv.Fixtures, error) {
 		return nil, err
 	}
 	gates, _ := testenv.RecordedFeatureGates(dir)
-	c := &testenv.Cluster{Dir: dir, Config: cfg, DriverStateDir: filepath.Join(dir, "csi-state"), FeatureGates: gates}
+	version, _ := testenv.RecordedKubeVersion(dir)
+	c := &testenv.Cluster{Dir: dir, Config: cfg, DriverStateDir: filepath.Join(dir, "csi-state"), FeatureGates: gates, KubeVersion: version}
 	return c.NewFixtures()
 }
 

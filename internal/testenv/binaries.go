@@ -22,6 +22,9 @@ type Binaries struct {
 	// SnapshotController, CSISnapshotter and CRDDir ($SNAPSHOTTER_VERSION
 	// picks another, see scripts/cluster/versions.sh).
 	SnapshotterVersion string
+	// KubeVersion is the Kubernetes release of APIServer, ControllerManager
+	// and Kubectl ($JANITOR_KUBE_VERSION picks another supported minor).
+	KubeVersion string
 }
 
 // RepoRoot walks up from the working directory to the folder holding
@@ -46,7 +49,7 @@ func RepoRoot() (string, error) {
 // cacheDirs evaluates versions.sh with bash so that the shell scripts and
 // this package can never disagree about where a version lives.
 func cacheDirs(root string) (map[string]string, error) {
-	cmd := exec.Command("bash", "-c", `. scripts/cluster/versions.sh && printf 'KUBE_BIN=%s\nETCD_BIN=%s\nSNAPSHOTTER_BIN=%s\nSNAPSHOTTER_VERSION=%s\nPROVISIONER_BIN=%s\nCACHE_ROOT=%s\nACTIONLINT_BIN=%s\n' "$KUBE_BIN" "$ETCD_BIN" "$SNAPSHOTTER_BIN" "$SNAPSHOTTER_VERSION" "$PROVISIONER_BIN" "$CACHE_ROOT" "$ACTIONLINT_BIN"`)
+	cmd := exec.Command("bash", "-c", `. scripts/cluster/versions.sh && printf 'KUBE_VERSION=%s\nKUBE_BIN=%s\nETCD_BIN=%s\nSNAPSHOTTER_BIN=%s\nSNAPSHOTTER_VERSION=%s\nPROVISIONER_BIN=%s\nCACHE_ROOT=%s\nACTIONLINT_BIN=%s\n' "$KUBE_VERSION" "$KUBE_BIN" "$ETCD_BIN" "$SNAPSHOTTER_BIN" "$SNAPSHOTTER_VERSION" "$PROVISIONER_BIN" "$CACHE_ROOT" "$ACTIONLINT_BIN"`)
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
@@ -82,6 +85,7 @@ func FindBinaries(root, driverOut string) (*Binaries, error) {
 		CSIProvisioner:     filepath.Join(dirs["PROVISIONER_BIN"], "csi-provisioner"),
 		CRDDir:             filepath.Join(dirs["SNAPSHOTTER_BIN"], "crd"),
 		SnapshotterVersion: dirs["SNAPSHOTTER_VERSION"],
+		KubeVersion:        dirs["KUBE_VERSION"],
 		Driver:             driverOut,
 	}
 	if assets := os.Getenv("KUBEBUILDER_ASSETS"); assets != "" {

@@ -77,31 +77,6 @@ const UnusedSinceGate = "PersistentVolumeClaimUnusedSinceTime"
 // FeatureGatesFromEnv returns $JANITOR_CLUSTER_FEATURE_GATES, trimmed.
 func FeatureGatesFromEnv() string { return strings.TrimSpace(os.Getenv(FeatureGatesEnv)) }
 
-// UnusedConditionEnabled reports whether a control plane started with
-// these --feature-gates maintains the Unused condition: the gate's own
-// setting wins, then AllBeta (the gate is beta in v1.37), then the default
-// (on).
-func UnusedConditionEnabled(gates string) bool {
-	allBeta := ""
-	for _, kv := range strings.Split(gates, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok {
-			continue
-		}
-		switch strings.TrimSpace(k) {
-		case UnusedSinceGate:
-			b, err := strconv.ParseBool(strings.TrimSpace(v))
-			return err != nil || b
-		case "AllBeta":
-			allBeta = strings.TrimSpace(v)
-		}
-	}
-	if b, err := strconv.ParseBool(allBeta); err == nil {
-		return b
-	}
-	return true
-}
-
 // Cluster is a running local control plane.
 type Cluster struct {
 	Dir        string
@@ -115,6 +90,8 @@ type Cluster struct {
 	// FeatureGates are the --feature-gates the control plane runs with
 	// ("" for the defaults).
 	FeatureGates string
+	// KubeVersion is the Kubernetes version of its binaries (v1.37.2).
+	KubeVersion string
 
 	opts  Options
 	mu    sync.Mutex
@@ -172,6 +149,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if c.Bin, err = FindBinaries(root, filepath.Join(opts.Dir, "bin", "hostpath-csi")); err != nil {
 		return c, err
 	}
+	c.KubeVersion = c.Bin.KubeVersion
+	if err := os.WriteFile(kubeVersionFile(opts.Dir), []byte(c.KubeVersion+"\n"), 0o600); err != nil {
+		return c, err
+	}
+	step("Kubernetes %s (%s)", c.KubeVersion, unusedNote(c.UnusedCondition()))
 	p, err := writePKI(filepath.Join(opts.Dir, "pki"))
 	if err != nil {
 		return c, fmt.Errorf("generate certificates: %w", err)
@@ -386,7 +368,16 @@ func isZombie(pid int) bool {
 
 // UnusedCondition reports whether this control plane's controller manager
 // maintains the Unused condition of claims (KEP-5541).
-func (c *Cluster) UnusedCondition() bool { return UnusedConditionEnabled(c.FeatureGates) }
+func (c *Cluster) UnusedCondition() bool {
+	return UnusedConditionEnabled(c.KubeVersion, c.FeatureGates)
+}
+
+func unusedNote(on bool) string {
+	if on {
+		return "the Unused condition is maintained"
+	}
+	return "no Unused condition"
+}
 
 func featureGatesFile(dir string) string { return filepath.Join(dir, "feature-gates") }
 

@@ -75,6 +75,18 @@ snapshotter_module() {
 	echo "$mod"
 }
 
+# The default Kubernetes version's tools module is scripts/tools/kube; the
+# other supported minors keep theirs in kube-<version>.
+kube_module() {
+	local mod="$tools/kube"
+	[[ -d "$tools/kube-$KUBE_VERSION" ]] && mod="$tools/kube-$KUBE_VERSION"
+	if ! grep -q "^require k8s.io/kubernetes $KUBE_VERSION\$" "$mod/go.mod"; then
+		log "no tools module pins k8s.io/kubernetes $KUBE_VERSION (looked in $mod; supported: $KUBE_VERSIONS)"
+		exit 2
+	fi
+	echo "$mod"
+}
+
 if [[ -n ${comps[etcd]:-} ]]; then
 	if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/etcd" ]]; then
 		log "etcd from KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
@@ -104,7 +116,8 @@ if [[ -n ${comps[kube]:-} ]]; then
 	else
 		log "kube-apiserver from KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
 	fi
-	build "$KUBE_BIN" "$tools/kube" "$(kube_ldflags)" "${pkgs[@]}"
+	kubemod="$(kube_module)"
+	build "$KUBE_BIN" "$kubemod" "$(kube_ldflags)" "${pkgs[@]}"
 fi
 if [[ -n ${comps[provisioner]:-} ]]; then
 	build "$PROVISIONER_BIN" "$tools/provisioner" "-s -w -X main.version=$PROVISIONER_VERSION" \

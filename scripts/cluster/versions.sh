@@ -1,7 +1,13 @@
 # shellcheck shell=bash disable=SC2034  # sourced; the variables are its output
 # Pinned versions of the local control plane. Sourced by the cluster scripts;
 # the Go test helper reads the same cache folders (internal/testenv).
-KUBE_VERSION=v1.37.2
+# JANITOR_KUBE_VERSION picks another supported minor (v1.35.4, v1.36.3; the
+# default is the newest). Each version's tools module is
+# scripts/tools/kube-<version> (the default's is scripts/tools/kube), and its
+# build gets its own cache folder.
+KUBE_VERSION="${JANITOR_KUBE_VERSION:-v1.37.2}"
+# The minors the janitor supports and make matrix runs, oldest first.
+KUBE_VERSIONS="v1.35.4 v1.36.3 v1.37.2"
 ETCD_VERSION=v3.6.16
 # SNAPSHOTTER_VERSION=v8.4.0 in the environment selects the previous
 # release: its tools module is kept in scripts/tools/snapshotter-v8.4.0 (the
