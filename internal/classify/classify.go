@@ -210,8 +210,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 	return true
 }
 
-// Since is a claim's orphaned-since as decided from its evidence (docs/spec.md#states
-// Marks), with the mark to write.
+// Since is a claim's orphaned-since as decided from its evidence (docs/spec.md#marks), with the mark to write.
 type Since struct {
 	// Since is the effective orphaned-since; Known is false when no
 	// trustworthy evidence exists yet.

@@ -1,6 +1,8 @@
 package classify
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
@@ -85,6 +87,44 @@ const (
 	ConditionAbsent  = "absent"
 )
 
+// What a server's version says of the Unused condition (KEP-5541, feature
+// gate PersistentVolumeClaimUnusedSinceTime).
+const (
+	// SupportNone: the condition does not exist (before v1.36).
+	SupportNone = "none"
+	// SupportAlpha: it exists behind an alpha gate, off unless enabled
+	// (v1.36); the claims show whether it is on.
+	SupportAlpha = "alpha"
+	// SupportBeta: beta, on unless disabled (v1.37 and later).
+	SupportBeta = "beta"
+	// SupportUnknown: the version is unknown or does not parse.
+	SupportUnknown = "unknown"
+)
+
+// ConditionSupport says what a Kubernetes version such as "v1.35.4" (a
+// server's gitVersion, build suffixes allowed) offers of the Unused
+// condition. Only SupportNone changes a decision (UnusedCondition): the
+// others leave it to what the claims show.
+func ConditionSupport(version string) string {
+	v := strings.TrimPrefix(version, "v")
+	major, rest, ok := strings.Cut(v, ".")
+	if !ok || major != "1" {
+		return SupportUnknown
+	}
+	minorText, _, _ := strings.Cut(rest, ".")
+	minor, err := strconv.Atoi(strings.TrimRight(minorText, "+"))
+	if err != nil {
+		return SupportUnknown
+	}
+	switch {
+	case minor < 36:
+		return SupportNone
+	case minor == 36:
+		return SupportAlpha
+	}
+	return SupportBeta
+}
+
 // frozenAfter is how long a non-terminal pod must have existed before its
 // claim's Unused condition is expected to say False: the controller manager
 // is given two minutes to notice a new pod.
@@ -98,6 +138,18 @@ const frozenAfter = 2 * time.Minute
 // skew or a frozen value), and "trusted" otherwise. The second value names
 // the evidence for "ignored".
 func UnusedCondition(inv *inventory.Inventory, now time.Time) (string, string) {
+	if ConditionSupport(inv.ServerVersion) == SupportNone {
+		// No controller of this version maintains the condition: one a
+		// claim carries was left by another version (a downgrade, a
+		// restored backup of etcd) or another writer, and is frozen.
+		for i := range inv.Claims {
+			if cl := &inv.Claims[i]; cl.Unused != nil {
+				return ConditionIgnored, "Kubernetes " + inv.ServerVersion + " has no Unused condition (it came in v1.36), yet claim " +
+					cl.Namespace + "/" + cl.Name + " carries one: nothing maintains it"
+			}
+		}
+		return ConditionAbsent, ""
+	}
 	seen := false
 	for i := range inv.Claims {
 		cl := &inv.Claims[i]

@@ -279,6 +279,20 @@ func TestUnusedConditionTrust(t *testing.T) {
 			[]invOpt{claims(pvc("a", unused("True", ago(3*time.Hour)))), refs("a", donePod)}, ConditionTrusted},
 		{"True after the pod was created (it went, then a new one came) is not evidence of a frozen value",
 			[]invOpt{claims(pvc("a", unused("True", ago(30*time.Minute)))), refs("a", oldPod)}, ConditionTrusted},
+		{"a server without the condition (v1.35) and no claim carries it",
+			[]invOpt{server("v1.35.4"), claims(pvc("a"))}, ConditionAbsent},
+		{"a server without the condition (v1.35), yet a claim carries one: left by another version, frozen",
+			[]invOpt{server("v1.35.4"), claims(pvc("a"), pvc("b", unused("True", ago(3*time.Hour))))}, ConditionIgnored},
+		{"a v1.35 build with a suffix is still v1.35",
+			[]invOpt{server("v1.35.4-eks-1a2b3c"), claims(pvc("a", unused("True", ago(3*time.Hour))))}, ConditionIgnored},
+		{"alpha (v1.36): a maintained condition is trusted",
+			[]invOpt{server("v1.36.3"), claims(pvc("a", unused("True", ago(3*time.Hour))))}, ConditionTrusted},
+		{"beta (v1.37): a maintained condition is trusted",
+			[]invOpt{server("v1.37.2"), claims(pvc("a", unused("True", ago(3*time.Hour))))}, ConditionTrusted},
+		{"a newer server than the client knows (v1.38) is judged by the claims",
+			[]invOpt{server("v1.38.0"), claims(pvc("a", unused("True", ago(3*time.Hour)))), refs("a", oldPod)}, ConditionIgnored},
+		{"an unknown version is judged by the claims",
+			[]invOpt{server(""), claims(pvc("a", unused("True", ago(3*time.Hour))))}, ConditionTrusted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, why := UnusedCondition(build(tc.inv...), now)
@@ -289,6 +303,36 @@ func TestUnusedConditionTrust(t *testing.T) {
 				t.Errorf("reason %q for %s", why, got)
 			}
 		})
+	}
+}
+
+// server sets the API server's version of the inventory.
+func server(v string) invOpt { return func(inv *inventory.Inventory) { inv.ServerVersion = v } }
+
+func TestConditionSupport(t *testing.T) {
+	for in, want := range map[string]string{
+		"v1.34.0": SupportNone, "v1.35.4": SupportNone, "v1.35.4-gke.100": SupportNone, "v1.35+": SupportNone,
+		"v1.36.3": SupportAlpha, "v1.37.2": SupportBeta, "v1.38.0": SupportBeta, "v1.40.1": SupportBeta,
+		"": SupportUnknown, "v2.0.0": SupportUnknown, "garbage": SupportUnknown,
+	} {
+		if got := ConditionSupport(in); got != want {
+			t.Errorf("ConditionSupport(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// TestConditionOfAnotherVersionIsNotOrphanedSince: on a v1.35 server a
+// claim's Unused condition (left by a v1.37 control plane before a
+// downgrade) never dates an orphan: the claim is Grace and marked afresh.
+func TestConditionOfAnotherVersionIsNotOrphanedSince(t *testing.T) {
+	inv := build(server("v1.35.4"), claims(pvc("a", unused("True", ago(3*time.Hour)))))
+	d := Classify(inv, defaultPolicy(), now)[0]
+	if d.State != Grace || d.OrphanedSince != nil {
+		t.Fatalf("state %s since %v (%s), want Grace with no orphaned-since", d.State, d.OrphanedSince, d.Reason)
+	}
+	inv = build(server("v1.37.2"), claims(pvc("a", unused("True", ago(3*time.Hour)))))
+	if d := Classify(inv, defaultPolicy(), now)[0]; d.State != Orphaned {
+		t.Fatalf("on v1.37 the same claim is %s (%s), want Orphaned", d.State, d.Reason)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // as its action, and whether the scan trusted the Unused condition.
 func addScan(r *report.Report, res *janitor.ScanResult) {
 	r.AddDecisions(res.Decisions)
-	r.UnusedCondition = res.UnusedCondition
+	r.UnusedCondition, r.ServerVersion = res.UnusedCondition, res.ServerVersion
 	if inv := res.Inventory; inv != nil {
 		r.SetRescues(inv.Snapshots, res.Now)
 		for i := range res.Decisions {
@@ -107,7 +107,7 @@ func addReap(r *report.Report, step janitor.ReapStep) error {
 // nil without it.
 func addGuard(r *report.Report, res *janitor.GuardResult, rescued *report.Report) error {
 	r.AddDecisions(res.Scan.Decisions)
-	r.UnusedCondition = res.Scan.UnusedCondition
+	r.UnusedCondition, r.ServerVersion = res.Scan.UnusedCondition, res.Scan.ServerVersion
 	atRisk := map[*report.ClaimEntry]bool{}
 	for _, cr := range res.AtRisk {
 		cl := res.Scan.Decisions[cr.Index].Claim

@@ -246,4 +246,7 @@ type Inventory struct {
 	// that a pod that went while the pods were listed can never end its use
 	// after the mark.
 	ServerTime time.Time
+	// ServerVersion is the API server's version (GET /version), e.g.
+	// "v1.35.4"; "" when it could not be read.
+	ServerVersion string
 }

@@ -44,6 +44,24 @@ type ScanResult struct {
 	// UnusedCondition is whether the run trusted the claims' Unused
 	// condition (classify.ConditionTrusted, Ignored or Absent).
 	UnusedCondition string
+	// ServerVersion is the API server's version ("" when unknown).
+	ServerVersion string
+}
+
+// logServer says what the server's version offers of the Unused condition
+// (docs/spec.md#rule-condition-trust): the evidence a run has differs by
+// minor.
+func logServer(log *zerolog.Logger, version string) {
+	switch classify.ConditionSupport(version) {
+	case classify.SupportNone:
+		log.Info().Str("server", version).Msg("this Kubernetes has no Unused condition (it came in v1.36): orphaned-since is the janitor's own marks, and the grace period guards uses between runs")
+	case classify.SupportAlpha:
+		log.Info().Str("server", version).Msg("the Unused condition is alpha in this Kubernetes (gate PersistentVolumeClaimUnusedSinceTime, off by default): used only where the claims show it")
+	case classify.SupportUnknown:
+		log.Warn().Str("server", version).Msg("cannot tell the API server's version: the Unused condition is judged from the claims alone")
+	default:
+		log.Debug().Str("server", version).Msg("server version")
+	}
 }
 
 // Scan reads the cluster, classifies every claim in scope and, unless dry
@@ -62,7 +80,8 @@ func Scan(ctx context.Context, c *kube.Clients, o ScanOptions) (*ScanResult, err
 		return nil, errors.New("the API server sent no Date header: cannot tell its time, refusing to classify")
 	}
 	cond, why := classify.UnusedCondition(inv, res.Now)
-	res.UnusedCondition = cond
+	res.UnusedCondition, res.ServerVersion = cond, inv.ServerVersion
+	logServer(log, inv.ServerVersion)
 	if cond == classify.ConditionIgnored {
 		log.Warn().Str("evidence", why).Msg("the controller manager does not maintain the claims' Unused condition: ignored for this run (marks and the grace period only)")
 	}

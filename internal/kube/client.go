@@ -30,8 +30,8 @@ type Clients struct {
 	Cluster string
 	// Namespace is the kubeconfig context's namespace ("default" if unset).
 	Namespace string
-	// Uses records the claims this run saw in use after its scan (docs/spec.md#states
-	// Marks: a claim seen in use is never rescued or reaped in that run),
+	// Uses records the claims this run saw in use after its scan (docs/spec.md#rule-use-restarts-clock:
+	// a claim seen in use is never rescued or reaped in that run),
 	// so that the reap honours a use a re-check saw even when writing it
 	// down on the claim failed.
 	Uses UseLog

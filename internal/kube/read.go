@@ -2,12 +2,15 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 )
@@ -80,6 +83,7 @@ func Read(ctx context.Context, c *Clients, s Scope) (*inventory.Inventory, error
 	defer cancel()
 
 	if err := r.parallel(ctx, cancel,
+		func(ctx context.Context) error { inv.ServerVersion = r.serverVersion(ctx); return nil },
 		func(ctx context.Context) error { return r.claims(ctx, inv) },
 		func(ctx context.Context) error { return r.pvs(ctx, inv) },
 		func(ctx context.Context) error { return r.attachments(ctx, inv) },
@@ -103,6 +107,30 @@ func Read(ctx context.Context, c *Clients, s Scope) (*inventory.Inventory, error
 		return nil, err
 	}
 	return inv, nil
+}
+
+// serverVersion returns the API server's version (GET /version, which every
+// authenticated client may read), or "" when it cannot be read: the
+// version only adds evidence (classify.UnusedCondition), so an unknown one
+// leaves the run to what the claims show (janitor.Scan logs that).
+func (r *reader) serverVersion(ctx context.Context) string {
+	var v string
+	err := r.s.Retry.Do(ctx, "read the server version", func(ctx context.Context) error {
+		body, err := r.c.Kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+		if err != nil {
+			return err
+		}
+		var info version.Info
+		if err := json.Unmarshal(body, &info); err != nil {
+			return fmt.Errorf("decode /version: %w", err)
+		}
+		v = info.GitVersion
+		return nil
+	})
+	if err != nil {
+		return ""
+	}
+	return v
 }
 
 type reader struct {

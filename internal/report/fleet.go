@@ -16,6 +16,7 @@ type ClusterBlock struct {
 	// alone.
 	ExitCode        int    `json:"exitCode"`
 	UnusedCondition string `json:"unusedCondition,omitempty"`
+	ServerVersion   string `json:"serverVersion,omitempty"`
 	// Summary is the cluster's own; absent when the cluster could not be
 	// read (Error says why).
 	Summary *Summary `json:"summary,omitempty"`
@@ -51,6 +52,7 @@ func Merge(command string, dryRun bool, started time.Time, prices cost.Prices, p
 		}
 		if pr := p.Report; pr != nil {
 			b.Cluster, b.UnusedCondition, b.Notes = pr.Cluster, pr.UnusedCondition, pr.Notes
+			b.ServerVersion = pr.ServerVersion
 			sum := pr.Summary
 			b.Summary = &sum
 			if sum.Rescues != nil {

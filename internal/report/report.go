@@ -43,8 +43,11 @@ type Report struct {
 	// UnusedCondition says whether the run trusted the claims' Unused
 	// condition: "trusted", "ignored" (the controller manager evidently does
 	// not maintain it) or "absent" (docs/spec.md#marks).
-	UnusedCondition string  `json:"unusedCondition,omitempty"`
-	Summary         Summary `json:"summary"`
+	UnusedCondition string `json:"unusedCondition,omitempty"`
+	// ServerVersion is the API server's version (GET /version), e.g.
+	// "v1.35.4": what it offers of the Unused condition differs by minor.
+	ServerVersion string  `json:"serverVersion,omitempty"`
+	Summary       Summary `json:"summary"`
 	// Notes are run-level messages, e.g. why the blast radius stopped a reap.
 	Notes []string `json:"notes,omitempty"`
 	// Error is the error that ended the run early, if any.

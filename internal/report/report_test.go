@@ -323,3 +323,37 @@ func TestStreamedJSONIsTheDocument(t *testing.T) {
 		}
 	}
 }
+
+// TestServerVersionAndCondition: the report carries the server's version
+// and the run's judgement of the Unused condition, and the table says when
+// the server has no condition at all (v1.35) or when it was ignored.
+func TestServerVersionAndCondition(t *testing.T) {
+	for _, tc := range []struct {
+		version, condition string
+		note               string // "" for none
+	}{
+		{"v1.37.2", "trusted", ""},
+		{"v1.36.3", "absent", ""},
+		{"v1.35.4", "absent", "note: Kubernetes v1.35.4 has no Unused condition: orphaned-since is the janitor's own marks"},
+		{"v1.35.4", "ignored", "note: the claims' Unused condition is ignored in this run"},
+		{"v1.37.2", "ignored", "note: the claims' Unused condition is ignored in this run"},
+	} {
+		r := New("scan", false, "c", started)
+		r.ServerVersion, r.UnusedCondition = tc.version, tc.condition
+		r.Finish(finished)
+		var m map[string]any
+		if err := json.Unmarshal([]byte(write(t, r, "json")), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["serverVersion"] != tc.version || m["unusedCondition"] != tc.condition {
+			t.Errorf("%s/%s: json serverVersion %v, unusedCondition %v", tc.version, tc.condition, m["serverVersion"], m["unusedCondition"])
+		}
+		table := write(t, r, "")
+		if got := strings.Contains(table, "note: "); got != (tc.note != "") {
+			t.Errorf("%s/%s: table notes:\n%s", tc.version, tc.condition, table)
+		}
+		if tc.note != "" && !strings.Contains(table, tc.note) {
+			t.Errorf("%s/%s: table lacks %q:\n%s", tc.version, tc.condition, tc.note, table)
+		}
+	}
+}

@@ -148,6 +148,9 @@ func writeTable(w io.Writer, r *Report, wide bool) error {
 	if r.UnusedCondition == "ignored" {
 		b.WriteString("note: the claims' Unused condition is ignored in this run: the controller manager does not maintain it\n")
 	}
+	if r.ServerVersion != "" && classify.ConditionSupport(r.ServerVersion) == classify.SupportNone {
+		b.WriteString("note: Kubernetes " + r.ServerVersion + " has no Unused condition: orphaned-since is the janitor's own marks, and the grace period guards uses between runs\n")
+	}
 	for _, n := range r.Notes {
 		b.WriteString("note: " + term.OneLine(n) + "\n")
 	}
