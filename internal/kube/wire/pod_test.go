@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -111,5 +112,49 @@ func TestWalkPodRejectsGarbage(t *testing.T) {
 	// A length that runs past the end of the message.
 	if err := WalkPod(append([]byte{0x12, 0xff, 0x7f}, b...), &w); err == nil {
 		t.Error("a field longer than the message was accepted")
+	}
+}
+
+// TestWalkPodSkipsFieldsOfNewerServers: a pod from an API server newer than
+// this client carries fields it does not know, at the top and inside the
+// spec and a volume. They are skipped: the walk reads the same pod, so a
+// newer server never hides a claim's referrer.
+func TestWalkPodSkipsFieldsOfNewerServers(t *testing.T) {
+	rng := rand.New(rand.NewSource(4))
+	p := randomPod(rng, 0)
+	for i := 1; len(refs(&p)) == 0; i++ {
+		p = randomPod(rng, i)
+	}
+	b, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := func(b []byte) []byte {
+		b = protowire.AppendTag(b, 9999, protowire.BytesType)
+		b = protowire.AppendBytes(b, []byte("a field of a newer release"))
+		b = protowire.AppendTag(b, 9998, protowire.VarintType)
+		b = protowire.AppendVarint(b, 42)
+		b = protowire.AppendTag(b, 9997, protowire.Fixed64Type)
+		return protowire.AppendFixed64(b, 7)
+	}
+	// Pod.spec is field 2, PodSpec.volumes field 1: a second occurrence of an
+	// embedded message is merged into the first, as protobuf decoders do.
+	volume := unknown(nil)
+	spec := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), volume)
+	spec = unknown(spec)
+	newer := unknown(append([]byte{}, b...))
+	newer = protowire.AppendBytes(protowire.AppendTag(newer, 2, protowire.BytesType), spec)
+
+	var want, got Pod
+	if err := WalkPod(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := WalkPod(newer, &got); err != nil {
+		t.Fatalf("a pod with a newer server's fields: %v", err)
+	}
+	wantRefs, gotRefs := walkedRefs(&want), walkedRefs(&got)
+	// The merged empty volume adds no claim.
+	if fmt.Sprint(wantRefs) != fmt.Sprint(gotRefs) || string(got.Name) != p.Name || got.Created != want.Created {
+		t.Fatalf("walked %s %q, want %s %q", got.Name, gotRefs, p.Name, wantRefs)
 	}
 }
