@@ -2,7 +2,9 @@
 # pinned and built into a cache outside the repository (see scripts/cluster).
 SHELL := /usr/bin/env bash
 export GOTOOLCHAIN := local
-export CGO_ENABLED := 0
+# The janitor's binaries are static (CGO off): build sets it, as the scripts
+# that build the control plane, the tools and the release do. Tests run with
+# Go's default; make race turns cgo on, which the race detector needs.
 
 JANITOR_CLUSTER_DIR ?= $(CURDIR)/.cluster
 export JANITOR_CLUSTER_DIR
@@ -21,19 +23,20 @@ GATED_FEATURE_GATES ?= PersistentVolumeClaimUnusedSinceTime=false
 # CHAOS_FEATURE_GATES=$(GATED_FEATURE_GATES).
 CHAOS_FEATURE_GATES ?=
 
-.PHONY: help build test unit lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check bench chaos
+.PHONY: help build test unit race lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check bench chaos
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
 
 build: ## build bin/janitor
-	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/janitor ./cmd/janitor
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/janitor ./cmd/janitor
 
 control-plane: ## build the pinned control-plane binaries and csi-sanity into the cache (cold: ~10-20 min)
 	bash scripts/cluster/build.sh all sanity
 
-test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration, chart and chaos (short) tests, csi-sanity, fuzzing, release check; safety and chaos again without the Unused condition
+test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration, chart and chaos (short) tests, race detector, csi-sanity, fuzzing, release check; safety and chaos again without the Unused condition
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory race
 	@echo "safety and chaos (short) on a control plane with --feature-gates=$(GATED_FEATURE_GATES)"
 	JANITOR_CLUSTER_FEATURE_GATES='$(GATED_FEATURE_GATES)' go test -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestRandomizedSafety|TestChaos)$$' ./internal/cli/
 	$(MAKE) --no-print-directory sanity
@@ -74,6 +77,15 @@ UNIT_PKGS = $(shell go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPat
 
 unit: ## every test that needs no cluster, in seconds
 	go test -count=1 $(UNIT_PKGS)
+
+# The cluster tests make race runs besides every unit test: the rescue, reap,
+# lease and fleet scenarios, where the janitor's concurrent paths (workers,
+# lease renewal, one session per cluster) run against a real API server.
+RACE_CLUSTER_TESTS ?= ^(TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing|TestSnapshotWaitsForSlowDriverAndSurvivesTransientErrors|TestReap.*|TestLease.*|TestRunStopsWhenItsLeaseCannotBeRenewed|TestFleetTwoClusters)$$
+
+race: control-plane ## the race detector (cgo on) over every unit test and the rescue, reap, lease and fleet cluster tests
+	CGO_ENABLED=1 go test -race -count=1 $(UNIT_PKGS)
+	CGO_ENABLED=1 go test -race -count=1 -timeout $(TEST_TIMEOUT) -run '$(RACE_CLUSTER_TESTS)' ./internal/cli/
 
 lint: ## go vet, gofmt and the pinned staticcheck (built into the cache on first use, ~1 min)
 	go vet ./...
