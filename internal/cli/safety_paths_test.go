@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 // One deterministic scenario per path of issue 12 ("Safety v2") on the real
