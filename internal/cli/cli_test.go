@@ -227,7 +227,10 @@ func TestScanClassifiesAndMarksTheDemoFleet(t *testing.T) {
 	if code, _, stderr = run(t, append(demoArgs("scan", ns), "-o", "json")...); code != 0 {
 		t.Fatalf("second scan exit %d: %s", code, stderr)
 	}
-	again, _ := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=OrphanDetected"})
+	again, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=OrphanDetected"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(again.Items) != len(events.Items) {
 		t.Errorf("second scan wrote %d new OrphanDetected events", len(again.Items)-len(events.Items))
 	}
@@ -489,4 +492,15 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("completion %s: exit %d, %d bytes, %s", sh, code, len(out), stderr)
 		}
 	}
+}
+
+// fixtures returns the local cluster's fixtures; an error fails the test
+// here rather than as a nil pointer later.
+func fixtures(t testing.TB) *testenv.Fixtures {
+	t.Helper()
+	f, err := env.NewFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -23,7 +23,7 @@ import (
 // older rescue is kept and the report says why.
 func TestPruneCommand(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	snap := func(extra ...string) {
@@ -135,7 +135,7 @@ func TestPruneCommand(t *testing.T) {
 // --delete-contents the content goes too.
 func TestFailedSnapshotContentsLeakOnlyWithoutTheGrant(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	for _, name := range []string{"ws-a", "ws-b"} {
 		if err := csidriver.SetFault(env.DriverStateDir, ns+"-"+name, csidriver.Fault{PermanentError: "volume is corrupted"}); err != nil {

@@ -121,7 +121,7 @@ func TestRandomizedSafety(t *testing.T) {
 		w := &safetyWorld{t: t, rng: rand.New(rand.NewSource(sseed)), pods: map[string]*podLife{},
 			deleted: map[string]time.Time{}, uids: map[string]string{}, truth: map[string]truthClaim{}, late: map[string]bool{},
 			invisible: map[string]bool{}, gens: gens, deletedObj: map[string]*corev1.PersistentVolumeClaim{}}
-		w.f, _ = env.NewFixtures()
+		w.f = fixtures(t)
 		w.ns = env.Namespace(t)
 		if bc == nil {
 			var err error
