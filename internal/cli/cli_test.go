@@ -63,7 +63,11 @@ type report struct {
 		}
 	}
 	UnusedCondition string
-	Snapshots       []struct{ Namespace, Name, SourceClaim, Action, Reason, DeletionPolicy string }
+	Snapshots       []struct {
+		Namespace, Name, SourceClaim, SourceUID, Action, Reason, DeletionPolicy string
+		ReadyToUse                                                              bool
+		DataTime                                                                *time.Time
+	}
 }
 
 func parse(t *testing.T, s string) report {
