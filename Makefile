@@ -2,7 +2,9 @@
 # pinned and built into a cache outside the repository (see scripts/cluster).
 SHELL := /usr/bin/env bash
 export GOTOOLCHAIN := local
-export CGO_ENABLED := 0
+# The janitor's binaries are static (CGO off): build sets it, as the scripts
+# that build the control plane, the tools and the release do. Tests run with
+# Go's default; make race turns cgo on, which the race detector needs.
 
 JANITOR_CLUSTER_DIR ?= $(CURDIR)/.cluster
 export JANITOR_CLUSTER_DIR
@@ -13,6 +15,10 @@ LDFLAGS := -s -w -X github.com/pvc-janitor/pvc-janitor/internal/version.Version=
 	-X github.com/pvc-janitor/pvc-janitor/internal/version.Commit=$(COMMIT) \
 	-X github.com/pvc-janitor/pvc-janitor/internal/version.Date=$(DATE)
 TEST_TIMEOUT ?= 40m
+# Tests that need the local cluster (or the pinned tools) carry the build tag
+# `integration`, as internal/testenv itself does: without the tag they do not
+# compile, with it ./... is the whole suite (docs/testing.md).
+INTEGRATION := -tags integration
 # The control plane of make test's second run: kube-controller-manager
 # without the Unused condition (KEP-5541 gate off), where the janitor's own
 # marks are its only clock.
@@ -21,21 +27,22 @@ GATED_FEATURE_GATES ?= PersistentVolumeClaimUnusedSinceTime=false
 # CHAOS_FEATURE_GATES=$(GATED_FEATURE_GATES).
 CHAOS_FEATURE_GATES ?=
 
-.PHONY: help build test unit lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check bench chaos
+.PHONY: help build test unit race lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check bench chaos
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
 
 build: ## build bin/janitor
-	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/janitor ./cmd/janitor
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/janitor ./cmd/janitor
 
 control-plane: ## build the pinned control-plane binaries and csi-sanity into the cache (cold: ~10-20 min)
 	bash scripts/cluster/build.sh all sanity
 
-test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration, chart and chaos (short) tests, csi-sanity, fuzzing, release check; safety and chaos again without the Unused condition
-	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration, chart and chaos (short) tests, race detector, csi-sanity, fuzzing, release check; safety and chaos again without the Unused condition
+	go test $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory race
 	@echo "safety and chaos (short) on a control plane with --feature-gates=$(GATED_FEATURE_GATES)"
-	JANITOR_CLUSTER_FEATURE_GATES='$(GATED_FEATURE_GATES)' go test -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestRandomizedSafety|TestChaos)$$' ./internal/cli/
+	JANITOR_CLUSTER_FEATURE_GATES='$(GATED_FEATURE_GATES)' go test $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestRandomizedSafety|TestChaos)$$' ./internal/cli/
 	$(MAKE) --no-print-directory sanity
 	$(MAKE) --no-print-directory fuzz
 	bash scripts/release/check.sh
@@ -44,18 +51,19 @@ sanity: ## csi-sanity (kubernetes-csi/csi-test) against the CSI driver: identity
 	bash scripts/cluster/sanity.sh
 
 FUZZTIME ?= 3s
-fuzz: ## each fuzz target for $(FUZZTIME) (config loading, flags, env, selector, snapshot naming)
-	@for t in FuzzLoadFile FuzzLoadFlags FuzzLoadEnv FuzzSelector; do \
-		go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./internal/config/ >/dev/null || { echo "fuzz $$t failed"; exit 1; }; echo "fuzz $$t ok"; done
-	@for t in FuzzName FuzzNameDistinct; do \
-		go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./internal/rescue/ >/dev/null || { echo "fuzz $$t failed"; exit 1; }; echo "fuzz $$t ok"; done
+FUZZ_TARGETS := internal/config:FuzzLoadFile internal/config:FuzzLoadFlags internal/config:FuzzLoadEnv \
+	internal/config:FuzzSelector internal/rescue:FuzzName internal/rescue:FuzzNameDistinct
+fuzz: ## each fuzz target for $(FUZZTIME) (config loading, flags, env, selector, snapshot naming); a failure prints its output
+	@for pt in $(FUZZ_TARGETS); do p="$${pt%%:*}"; t="$${pt#*:}"; \
+		if out="$$(go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) "./$$p/" 2>&1)"; then echo "fuzz $$t ok"; \
+		else echo "$$out"; echo "fuzz $$t failed (a failing input is kept in $$p/testdata/fuzz/$$t)"; exit 1; fi; done
 
 chaos: control-plane ## the long chaos profile (500 janitor runs under faults, kills and churn; CHAOS_FEATURE_GATES=… for other gates, CHAOS_ARGS=… for more flags); figures in docs/reliability.md
 	CHAOS_FEATURE_GATES='$(CHAOS_FEATURE_GATES)' CHAOS_ARGS='$(CHAOS_ARGS)' bash scripts/chaos/run.sh 500
 
 BENCH_FLAGS ?= --sizes 10000,50000 --reps 3 --snapshot-throughput 1000
 bench: control-plane ## scan at N=10k,50k vs the serving floor + 1,000 rescues; writes docs/benchmarks.md (~20 min; 100k: BENCH_FLAGS='--sizes 10000,50000,100000 --snapshot-throughput 1000')
-	go run ./scripts/bench $(BENCH_FLAGS)
+	go run $(INTEGRATION) ./scripts/bench $(BENCH_FLAGS)
 
 tools: ## build the pinned helm, goreleaser and actionlint into the cache, apt-get install shellcheck if missing (cold: ~4 min)
 	bash scripts/chart/build-helm.sh >/dev/null
@@ -68,24 +76,30 @@ chart-test: control-plane tools ## helm lint/template, server-side dry run, RBAC
 release-check: tools ## goreleaser check + snapshot build of this platform + kubectl janitor (no docker)
 	bash scripts/release/check.sh
 
-# The packages whose tests need no cluster: those whose tests do not import
-# internal/testenv (the local control plane). A new package joins by itself.
-UNIT_PKGS = $(shell go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}{{end}}' ./... | grep -v '/internal/testenv' | cut -d' ' -f1)
+unit: ## every test that needs no cluster (the files without the integration tag), in seconds
+	go test -count=1 ./...
 
-unit: ## every test that needs no cluster, in seconds
-	go test -count=1 $(UNIT_PKGS)
+# The cluster tests make race runs besides every unit test: the rescue, reap,
+# lease and fleet scenarios, where the janitor's concurrent paths (workers,
+# lease renewal, one session per cluster) run against a real API server.
+RACE_CLUSTER_TESTS ?= ^(TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing|TestSnapshotWaitsForSlowDriverAndSurvivesTransientErrors|TestReap.*|TestLease.*|TestRunStopsWhenItsLeaseCannotBeRenewed|TestFleetTwoClusters)$$
 
-lint: ## go vet, gofmt, the pinned staticcheck (built into the cache on first use) and repocheck (no tracked binaries, every relative link resolves)
+race: control-plane ## the race detector (cgo on) over every unit test and the rescue, reap, lease and fleet cluster tests
+	CGO_ENABLED=1 go test -race -count=1 ./...
+	CGO_ENABLED=1 go test $(INTEGRATION) -race -count=1 -timeout $(TEST_TIMEOUT) -run '$(RACE_CLUSTER_TESTS)' ./internal/cli/
+
+lint: ## repocheck (no tracked binaries, every relative link resolves), go vet (with and without the integration tag), gofmt and the pinned staticcheck (built into the cache on first use)
 	go run ./scripts/lint/repocheck
 	go vet ./...
+	go vet $(INTEGRATION) ./...
 	@out="$$(gofmt -l cmd internal scripts)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	"$$(bash scripts/lint/build-staticcheck.sh)" ./...
+	"$$(bash scripts/lint/build-staticcheck.sh)" $(INTEGRATION) ./...
 
 cluster-up: control-plane ## start the local cluster in the background (JANITOR_CLUSTER_FEATURE_GATES=… for --feature-gates); prints export KUBECONFIG=…
-	@go run ./cmd/localcluster up
+	@go run $(INTEGRATION) ./cmd/localcluster up
 
 cluster-down: ## stop the local cluster's processes and remove its folder
-	@go run ./cmd/localcluster down
+	@go run $(INTEGRATION) ./cmd/localcluster down
 
 DEMO_NS := pvc-janitor-demo
 DEMO_FLAGS := --kubeconfig $(JANITOR_CLUSTER_DIR)/kubeconfig -n $(DEMO_NS) \
@@ -99,7 +113,7 @@ DEMO_EXPLAIN_FLAGS := --kubeconfig $(JANITOR_CLUSTER_DIR)/kubeconfig --workspace
 DEMO_SNAP_FLAGS := --snapshot-timeout 15s --snapshot-error-grace 2s --snapshot-attempts 2
 
 demo-seed: cluster-up ## (re)seed the demo fleet of ~20 workspace claims
-	@go run ./cmd/localcluster seed-demo
+	@go run $(INTEGRATION) ./cmd/localcluster seed-demo
 
 demo: build demo-seed ## local cluster + demo fleet, then janitor scan, snapshot, reap, guard, explain and restore (the way back) on it
 	@echo; echo "$$ janitor scan $(DEMO_FLAGS) $(DEMO_PRICES)"
@@ -116,5 +130,5 @@ demo: build demo-seed ## local cluster + demo fleet, then janitor scan, snapshot
 	@echo "$$ janitor restore $(DEMO_NS)/ws-olivia --as ws-olivia-restored $(DEMO_EXPLAIN_FLAGS)"
 	@bin/janitor restore $(DEMO_NS)/ws-olivia --as ws-olivia-restored $(DEMO_EXPLAIN_FLAGS) --log-level warn -o table
 	@echo; echo "$$ cat notes.md   # in the restored volume (localcluster read-volume stands in for a pod)"
-	@go run ./cmd/localcluster read-volume $(DEMO_NS) ws-olivia-restored notes.md
+	@go run $(INTEGRATION) ./cmd/localcluster read-volume $(DEMO_NS) ws-olivia-restored notes.md
 	@echo; echo "The cluster keeps running: export KUBECONFIG=$(JANITOR_CLUSTER_DIR)/kubeconfig; make cluster-down stops it."

@@ -1,3 +1,5 @@
+//go:build integration
+
 // Command localcluster starts and stops the project's local control plane in
 // the background (make cluster-up / cluster-down). See internal/testenv.
 package main

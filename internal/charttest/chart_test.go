@@ -1,3 +1,5 @@
+//go:build integration
+
 package charttest_test
 
 import (
@@ -349,4 +351,44 @@ func TestRetentionAndPrices(t *testing.T) {
 				cfg.KeepFor, cfg.KeepLast, cfg.DeleteContents, cfg.Prices, cfg.SnapshotPrice)
 		}
 	})
+}
+
+// TestKubeVersions renders the chart for every Kubernetes minor the
+// janitor supports (KUBE_VERSIONS in scripts/cluster/versions.sh) and
+// checks that the chart's kubeVersion refuses an older one.
+func TestKubeVersions(t *testing.T) {
+	versions := supportedKubeVersions(t)
+	for _, v := range versions {
+		t.Run(v, func(t *testing.T) {
+			out, stderr, err := helm(t, "template", "pvc-janitor", chartDir(t), "--namespace", "pvc-janitor", "--kube-version", v)
+			if err != nil {
+				t.Fatalf("helm template --kube-version %s: %v: %s", v, err, stderr)
+			}
+			if !strings.Contains(out, "kind: CronJob") {
+				t.Errorf("helm template --kube-version %s rendered no CronJob", v)
+			}
+		})
+	}
+	_, stderr, err := helm(t, "template", "pvc-janitor", chartDir(t), "--namespace", "pvc-janitor", "--kube-version", "v1.34.9")
+	if err == nil || !strings.Contains(stderr, "kubeVersion") {
+		t.Errorf("helm template --kube-version v1.34.9 (older than the oldest supported %s): err %v, stderr %q; want a kubeVersion refusal", versions[0], err, stderr)
+	}
+}
+
+// supportedKubeVersions reads KUBE_VERSIONS from scripts/cluster/versions.sh.
+func supportedKubeVersions(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root(t), "scripts", "cluster", "versions.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "KUBE_VERSIONS="); ok {
+			if f := strings.Fields(strings.Trim(v, `"`)); len(f) > 0 {
+				return f
+			}
+		}
+	}
+	t.Fatal(`scripts/cluster/versions.sh has no KUBE_VERSIONS="..." line`)
+	return nil
 }

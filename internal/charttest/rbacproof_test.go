@@ -1,3 +1,5 @@
+//go:build integration
+
 package charttest_test
 
 import (
@@ -164,10 +166,18 @@ func proveRBAC(t *testing.T, namespaced bool) {
 		if r := parseReport(t, out); !r.DryRun || r.Summary.ClaimsDeleted != 0 || r.Summary.SnapshotsCreated != 0 {
 			t.Errorf("dry run acted: %+v", r.Summary)
 		}
-		if snaps, _ := f.Snap.SnapshotV1().VolumeSnapshots(ws).List(ctx, metav1.ListOptions{}); len(snaps.Items) != 0 {
+		snaps, err := f.Snap.SnapshotV1().VolumeSnapshots(ws).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snaps.Items) != 0 {
 			t.Error("the dry run created snapshots")
 		}
-		if c, _ := f.Kube.CoreV1().PersistentVolumeClaims(ws).Get(ctx, "ws-a", metav1.GetOptions{}); c.Labels["pvc-janitor.io/phase"] != "" {
+		c, err := f.Kube.CoreV1().PersistentVolumeClaims(ws).Get(ctx, "ws-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Labels["pvc-janitor.io/phase"] != "" {
 			t.Error("the dry run marked a claim")
 		}
 	}
@@ -177,7 +187,11 @@ func proveRBAC(t *testing.T, namespaced bool) {
 	if code != 0 {
 		t.Fatalf("scan: exit %d: %s", code, stderr)
 	}
-	if c, _ := f.Kube.CoreV1().PersistentVolumeClaims(ws).Get(ctx, "ws-a", metav1.GetOptions{}); c.Labels["pvc-janitor.io/phase"] != "Orphaned" {
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ws).Get(ctx, "ws-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Labels["pvc-janitor.io/phase"] != "Orphaned" {
 		t.Errorf("ws-a not marked: %v", c.Labels)
 	}
 	evs, err := cs.CoreV1().Events(ws).List(ctx, metav1.ListOptions{FieldSelector: "reason=OrphanDetected"})
@@ -253,7 +267,11 @@ func proveRBAC(t *testing.T, namespaced bool) {
 	if code != 1 || !strings.Contains(stderr, "forbidden") || !strings.Contains(stderr, "ConfigMap") {
 		t.Errorf("a claim with an owner of an unlisted kind: exit %d (want 1, naming the forbidden read): %s", code, stderr)
 	}
-	if c, _ := f.Kube.CoreV1().PersistentVolumeClaims(ws).Get(ctx, "ws-owned", metav1.GetOptions{}); c.Labels["pvc-janitor.io/phase"] != "" {
+	c, err = f.Kube.CoreV1().PersistentVolumeClaims(ws).Get(ctx, "ws-owned", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Labels["pvc-janitor.io/phase"] != "" {
 		t.Error("a run that could not read an owner marked a claim")
 	}
 }

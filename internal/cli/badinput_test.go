@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -182,7 +184,7 @@ type badCase struct {
 // API server.
 func TestBadInput(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	// A claim that any run that got going would mark, snapshot or delete.
 	orphan(t, f, ns, "ws-a", "a", "")
@@ -406,7 +408,7 @@ func badKubeconfig(t *testing.T, p *testenv.FaultProxy, mode string) string {
 // the fault proxy, broken kubeconfig, bad config): no token, key, password
 // or webhook path may appear anywhere in stdout or stderr.
 func TestSecretsNeverLogged(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	orphan(t, f, ns, "ws-b", "b", "")

@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -108,7 +110,7 @@ func reapUntilDeleted(t *testing.T, f *testenv.Fixtures, ns, name string, uid k8
 // claim is deleted without a snapshot, and ws-new stays.
 func TestBehaviourSupersededDiscardReapsWithDurableNewerClaim(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	uid := k8stypes.UID(orphan(t, f, ns, "ws-old", "w", ""))
 	newerInUse(t, f, ns, "ws-old", "ws-new", "w")
@@ -160,7 +162,7 @@ func TestBehaviourSupersededDiscardReapsWithDurableNewerClaim(t *testing.T) {
 // snapshot labelled pvc-janitor.io/superseded=true (ws-new, in use, gets
 // none); once it is ready, reap deletes ws-old.
 func TestBehaviourSupersededArchiveThenReap(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	uid := k8stypes.UID(orphan(t, f, ns, "ws-old", "w", ""))
 	newerInUse(t, f, ns, "ws-old", "ws-new", "w")
@@ -216,7 +218,7 @@ func TestBehaviourSupersededArchiveThenReap(t *testing.T) {
 // released, and nothing deleted.
 func TestBehaviourSIGINTExits130(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	slow := ns + "-slow"
 	if err := csidriver.SetFault(env.DriverStateDir, slow, csidriver.Fault{ReadyAfter: time.Hour}); err != nil {
@@ -281,7 +283,7 @@ func TestBehaviourSIGINTExits130(t *testing.T) {
 // the reason naming the kind and the workload; a claim none names is not.
 func TestBehaviourWorkloadTemplatesMakeInUse(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	for _, n := range []string{"ws-rs", "ws-ds", "ws-cj", "ws-free"} {
 		if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: n, Labels: wsLabels(n)}); err != nil {
@@ -317,7 +319,7 @@ func TestBehaviourWorkloadTemplatesMakeInUse(t *testing.T) {
 // driver's default class (csi-hostpath-retain, not csi-hostpath-delete of
 // the same driver).
 func TestBehaviourDefaultSnapshotClass(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	if code, out, stderr := run(t, snapArgs(ns)...); code != 0 {
@@ -342,7 +344,7 @@ func TestBehaviourDefaultSnapshotClass(t *testing.T) {
 // Warning Event): no snapshot is taken with a guessed class.
 func TestBehaviourNoSnapshotClass(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	const driver = "nodefault.pvc-janitor.io"
 	for name, src := range map[string]corev1.PersistentVolumeSource{
@@ -406,7 +408,7 @@ func janitorEvents(t *testing.T, f *testenv.Fixtures, ns string) map[string]int3
 // --dry-run, each with something it would do (mark ws-o, rescue ws-o,
 // delete ws-r), create no Event.
 func TestBehaviourDryRunWritesNoEvents(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-r", "r", "")
 	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
@@ -487,7 +489,7 @@ func TestBehaviourLogFormatAutoIsJSONOffATerminal(t *testing.T) {
 // (exit 2).
 func TestBehaviourKubeconfigFromEnv(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "ws-b", Labels: wsLabels("b")}); err != nil {
@@ -527,7 +529,7 @@ func TestBehaviourKubeconfigFromEnv(t *testing.T) {
 // terminal asks on stderr; "no" deletes nothing, "yes" deletes the rescued
 // claim.
 func TestBehaviourReapPromptOnTerminal(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	uid := k8stypes.UID(orphan(t, f, ns, "ws-a", "a", ""))
 	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {

@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -60,7 +62,7 @@ func TestTruncatedListsAreReadAgain(t *testing.T) {
 func scanThroughBrokenLists(t *testing.T, seed int64, kind string, faults testenv.Faults, times map[string]int, args ...string) {
 	t.Helper()
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	for i := 0; i < 6; i++ {
 		orphan(t, f, ns, fmt.Sprintf("ws-%d", i), fmt.Sprintf("w%d", i), "")
@@ -128,7 +130,7 @@ func TestTruncatedForeverFailsClosed(t *testing.T) {
 func podsListFailsClosed(t *testing.T, seed int64, kind string, faults testenv.Faults, args ...string) {
 	t.Helper()
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	for i := 0; i < 3; i++ {
 		orphan(t, f, ns, fmt.Sprintf("ws-%d", i), fmt.Sprintf("w%d", i), "")
@@ -242,7 +244,7 @@ func TestChaos(t *testing.T) {
 		retired: map[string]bool{}, archivedAt: map[string]time.Time{}, deletedObj: map[string]*corev1.PersistentVolumeClaim{},
 		invisible: map[string]bool{}, blind: map[int]bool{}, creating: map[string]bool{}, leaked: map[bool]int{}, discards: map[string]string{},
 		rescued: map[string]bool{}, bytesDone: map[string]bool{}, gens: newGenerations()}
-	w.f, _ = env.NewFixtures()
+	w.f = fixtures(t)
 	w.ns = env.Namespace(t)
 	var err error
 	if w.bytes, err = newBytesCheck(w.f, w.ns, bytesEvery(runs > 50)); err != nil {
@@ -1499,7 +1501,7 @@ func (w *chaosWorld) describe(name string) string {
 // list, the controller manager slower than the janitor's delete).
 func TestUnusedFalseIsEvidenceOfUse(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
@@ -1563,7 +1565,7 @@ func pauseControllerManager(t *testing.T) func() {
 // by name, reported it ready, and the reap's re-read rightly refused it.
 func TestClaimUsedAgainAfterItsRescueIsRescuedAgain(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	uid := orphan(t, f, ns, "ws-a", "a", "")
 	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
@@ -1637,7 +1639,7 @@ func TestLeaseSurvivesLostResponses(t *testing.T) {
 		{"renew", "update"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f, _ := env.NewFixtures()
+			f := fixtures(t)
 			ns := env.Namespace(t)
 			// A slow volume keeps the run alive for several renewals.
 			if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: 3 * time.Second}); err != nil {
@@ -1686,7 +1688,7 @@ func TestHungRequestsAreBounded(t *testing.T) {
 			Faults: testenv.Faults{RateHang: 1, HangFor: 2 * time.Minute}}, 8*time.Second + 15*time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f, _ := env.NewFixtures()
+			f := fixtures(t)
 			ns := env.Namespace(t)
 			if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: 2 * time.Second}); err != nil {
 				t.Fatal(err)

@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -61,7 +63,11 @@ type report struct {
 		}
 	}
 	UnusedCondition string
-	Snapshots       []struct{ Namespace, Name, SourceClaim, Action, Reason, DeletionPolicy string }
+	Snapshots       []struct {
+		Namespace, Name, SourceClaim, SourceUID, Action, Reason, DeletionPolicy string
+		ReadyToUse                                                              bool
+		DataTime                                                                *time.Time
+	}
 }
 
 func parse(t *testing.T, s string) report {
@@ -225,7 +231,10 @@ func TestScanClassifiesAndMarksTheDemoFleet(t *testing.T) {
 	if code, _, stderr = run(t, append(demoArgs("scan", ns), "-o", "json")...); code != 0 {
 		t.Fatalf("second scan exit %d: %s", code, stderr)
 	}
-	again, _ := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=OrphanDetected"})
+	again, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=OrphanDetected"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(again.Items) != len(events.Items) {
 		t.Errorf("second scan wrote %d new OrphanDetected events", len(again.Items)-len(events.Items))
 	}
@@ -487,4 +496,15 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("completion %s: exit %d, %d bytes, %s", sh, code, len(out), stderr)
 		}
 	}
+}
+
+// fixtures returns the local cluster's fixtures; an error fails the test
+// here rather than as a nil pointer later.
+func fixtures(t testing.TB) *testenv.Fixtures {
+	t.Helper()
+	f, err := env.NewFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -34,7 +36,7 @@ type explained struct {
 // the demo fleet; it writes nothing.
 func TestExplainEachStateOfTheDemoFleet(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	want, err := testenv.SeedDemo(ctx, f, ns, env.DriverStateDir)
 	if err != nil {
@@ -122,7 +124,7 @@ func TestExplainEachStateOfTheDemoFleet(t *testing.T) {
 // environment and a config file give the same money.
 func TestReportSizesAndPrices(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-kept", "kept", "") // a hand-made PV: Retain
 	labels := map[string]string{"app.kubernetes.io/part-of": "demo-workspaces", "workspace": "freed"}

@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -52,7 +54,7 @@ func tokenKubeconfig(t *testing.T, ns string, rules []rbacv1.PolicyRule) string 
 // claim would look orphaned.
 func TestForbiddenReadFailsClosed(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide", Claims: []string{"ws-a"}}); err != nil {
@@ -72,7 +74,10 @@ func TestForbiddenReadFailsClosed(t *testing.T) {
 	if out != "" {
 		t.Errorf("a failed run printed a report: %q", out)
 	}
-	c, _ := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := c.Annotations["pvc-janitor.io/orphaned-since"]; ok || c.Labels["pvc-janitor.io/phase"] != "" {
 		t.Fatal("a run that could not read pods marked a claim")
 	}

@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -20,7 +22,7 @@ import (
 // of the library does (cert-manager's cmctl style): no flags, no report,
 // typed outcomes, then the cluster's state.
 func TestLibraryRunsWithoutTheCommandLine(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	rc, _, _, err := kube.LoadConfig(kube.ClientOptions{Kubeconfig: env.Kubeconfig})

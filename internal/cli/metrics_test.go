@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -15,7 +17,7 @@ import (
 // collector and pushes the same to a Pushgateway, without logging the
 // Pushgateway's credentials.
 func TestMetricsFileAndPushgateway(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	var mu sync.Mutex
@@ -61,7 +63,7 @@ func TestMetricsFileAndPushgateway(t *testing.T) {
 // TestNotifyWebhook: a run that acted posts one Slack-compatible message; a
 // run that did nothing posts none; the URL never shows in the output.
 func TestNotifyWebhook(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	var mu sync.Mutex

@@ -71,8 +71,10 @@ func addPrune(r *report.Report, res *prune.Result) error {
 	}
 	var failed []error
 	for _, o := range res.Outcomes {
-		r.Snapshots = append(r.Snapshots, &report.SnapshotEntry{Namespace: o.Namespace, Name: o.Name, SourceClaim: o.Source,
-			Workspace: o.Workspace, RestoreSize: o.RestoreSize, Action: o.Action, Reason: o.Reason, LeakedContent: o.LeakedContent})
+		e := snapshotEntry(&o.Snapshot, o.DeletionPolicy)
+		e.Namespace, e.Name, e.SourceClaim, e.Workspace = o.Namespace, o.Name, o.Source, o.Workspace
+		e.RestoreSize, e.Action, e.Reason, e.LeakedContent = o.RestoreSize, o.Action, o.Reason, o.LeakedContent
+		r.Snapshots = append(r.Snapshots, e)
 		if o.Err != nil {
 			failed = append(failed, fmt.Errorf("%s/%s: %w", o.Namespace, o.Name, o.Err))
 		}

@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -21,9 +23,9 @@ import (
 // older rescue is kept and the report says why.
 func TestPruneCommand(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
-	orphan(t, f, ns, "ws-a", "a", "")
+	uid := orphan(t, f, ns, "ws-a", "a", "")
 	snap := func(extra ...string) {
 		if code, _, stderr := run(t, snapArgs(ns, extra...)...); code != 0 {
 			t.Fatalf("snapshot exit %d: %s", code, stderr)
@@ -104,6 +106,15 @@ func TestPruneCommand(t *testing.T) {
 	if a, why := action(r, newer); a != "kept" {
 		t.Errorf("newest: %s %s (%s)", newer, a, why)
 	}
+	// Each entry says what the rescue is, as scan's and guard's do: both
+	// are ready, of ws-a, with the data time and their content's policy.
+	policy := map[string]string{older: "Retain", newer: "Delete"}
+	for _, s := range r.Snapshots {
+		if !s.ReadyToUse || s.SourceUID != uid || s.DataTime == nil || s.DeletionPolicy != policy[s.Name] {
+			t.Errorf("prune's entry of %s: readyToUse %v, sourceUID %q, dataTime %v, deletionPolicy %q; want true, %q, set, %q",
+				s.Name, s.ReadyToUse, s.SourceUID, s.DataTime, s.DeletionPolicy, uid, policy[s.Name])
+		}
+	}
 	if code, _, stderr := run(t, "prune", "-n", ns, "--keep-last", "1"); code != 2 || !strings.Contains(stderr, "pass --yes") {
 		t.Errorf("prune without --yes off a terminal: exit %d: %s", code, stderr)
 	}
@@ -133,7 +144,7 @@ func TestPruneCommand(t *testing.T) {
 // --delete-contents the content goes too.
 func TestFailedSnapshotContentsLeakOnlyWithoutTheGrant(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	for _, name := range []string{"ws-a", "ws-b"} {
 		if err := csidriver.SetFault(env.DriverStateDir, ns+"-"+name, csidriver.Fault{PermanentError: "volume is corrupted"}); err != nil {

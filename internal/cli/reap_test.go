@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -60,7 +62,7 @@ func waitUsed(t *testing.T, f *testenv.Fixtures, ns, name string) {
 // stay.
 func TestReapDeletesExactlyTheRescuedClaims(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: time.Hour}); err != nil {
 		t.Fatal(err)
@@ -107,7 +109,30 @@ func TestReapDeletesExactlyTheRescuedClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	code, out, stderr := run(t, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100")...)
+	want := map[string]bool{"ws-rescued": false, "ws-pending": true, "ws-stale": true, "ws-foreign": true, "ws-used": true}
+	// A dry run first, while ws-rescued is reapable: it says it would
+	// delete exactly ws-rescued, and deletes nothing.
+	code, out, stderr := run(t, reapArgs("reap", ns, "--dry-run")...)
+	if code != 0 {
+		t.Fatalf("reap --dry-run exit %d: %s\n%s", code, out, stderr)
+	}
+	if dry := parse(t, out); !dry.DryRun || len(dry.Claims) != len(want) {
+		t.Errorf("dry run report: dryRun %v, %d claims; want true, %d", dry.DryRun, len(dry.Claims), len(want))
+	} else {
+		for _, c := range dry.Claims {
+			wouldDelete := !want[c.Name] // want: kept by the real run
+			if (c.Action == reap.ActionWould) != wouldDelete || c.Action == reap.ActionDeleted {
+				t.Errorf("dry run: %s action %q, want would-delete only for ws-rescued", c.Name, c.Action)
+			}
+		}
+	}
+	for name := range want {
+		if !exists(t, f, ns, name) {
+			t.Fatalf("the dry run deleted %s", name)
+		}
+	}
+
+	code, out, stderr = run(t, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100")...)
 	if code != 0 {
 		t.Fatalf("reap exit %d: %s\n%s", code, out, stderr)
 	}
@@ -115,7 +140,6 @@ func TestReapDeletesExactlyTheRescuedClaims(t *testing.T) {
 	if r.Summary.Claims != 5 {
 		t.Fatalf("report has %d claims", r.Summary.Claims)
 	}
-	want := map[string]bool{"ws-rescued": false, "ws-pending": true, "ws-stale": true, "ws-foreign": true, "ws-used": true}
 	for name, keep := range want {
 		if got := exists(t, f, ns, name); got != keep {
 			t.Errorf("%s exists=%v, want %v", name, got, keep)
@@ -124,13 +148,30 @@ func TestReapDeletesExactlyTheRescuedClaims(t *testing.T) {
 	if _, act, reason := entry(t, r, "ws-rescued"); act != reap.ActionDeleted || !strings.Contains(reason, "rescued by VolumeSnapshot") {
 		t.Errorf("ws-rescued: action %q reason %q", act, reason)
 	}
-	ev, _ := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Reaped"})
+	ev, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Reaped"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(ev.Items) != 1 || ev.Items[0].InvolvedObject.Name != "ws-rescued" {
 		t.Errorf("Reaped events: %d", len(ev.Items))
 	}
-	// Dry run on what is left deletes nothing.
-	if code, _, _ := run(t, reapArgs("reap", ns, "--dry-run")...); code != 0 {
-		t.Fatalf("reap --dry-run exit %d", code)
+	// A dry run on what is left, where nothing is reapable, says that
+	// nothing would be deleted and deletes nothing.
+	code, out, stderr = run(t, reapArgs("reap", ns, "--dry-run")...)
+	if code != 0 {
+		t.Fatalf("reap --dry-run exit %d: %s\n%s", code, out, stderr)
+	}
+	left := parse(t, out)
+	if len(left.Claims) != len(want)-1 {
+		t.Errorf("dry run on what is left: %d claims, want %d", len(left.Claims), len(want)-1)
+	}
+	for _, c := range left.Claims {
+		if c.Action == reap.ActionWould || c.Action == reap.ActionDeleted {
+			t.Errorf("dry run on what is left: %s action %q, want no deletion", c.Name, c.Action)
+		}
+		if !exists(t, f, ns, c.Name) {
+			t.Errorf("dry run on what is left: %s is gone", c.Name)
+		}
 	}
 }
 
@@ -140,7 +181,7 @@ func TestReapDeletesExactlyTheRescuedClaims(t *testing.T) {
 // manager marks it used) saves it, and the report says why.
 func TestReapSkipsClaimUsedJustBeforeDelete(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
@@ -170,7 +211,10 @@ func TestReapSkipsClaimUsedJustBeforeDelete(t *testing.T) {
 	if _, act, reason := entry(t, parse(t, out.String()), "ws-a"); act != reap.ActionSkipped || !strings.Contains(reason, "changed since it was read") {
 		t.Fatalf("action %q reason %q", act, reason)
 	}
-	ev, _ := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=ReapSkipped"})
+	ev, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=ReapSkipped"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(ev.Items) != 1 {
 		t.Errorf("%d ReapSkipped events, want 1", len(ev.Items))
 	}
@@ -185,7 +229,7 @@ func TestReapSkipsClaimUsedJustBeforeDelete(t *testing.T) {
 }
 
 func TestBlastRadiusStopsBeforeTheFirstDelete(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	for _, n := range []string{"ws-1", "ws-2", "ws-3", "ws-4"} {
 		orphan(t, f, ns, n, n, "")
@@ -216,7 +260,7 @@ func TestBlastRadiusStopsBeforeTheFirstDelete(t *testing.T) {
 }
 
 func TestReapWithoutTerminalOrYesRefusesAndChangesNothing(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	for _, cmd := range []string{"reap", "run"} {
@@ -225,7 +269,10 @@ func TestReapWithoutTerminalOrYesRefusesAndChangesNothing(t *testing.T) {
 			t.Fatalf("%s: exit %d, stdout %q, stderr %q", cmd, code, out, stderr)
 		}
 	}
-	c, _ := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), "ws-a", metav1.GetOptions{})
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), "ws-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := c.Annotations["pvc-janitor.io/orphaned-since"]; ok {
 		t.Fatal("a refused reap marked the claim")
 	}
@@ -235,7 +282,7 @@ func TestReapWithoutTerminalOrYesRefusesAndChangesNothing(t *testing.T) {
 }
 
 func TestRunScansSnapshotsAndReaps(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	orphan(t, f, ns, "ws-b", "b", "")
@@ -332,7 +379,7 @@ func deletedOrGoing(t *testing.T, f *testenv.Fixtures, ns, name string, uid k8st
 // the claim twice while the winner deletes it) by a following run.
 func TestLeaseOneRunAtATime(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	// The slow volume keeps the first run holding the lease for seconds,
 	// long after the second has started.
@@ -479,7 +526,7 @@ func TestReapRetriesAfterFinalizerChurn(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			f, _ := env.NewFixtures()
+			f := fixtures(t)
 			ns := env.Namespace(t)
 			uid := rescued(t, f, ns)
 			// A second finalizer, for the change to remove; the test's own,
@@ -540,7 +587,7 @@ func TestReapRetriesAfterFinalizerChurn(t *testing.T) {
 // UID being deleted, or gone, is reported deleted, not skipped.
 func TestReapSettlesALostDeleteResponse(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	uid := rescued(t, f, ns)
 	p := env.StartFaultProxy(t, 3)
@@ -559,7 +606,10 @@ func TestReapSettlesALostDeleteResponse(t *testing.T) {
 	if _, act, reason := entry(t, parse(t, out), "ws-a"); act != reap.ActionDeleted || !strings.Contains(reason, "response") {
 		t.Fatalf("action %q (%s), want deleted, saying the response was lost", act, reason)
 	}
-	ev, _ := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Reaped"})
+	ev, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Reaped"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(ev.Items) != 1 {
 		t.Errorf("%d Reaped events, want 1", len(ev.Items))
 	}
@@ -570,7 +620,7 @@ func TestReapSettlesALostDeleteResponse(t *testing.T) {
 // Rescued, but is not deleted before its grace period has passed.
 func TestReapKeepsTheGracePeriodDespiteAForeignSnapshot(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	uid := orphan(t, f, ns, "ws-a", "a", "")
 	// The claim's orphaned-since: the Unused condition's transition (the
@@ -625,10 +675,13 @@ func TestReapKeepsTheGracePeriodDespiteAForeignSnapshot(t *testing.T) {
 // count as its rescue).
 func TestReapReCheckUseRemovesMarks(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	uid := rescued(t, f, ns)
-	c, _ := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := c.Annotations["pvc-janitor.io/orphaned-since"]; !ok {
 		t.Fatal("the rescued claim carries no mark: the test proves nothing")
 	}
@@ -665,7 +718,7 @@ func TestReapReCheckUseRemovesMarks(t *testing.T) {
 	if st, act, _ := entry(t, parse(t, out), "ws-a"); st != "InUse" || act != reap.ActionSkipped {
 		t.Errorf("state %s action %s, want InUse, %s", st, act, reap.ActionSkipped)
 	}
-	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
+	c, err = f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -684,7 +737,7 @@ func TestReapReCheckUseRemovesMarks(t *testing.T) {
 // never marked with another claim's evidence.
 func TestMarkPatchCarriesTheUID(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
@@ -710,7 +763,7 @@ func TestMarkPatchCarriesTheUID(t *testing.T) {
 // renewal hangs; two thirds of --lock-duration after the last renewal the
 // run stops acting (no delete) and exits 1 naming the cause.
 func TestRunStopsWhenItsLeaseCannotBeRenewed(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: 6 * time.Second}); err != nil {
 		t.Fatal(err)

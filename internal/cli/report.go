@@ -8,6 +8,7 @@ import (
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
 	"github.com/pvc-janitor/pvc-janitor/internal/reap"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
@@ -139,11 +140,8 @@ func addOnlyCopies(r *report.Report, res *janitor.GuardResult) {
 	inv := res.Scan.Inventory
 	for _, sr := range res.OnlyCopies {
 		sn := sr.Snapshot
-		dt := classify.DataTime(sn, nil)
-		e := &report.SnapshotEntry{Namespace: sn.Namespace, Name: sn.Name, SourceClaim: sn.SourceClaim,
-			SourceUID: string(sn.SourceUID), Workspace: sn.Workspace, DataTime: &dt, ReadyToUse: sn.ReadyToUse,
-			DeletionPolicy: inv.Contents[sn.ContentName].DeletionPolicy,
-			Reason:         "the only copy of claim " + sn.SourceClaim + " (gone)"}
+		e := snapshotEntry(sn, inv.Contents[sn.ContentName].DeletionPolicy)
+		e.Reason = "the only copy of claim " + sn.SourceClaim + " (gone)"
 		if sr.AtRisk {
 			e.Action = janitor.ActionAtRisk
 			e.Reason = sr.Why + "; " + e.Reason
@@ -153,6 +151,15 @@ func addOnlyCopies(r *report.Report, res *janitor.GuardResult) {
 	sort.SliceStable(r.Snapshots, func(i, j int) bool {
 		return r.Snapshots[i].Action == janitor.ActionAtRisk && r.Snapshots[j].Action != janitor.ActionAtRisk
 	})
+}
+
+// snapshotEntry is a snapshot's report entry as read: its source, data
+// time, readiness and its content's deletion policy (policy).
+func snapshotEntry(sn *inventory.Snapshot, policy string) *report.SnapshotEntry {
+	dt := classify.DataTime(sn, nil)
+	return &report.SnapshotEntry{Namespace: sn.Namespace, Name: sn.Name, SourceClaim: sn.SourceClaim,
+		SourceUID: string(sn.SourceUID), Workspace: sn.Workspace, DataTime: &dt, ReadyToUse: sn.ReadyToUse,
+		DeletionPolicy: policy}
 }
 
 // failuresError turns action failures into exit code 4.

@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -18,7 +20,7 @@ import (
 // refusal exits 2 with one line and writes nothing.
 func TestRestoreRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	write := func(v string) {

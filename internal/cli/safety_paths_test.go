@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 // One deterministic scenario per path of issue 12 ("Safety v2") on the real
@@ -847,7 +849,10 @@ func TestSafetyPath13AttemptsCountAcrossRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := w.f.WaitClaimGone(ctx, w.ns, "ws-a"); err != nil {
-		c, _ := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Get(ctx, "ws-a", metav1.GetOptions{})
+		c, err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Get(ctx, "ws-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		var fin []string
 		if c != nil {
 			fin = c.Finalizers

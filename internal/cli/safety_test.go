@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -119,7 +121,7 @@ func TestRandomizedSafety(t *testing.T) {
 		w := &safetyWorld{t: t, rng: rand.New(rand.NewSource(sseed)), pods: map[string]*podLife{},
 			deleted: map[string]time.Time{}, uids: map[string]string{}, truth: map[string]truthClaim{}, late: map[string]bool{},
 			invisible: map[string]bool{}, gens: gens, deletedObj: map[string]*corev1.PersistentVolumeClaim{}}
-		w.f, _ = env.NewFixtures()
+		w.f = fixtures(t)
 		w.ns = env.Namespace(t)
 		if bc == nil {
 			var err error
@@ -153,14 +155,18 @@ func TestRandomizedSafety(t *testing.T) {
 		w.build(fail)
 		stopWatch := w.watchDeletions(fail)
 		for r := 0; r < runs; r++ {
-			w.churn(3 + w.rng.Intn(4))
-			done := make(chan struct{})
+			w.churn(3 + w.intn(4))
+			// Churn during the run; the goroutine ends before the checks
+			// read what it wrote (stopped), and it draws from w.rng only
+			// under the lock, as churn does.
+			done, stopped := make(chan struct{}), make(chan struct{})
 			go func() {
+				defer close(stopped)
 				for {
 					select {
 					case <-done:
 						return
-					case <-time.After(time.Duration(50+w.rng.Intn(300)) * time.Millisecond):
+					case <-time.After(time.Duration(50+w.intn(300)) * time.Millisecond):
 						w.churn(1)
 					}
 				}
@@ -171,6 +177,7 @@ func TestRandomizedSafety(t *testing.T) {
 				"--kubeconfig", kubeconfig, "--log-format", "json"), &outBuf, &errBuf)
 			out, stderr := outBuf.String(), errBuf.String()
 			close(done)
+			<-stopped
 			if code != 0 && code != 4 {
 				fail("run %d: exit %d\n%s\n%s", r, code, out, stderr)
 			}
@@ -223,6 +230,14 @@ func (w *safetyWorld) build(fail func(string, ...any)) {
 }
 
 // churn creates or deletes k pods at random.
+// intn draws from the world's random source under its lock: the churn
+// goroutine and the test's own goroutine both draw.
+func (w *safetyWorld) intn(n int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.rng.Intn(n)
+}
+
 func (w *safetyWorld) churn(k int) {
 	ctx := context.Background()
 	for i := 0; i < k; i++ {

@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -93,7 +95,7 @@ func entry(t *testing.T, r report, name string) (state, action, reason string) {
 }
 
 func TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	uid := orphan(t, f, ns, "ws-a", "a", "")
 	code, out, stderr := run(t, snapArgs(ns)...)
@@ -109,7 +111,10 @@ func TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing(t *testing.T) {
 		t.Fatalf("%d snapshots, want 1", len(snaps))
 	}
 	s := snaps[0]
-	c, _ := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), "ws-a", metav1.GetOptions{})
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), "ws-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	mark := c.Annotations["pvc-janitor.io/orphaned-since"]
 	since, err := time.Parse(time.RFC3339, mark)
 	if err != nil {
@@ -127,7 +132,10 @@ func TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing(t *testing.T) {
 		t.Errorf("phase label %q, want Rescued", c.Labels["pvc-janitor.io/phase"])
 	}
 	for _, reason := range []string{"SnapshotCreated", "SnapshotReady"} {
-		ev, _ := f.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.kind=PersistentVolumeClaim,reason=" + reason})
+		ev, err := f.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.kind=PersistentVolumeClaim,reason=" + reason})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(ev.Items) != 1 {
 			t.Errorf("%d %s events, want 1", len(ev.Items), reason)
 		}
@@ -146,7 +154,7 @@ func TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing(t *testing.T) {
 }
 
 func TestSnapshotDryRunCreatesNothing(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	code, out, stderr := run(t, snapArgs(ns, "--dry-run")...)
@@ -162,7 +170,7 @@ func TestSnapshotDryRunCreatesNothing(t *testing.T) {
 }
 
 func TestSnapshotWaitsForSlowDriverAndSurvivesTransientErrors(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: 3 * time.Second}); err != nil {
 		t.Fatal(err)
@@ -195,7 +203,7 @@ func TestSnapshotWaitsForSlowDriverAndSurvivesTransientErrors(t *testing.T) {
 // record says, and then makes one attempt, not --snapshot-attempts.
 func TestSnapshotPermanentFailureIsSnapshotFailedAfterAttempts(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	if err := csidriver.SetFault(env.DriverStateDir, ns+"-broken", csidriver.Fault{PermanentError: "disk on fire"}); err != nil {
 		t.Fatal(err)
@@ -218,7 +226,10 @@ func TestSnapshotPermanentFailureIsSnapshotFailedAfterAttempts(t *testing.T) {
 	if snaps := snapshots(t, f, ns); len(snaps) != 0 {
 		t.Fatalf("the given-up snapshot %s is still there: its finalizer would hold the claim", snaps[0].Name)
 	}
-	ev, _ := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=PersistentVolumeClaim,reason=SnapshotFailed"})
+	ev, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=PersistentVolumeClaim,reason=SnapshotFailed"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(ev.Items) != 1 || ev.Items[0].Type != "Warning" || !strings.Contains(ev.Items[0].Message, "disk on fire") {
 		t.Errorf("SnapshotFailed events: %+v", ev.Items)
 	}
@@ -260,7 +271,9 @@ func TestSnapshotPermanentFailureIsSnapshotFailedAfterAttempts(t *testing.T) {
 	if _, _, reason := entry(t, parse(t, out), "ws-broken"); !strings.Contains(reason, "after 3 attempts") {
 		t.Fatalf("due run: reason %q, want 3 attempts in all (one in this run)", reason)
 	}
-	c, _ = f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-broken", metav1.GetOptions{})
+	if c, err = f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-broken", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	next, _ = time.Parse(time.RFC3339, c.Annotations["pvc-janitor.io/next-attempt"])
 	if c.Annotations["pvc-janitor.io/rescue-attempts"] != "3" || next.Before(time.Now().Add(110*time.Minute)) {
 		t.Fatalf("attempt record after the second failed run %v, want 3 attempts and the next in about 2h", c.Annotations)
@@ -277,7 +290,9 @@ func TestSnapshotPermanentFailureIsSnapshotFailedAfterAttempts(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("recovered run: exit %d: %s\n%s", code, out, stderr)
 	}
-	c, _ = f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-broken", metav1.GetOptions{})
+	if c, err = f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-broken", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := c.Annotations["pvc-janitor.io/rescue-attempts"]; ok || c.Annotations["pvc-janitor.io/next-attempt"] != "" || string(c.UID) != uid {
 		t.Errorf("a successful rescue must clear the attempt record: %v", c.Annotations)
 	}
@@ -285,7 +300,7 @@ func TestSnapshotPermanentFailureIsSnapshotFailedAfterAttempts(t *testing.T) {
 
 func TestSupersededClaimsGetNoOrdinarySnapshot(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-old", "w1", "")
 	orphan(t, f, ns, "ws-other", "w2", "")
@@ -348,7 +363,7 @@ func TestSupersededClaimsGetNoOrdinarySnapshot(t *testing.T) {
 
 func TestSnapshotNameTakenByAnotherClaimIsAConflict(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	uid := orphan(t, f, ns, "ws-a", "a", "")
 	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "someone-else"}); err != nil {
@@ -374,21 +389,24 @@ func TestSnapshotNameTakenByAnotherClaimIsAConflict(t *testing.T) {
 }
 
 func TestUnknownSnapshotClassIsUsageErrorAndWritesNothing(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	code, _, stderr := run(t, snapArgs(ns, "--snapshot-class", "nope")...)
 	if code != 2 || !strings.Contains(stderr, `"nope" not found`) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	c, _ := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), "ws-a", metav1.GetOptions{})
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), "ws-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := c.Annotations["pvc-janitor.io/orphaned-since"]; ok || len(snapshots(t, f, ns)) > 0 {
 		t.Fatal("a usage error wrote to the cluster")
 	}
 }
 
 func TestSnapshotRetriesThrottlingAndServerErrors(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	orphan(t, f, ns, "ws-b", "b", "")
@@ -443,7 +461,7 @@ func binary(t *testing.T) string {
 }
 
 func TestSnapshotKilledWhileWaitingThenRerunCompletes(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: 6 * time.Second}); err != nil {
 		t.Fatal(err)
@@ -484,7 +502,7 @@ func TestSnapshotKilledWhileWaitingThenRerunCompletes(t *testing.T) {
 // deleted and recreated once the driver recovers; never a second one.
 func TestFailedOwnSnapshotIsRecreatedNotDuplicated(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	handle := ns + "-sick"
 	if err := csidriver.SetFault(env.DriverStateDir, handle, csidriver.Fault{PermanentError: "try later"}); err != nil {
@@ -518,7 +536,7 @@ func TestFailedOwnSnapshotIsRecreatedNotDuplicated(t *testing.T) {
 }
 
 func TestGuardRescueSnapshotsFirst(t *testing.T) {
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	base := []string{"guard", "-n", ns, "--workspace-label", "workspace", "--min-age", "0s", "--grace-period", "0s", "-o", "json", "--lock-namespace", ns}
@@ -548,7 +566,7 @@ func TestGuardRescueSnapshotsFirst(t *testing.T) {
 // before its own create: neither gets a snapshot.
 func TestSnapshotRechecksEachClaimJustBeforeItsCreate(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: time.Hour}); err != nil {
 		t.Fatal(err)
@@ -611,7 +629,7 @@ func TestSnapshotRechecksEachClaimJustBeforeItsCreate(t *testing.T) {
 // the run waits for it to go, then creates the rescue anew.
 func TestSnapshotBeingDeletedIsNoRescue(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	uid := orphan(t, f, ns, "ws-a", "a", "")
 	name := specName("ws-a", uid, unusedSince(t, f, ns, "ws-a"))
@@ -661,7 +679,7 @@ func TestSnapshotBeingDeletedIsNoRescue(t *testing.T) {
 // (ready, ours) is left for retention, never replaced under its name.
 func TestRescueOfAnEarlierOrphanedSinceStaysBeside(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	uid := orphan(t, f, ns, "ws-a", "a", "")
 	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {

@@ -1,3 +1,5 @@
+//go:build integration
+
 package cli_test
 
 import (
@@ -13,7 +15,7 @@ import (
 // claim it came from, so that a restore is faithful without the claim.
 func TestRescueRecordsTheClaimTemplate(t *testing.T) {
 	ctx := context.Background()
-	f, _ := env.NewFixtures()
+	f := fixtures(t)
 	ns := env.Namespace(t)
 	orphan(t, f, ns, "ws-a", "a", "")
 	if _, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, "ws-a", "application/merge-patch+json",

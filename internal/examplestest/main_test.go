@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package examplestest tests the files in examples/ (it has no code of its
 // own) with the tools an operator would use on them: every Kubernetes
 // manifest is applied with a server-side dry run to the local control plane

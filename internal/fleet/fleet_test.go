@@ -7,9 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
 )
@@ -86,43 +85,55 @@ func TestContexts(t *testing.T) {
 	}
 }
 
+// TestRunBoundsConcurrencyAndKeepsOrder runs in a synctest bubble: once
+// every goroutine of the run is blocked (synctest.Wait), the runs that
+// started are all that Run let start while the first ones ran, whatever
+// the machine's load. Exactly the bound (2 of 5) must have started; then
+// all finish, and the results come back in the contexts' order.
 func TestRunBoundsConcurrencyAndKeepsOrder(t *testing.T) {
-	names := []string{"a", "b", "c", "d", "e"}
-	var now, peak atomic.Int32
-	var mu sync.Mutex
-	release := make(chan struct{})
-	started := make(chan struct{}, len(names))
-	go func() {
-		// Let two start, check the bound holds, then let all finish.
-		<-started
-		<-started
-		time.Sleep(20 * time.Millisecond)
-		close(release)
-	}()
-	res := Run(context.Background(), names, 2, func(_ context.Context, name string) (string, error) {
-		n := now.Add(1)
+	synctest.Test(t, func(t *testing.T) {
+		names := []string{"a", "b", "c", "d", "e"}
+		var mu sync.Mutex
+		running, started, peak := 0, 0, 0
+		release := make(chan struct{})
+		var res []Result[string]
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			res = Run(context.Background(), names, 2, func(_ context.Context, name string) (string, error) {
+				mu.Lock()
+				running++
+				started++
+				peak = max(peak, running)
+				mu.Unlock()
+				<-release
+				mu.Lock()
+				running--
+				mu.Unlock()
+				if name == "c" {
+					return "", errors.New("unreachable")
+				}
+				return "ok " + name, nil
+			})
+		}()
+		synctest.Wait() // the started runs wait on release, Run on a free slot
 		mu.Lock()
-		if n > peak.Load() {
-			peak.Store(n)
+		if started != 2 {
+			t.Errorf("%d of %d runs started while the first ones ran, want exactly 2 (the bound)", started, len(names))
 		}
 		mu.Unlock()
-		started <- struct{}{}
-		<-release
-		now.Add(-1)
-		if name == "c" {
-			return "", errors.New("unreachable")
+		close(release)
+		<-done
+		if peak != 2 || started != len(names) {
+			t.Errorf("%d ran at once, %d in all; want 2 at once, %d", peak, started, len(names))
 		}
-		return "ok " + name, nil
+		for i, r := range res {
+			if r.Context != names[i] {
+				t.Errorf("result %d is %s, want %s", i, r.Context, names[i])
+			}
+			if (r.Err != nil) != (names[i] == "c") || (r.Err == nil && r.Value != "ok "+names[i]) {
+				t.Errorf("%s: %q, %v", r.Context, r.Value, r.Err)
+			}
+		}
 	})
-	if peak.Load() > 2 {
-		t.Errorf("%d ran at once, want at most 2", peak.Load())
-	}
-	for i, r := range res {
-		if r.Context != names[i] {
-			t.Errorf("result %d is %s, want %s", i, r.Context, names[i])
-		}
-		if (r.Err != nil) != (names[i] == "c") || (r.Err == nil && r.Value != "ok "+names[i]) {
-			t.Errorf("%s: %q, %v", r.Context, r.Value, r.Err)
-		}
-	}
 }

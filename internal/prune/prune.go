@@ -60,6 +60,12 @@ type Outcome struct {
 	// although it was set to Delete (kube.ContentSettle).
 	LeakedContent string
 	Err           error
+	// Snapshot is the rescue as this run read it (readiness, source UID,
+	// data time), for the report.
+	Snapshot inventory.Snapshot
+	// DeletionPolicy is its content's deletionPolicy as read, before any
+	// --delete-contents patch; empty while it has no content.
+	DeletionPolicy string
 }
 
 // Result is a prune's outcomes, and why it deleted nothing when the blast
@@ -103,7 +109,8 @@ func Prune(ctx context.Context, c *kube.Clients, o Options) (*Result, error) {
 		}
 		for i, v := range retention.Decide(o.Retention, in, inv.Contents, claims, now) {
 			out := Outcome{Namespace: ns, Name: rs[i].snap.Name, Source: rs[i].snap.SourceClaim, Workspace: rs[i].snap.Workspace,
-				Action: ActionKept, Reason: v.Reason, RestoreSize: rs[i].restoreSize}
+				Action: ActionKept, Reason: v.Reason, RestoreSize: rs[i].restoreSize, Snapshot: rs[i].snap,
+				DeletionPolicy: inv.Contents[rs[i].snap.ContentName].DeletionPolicy}
 			if v.Prune {
 				del = append(del, len(outs))
 				out.Action = ActionWouldPrune

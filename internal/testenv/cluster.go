@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package testenv runs the project's local Kubernetes control plane: etcd,
 // kube-apiserver, kube-controller-manager, the VolumeSnapshot CRDs,
 // snapshot-controller, csi-snapshotter, csi-provisioner and the project's own

@@ -1,3 +1,5 @@
+//go:build integration
+
 // Command bench is `make bench`: it starts the local control plane, seeds a
 // workspace fleet of N claims, N pods, N/2 snapshots and a few hundred
 // workloads, and measures `janitor scan` against the API server's serving
@@ -6,10 +8,10 @@
 // --snapshot-throughput it also rescues that many orphans end to end through
 // the real snapshot pipeline. Results go to docs/benchmarks.md.
 //
-//	go run ./scripts/bench                                   # N = 10k, 50k; 3 reps
-//	go run ./scripts/bench --sizes 10000,50000,100000        # 100k too (seeding ~25 min on 2 cores)
-//	go run ./scripts/bench --sizes '' --snapshot-throughput 1000
-//	go run ./scripts/bench --sizes '' --fleet 10000                # two clusters of 10k: fleet scan vs two scans
+//	go run -tags integration ./scripts/bench                                   # N = 10k, 50k; 3 reps
+//	go run -tags integration ./scripts/bench --sizes 10000,50000,100000        # 100k too (seeding ~25 min on 2 cores)
+//	go run -tags integration ./scripts/bench --sizes '' --snapshot-throughput 1000
+//	go run -tags integration ./scripts/bench --sizes '' --fleet 10000                # two clusters of 10k: fleet scan vs two scans
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build integration
+
 package main
 
 import (
@@ -299,7 +301,7 @@ const (
 
 const docHeader = `# Benchmarks
 
-Written by ` + "`make bench`" + ` (` + "`go run ./scripts/bench`" + `, see its flags); do not edit
+Written by ` + "`make bench`" + ` (` + "`go run -tags integration ./scripts/bench`" + `, see its flags); do not edit
 between the markers by hand. Every figure is measured on the project's local
 control plane (see the README), started by the benchmark itself.
 

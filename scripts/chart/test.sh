@@ -13,4 +13,4 @@ export GOTOOLCHAIN=local CGO_ENABLED=0
 bash "$here/build-helm.sh" >/dev/null
 bash "$root/scripts/cluster/build.sh" all
 cd "$root"
-exec go test -count=1 "$@" ./internal/charttest/
+exec go test -tags integration -count=1 "$@" ./internal/charttest/

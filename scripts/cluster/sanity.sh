@@ -5,7 +5,7 @@
 # are skipped (-ginkgo.skip='Node Service'): the driver has no node plugin.
 # csi-sanity is built into the cache first when missing (build.sh sanity,
 # about a minute cold). Prints the pass/fail counts last; exits non-zero when
-# a spec fails.
+# a spec fails or when no spec ran.
 #
 # SANITY_DRIVER=/path/to/hostpath-csi tests that binary instead of building
 # this repository's; SANITY_FLAGS adds csi-sanity flags (e.g.
@@ -60,4 +60,12 @@ if [[ $rc -ne 0 ]]; then
 fi
 summary="$(grep -Eo '[0-9]+ Passed \| [0-9]+ Failed \| [0-9]+ Pending \| [0-9]+ Skipped' "$work/sanity.log" | tail -n 1)"
 echo "csi-sanity $SANITY_VERSION, node specs skipped: ${summary:-no summary}"
+# A run where no spec ran (a -ginkgo.focus or skip that matches everything, a
+# binary that found no specs) checked nothing: it fails, whatever its exit code.
+ran="$(grep -Eo 'Ran [0-9]+ of [0-9]+ Specs' "$work/sanity.log" | tail -n 1 | awk '{print $2}')"
+passed="$(grep -Eo '^[0-9]+' <<<"$summary" || true)"
+if [[ $rc -eq 0 && ( "${ran:-0}" -eq 0 || "${passed:-0}" -eq 0 ) ]]; then
+	echo "sanity: ${ran:-no} specs ran, ${passed:-no} passed: a run that checks nothing fails" >&2
+	exit 1
+fi
 exit $rc
