@@ -359,17 +359,19 @@ func TestRetentionAndPrices(t *testing.T) {
 func TestKubeVersions(t *testing.T) {
 	versions := supportedKubeVersions(t)
 	for _, v := range versions {
-		t.Run(v, func(t *testing.T) {
-			out, stderr, err := helm(t, "template", "pvc-janitor", chartDir(t), "--namespace", "pvc-janitor", "--kube-version", v)
-			if err != nil {
-				t.Fatalf("helm template --kube-version %s: %v: %s", v, err, stderr)
-			}
-			if !strings.Contains(out, "kind: CronJob") {
-				t.Errorf("helm template --kube-version %s rendered no CronJob", v)
-			}
-		})
+		for _, f := range ciValues(t) {
+			t.Run(v+"/"+ciName(f), func(t *testing.T) {
+				out, stderr, err := helm(t, "template", "pvc-janitor", chartDir(t), "--namespace", "pvc-janitor", "--values", f, "--kube-version", v)
+				if err != nil {
+					t.Fatalf("helm template --kube-version %s: %v: %s", v, err, stderr)
+				}
+				if !strings.Contains(out, "kind: CronJob") {
+					t.Errorf("helm template --kube-version %s rendered no CronJob", v)
+				}
+			})
+		}
 	}
-	_, stderr, err := helm(t, "template", "pvc-janitor", chartDir(t), "--namespace", "pvc-janitor", "--kube-version", "v1.34.9")
+	_, stderr, err := helm(t, "template", "pvc-janitor", chartDir(t), "--namespace", "pvc-janitor", "--values", ciValues(t)[0], "--kube-version", "v1.34.9")
 	if err == nil || !strings.Contains(stderr, "kubeVersion") {
 		t.Errorf("helm template --kube-version v1.34.9 (older than the oldest supported %s): err %v, stderr %q; want a kubeVersion refusal", versions[0], err, stderr)
 	}
