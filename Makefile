@@ -27,7 +27,7 @@ GATED_FEATURE_GATES ?= PersistentVolumeClaimUnusedSinceTime=false
 # CHAOS_FEATURE_GATES=$(GATED_FEATURE_GATES).
 CHAOS_FEATURE_GATES ?=
 
-.PHONY: help build test unit race lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check bench chaos
+.PHONY: help build test unit race contract matrix lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check bench chaos
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -41,6 +41,8 @@ control-plane: ## build the pinned control-plane binaries and csi-sanity into th
 test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration, chart and chaos (short) tests, race detector, csi-sanity, fuzzing, release check; safety and chaos again without the Unused condition
 	go test $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory race
+	@echo "the contract suite on the oldest supported minor, $(OLDEST_KUBE_VERSION)"
+	$(MAKE) --no-print-directory contract KUBE_VERSION=$(OLDEST_KUBE_VERSION)
 	@echo "safety and chaos (short) on a control plane with --feature-gates=$(GATED_FEATURE_GATES)"
 	JANITOR_CLUSTER_FEATURE_GATES='$(GATED_FEATURE_GATES)' go test $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestRandomizedSafety|TestChaos)$$' ./internal/cli/
 	$(MAKE) --no-print-directory sanity
@@ -57,6 +59,23 @@ fuzz: ## each fuzz target for $(FUZZTIME) (config loading, flags, env, selector,
 	@for pt in $(FUZZ_TARGETS); do p="$${pt%%:*}"; t="$${pt#*:}"; \
 		if out="$$(go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) "./$$p/" 2>&1)"; then echo "fuzz $$t ok"; \
 		else echo "$$out"; echo "fuzz $$t failed (a failing input is kept in $$p/testdata/fuzz/$$t)"; exit 1; fi; done
+
+# The supported Kubernetes minors, oldest first (scripts/cluster/versions.sh).
+KUBE_VERSIONS := $(shell bash -c '. scripts/cluster/versions.sh && echo $$KUBE_VERSIONS')
+OLDEST_KUBE_VERSION := $(firstword $(KUBE_VERSIONS))
+# The contract suite: the end-to-end behaviours a user relies on, each a
+# cluster test that holds on every supported minor, with or without the
+# Unused condition (docs/compatibility.md).
+CONTRACT_TESTS ?= ^(TestScanClassifiesAndMarksTheDemoFleet|TestGuardPassesOnlyWhenNothingIsLost|TestExplainEachStateOfTheDemoFleet|TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing|TestReapDeletesExactlyTheRescuedClaims|TestReapRetriesAfterFinalizerChurn|TestReapSkipsClaimUsedJustBeforeDelete|TestRunScansSnapshotsAndReaps|TestRestoreRoundTrip|TestPruneCommand|TestBadInputExitsTwoAndWritesNothing|TestRandomizedSafety)$$
+
+contract: control-plane ## the contract suite on one minor: make contract KUBE_VERSION=v1.35.4 (default: versions.sh's)
+	@start=$$SECONDS; v="$(KUBE_VERSION)"; \
+	JANITOR_KUBE_VERSION="$$v" bash scripts/cluster/build.sh kube && \
+	JANITOR_KUBE_VERSION="$$v" go test $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '$(CONTRACT_TESTS)' ./internal/cli/ && \
+	echo "contract suite passed on Kubernetes $${v:-(default)} in $$((SECONDS - start)) s"
+
+matrix: control-plane ## the contract suite on every supported minor (KUBE_VERSIONS in scripts/cluster/versions.sh), with the wall time of each
+	@for v in $(KUBE_VERSIONS); do $(MAKE) --no-print-directory contract KUBE_VERSION=$$v || exit 1; done
 
 chaos: control-plane ## the long chaos profile (500 janitor runs under faults, kills and churn; CHAOS_FEATURE_GATES=… for other gates, CHAOS_ARGS=… for more flags); figures in docs/reliability.md
 	CHAOS_FEATURE_GATES='$(CHAOS_FEATURE_GATES)' CHAOS_ARGS='$(CHAOS_ARGS)' bash scripts/chaos/run.sh 500
