@@ -303,7 +303,7 @@ const docHeader = `# Benchmarks
 
 Written by ` + "`make bench`" + ` (` + "`go run -tags integration ./scripts/bench`" + `, see its flags); do not edit
 between the markers by hand. Every figure is measured on the project's local
-control plane (see the README), started by the benchmark itself.
+control plane (see [development.md](development.md#the-local-cluster)), started by the benchmark itself.
 
 `
 
