@@ -1,5 +1,5 @@
 // Command janitor finds, rescues and reaps orphaned workspace
-// PersistentVolumeClaims. See the README.
+// PersistentVolumeClaims. Its behaviour is docs/spec.md; the README says how to run it.
 package main
 
 import (

@@ -13,7 +13,7 @@ func newScanCommand(s Streams) *cobra.Command {
 		Use:   config.CommandScan,
 		Short: "Classify every workspace claim in scope and mark orphans on the claim",
 		Long: `scan reads the claims in scope and everything that can keep them in use, gives
-every claim one state (see the README), records orphaned-since and the phase on
+every claim one state (docs/spec.md#states), records orphaned-since and the phase on
 the claim (pvc-janitor.io/orphaned-since, pvc-janitor.io/phase) and prints the
 report. --dry-run writes nothing.`,
 		Example: `  janitor scan -n workspaces -l app=ide --workspace-label workspace-id
