@@ -126,7 +126,7 @@ func TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing(t *testing.T) {
 	if want := specName("ws-a", uid, since); s.Name != want {
 		t.Errorf("rescue named %s, want %s (SPEC §5, from the UID and the orphaned-since %s)", s.Name, want, mark)
 	}
-	if s.Annotations["pvc-janitor.io/source-uid"] != uid ||
+	if s.Annotations["pvc-janitor.io/source-uid"] != uid || s.Annotations["pvc-janitor.io/source-name"] != "ws-a" ||
 		s.Labels["app.kubernetes.io/managed-by"] != "pvc-janitor" || s.Labels["workspace"] != "a" ||
 		s.Annotations["pvc-janitor.io/orphaned-since"] != mark || !testenv.Ready(&s) {
 		t.Fatalf("rescue snapshot not as specified: %+v", s.ObjectMeta)
