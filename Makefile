@@ -81,12 +81,15 @@ unit: ## every test that needs no cluster (the files without the integration tag
 
 # The cluster tests make race runs besides every unit test: the rescue, reap,
 # lease and fleet scenarios, where the janitor's concurrent paths (workers,
-# lease renewal, one session per cluster) run against a real API server.
-RACE_CLUSTER_TESTS ?= ^(TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing|TestSnapshotWaitsForSlowDriverAndSurvivesTransientErrors|TestReap.*|TestLease.*|TestRunStopsWhenItsLeaseCannotBeRenewed|TestFleetTwoClusters)$$
+# lease renewal, one session per cluster) run against a real API server, and
+# one short scenario of the randomized safety test (its churn runs beside
+# the janitor; the whole test runs in make test).
+RACE_CLUSTER_TESTS ?= ^(TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing|TestSnapshotWaitsForSlowDriverAndSurvivesTransientErrors|TestReap.*|TestLease.*|TestRunStopsWhenItsLeaseCannotBeRenewed|TestFleetTwoClusters|TestRandomizedSafety)$$
+RACE_SAFETY_ENV := PVC_JANITOR_SAFETY_SCENARIOS=1 PVC_JANITOR_SAFETY_RUNS=3 PVC_JANITOR_SAFETY_MIN_DELETIONS=0
 
 race: control-plane ## the race detector (cgo on) over every unit test and the rescue, reap, lease and fleet cluster tests
 	CGO_ENABLED=1 go test -race -count=1 ./...
-	CGO_ENABLED=1 go test $(INTEGRATION) -race -count=1 -timeout $(TEST_TIMEOUT) -run '$(RACE_CLUSTER_TESTS)' ./internal/cli/
+	$(RACE_SAFETY_ENV) CGO_ENABLED=1 go test $(INTEGRATION) -race -count=1 -timeout $(TEST_TIMEOUT) -run '$(RACE_CLUSTER_TESTS)' ./internal/cli/
 
 lint: ## go vet (with and without the integration tag), gofmt and the pinned staticcheck (built into the cache on first use, ~1 min)
 	go vet ./...
