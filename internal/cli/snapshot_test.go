@@ -795,3 +795,78 @@ func TestRescueOfAnEarlierOrphanedSinceStaysBeside(t *testing.T) {
 		t.Fatalf("want the stale rescue %s kept beside the new %s (claim %s): old %v new %v", first[0].Name, want, c.UID, sawOld, sawNew)
 	}
 }
+
+// TestSnapshotConcurrencyIsABound (SPEC: --concurrency): with every rescue
+// pending until the test releases it, the run can never have more
+// snapshots than the rescues released plus --concurrency 2 (a worker holds
+// its slot until its snapshot is ready). The test releases one pending
+// rescue at a time, each time once the run has created as many as it may,
+// and checks the count on the API server at every poll.
+func TestSnapshotConcurrencyIsABound(t *testing.T) {
+	f := fixtures(t)
+	ns := env.Namespace(t)
+	names := []string{"ws-a", "ws-b", "ws-c", "ws-d", "ws-e"}
+	for _, n := range names {
+		if err := csidriver.SetFault(env.DriverStateDir, ns+"-"+n, csidriver.Fault{ReadyAfter: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		orphan(t, f, ns, n, n[len("ws-"):], ns+"-"+n)
+	}
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, stderr := run(t, snapArgs(ns, "--concurrency", "2", "--snapshot-timeout", "10m")...)
+		done <- result{code, out, stderr}
+	}()
+	sources := func() []string {
+		var s []string
+		for _, vs := range snapshots(t, f, ns) {
+			s = append(s, *vs.Spec.Source.PersistentVolumeClaimName)
+		}
+		return s
+	}
+	released := map[string]bool{}
+	peak := 0
+	for len(released) < len(names) {
+		want := min(len(released)+2, len(names))
+		var srcs []string
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			srcs = sources()
+			peak = max(peak, len(srcs)-len(released))
+			if len(srcs) > len(released)+2 {
+				t.Fatalf("%d rescues created with %d released (%v): more than --concurrency 2 at once", len(srcs), len(released), srcs)
+			}
+			if len(srcs) >= want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d rescues created with %d released, want %d: the run stopped creating", len(srcs), len(released), want)
+			}
+		}
+		for _, s := range srcs {
+			if !released[s] {
+				if err := csidriver.ClearFault(env.DriverStateDir, ns+"-"+s); err != nil {
+					t.Fatal(err)
+				}
+				released[s] = true
+				break
+			}
+		}
+	}
+	res := <-done
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", res.code, res.out, res.err)
+	}
+	r := parse(t, res.out)
+	for _, n := range names {
+		if st, act, _ := entry(t, r, n); st != "Rescued" || act != rescue.ActionCreated {
+			t.Errorf("%s: state %s action %s, want Rescued, %s", n, st, act, rescue.ActionCreated)
+		}
+	}
+	if peak != 2 {
+		t.Errorf("at most %d rescues pending at once, want 2: the bound was not reached", peak)
+	}
+}
