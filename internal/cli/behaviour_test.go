@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -486,7 +488,7 @@ func TestBehaviourLogFormatAutoIsJSONOffATerminal(t *testing.T) {
 // TestBehaviourKubeconfigFromEnv (docs/spec.md#configuration): a janitor process with only
 // KUBECONFIG (and an empty HOME) in its environment, no --kubeconfig,
 // reads the cluster; without KUBECONFIG the same command has no cluster
-// (exit 2).
+// (exit 2), unless the HOME it is given has a ~/.kube/config.
 func TestBehaviourKubeconfigFromEnv(t *testing.T) {
 	ctx := context.Background()
 	f := fixtures(t)
@@ -522,6 +524,25 @@ func TestBehaviourKubeconfigFromEnv(t *testing.T) {
 	}
 	if code, out, stderr := scan(); code != 2 || strings.Contains(out, `"kind"`) {
 		t.Errorf("scan without KUBECONFIG: exit %d, want 2 and no report: %s\n%s", code, out, stderr)
+	}
+	// Without KUBECONFIG, ~/.kube/config is the kubeconfig.
+	home := t.TempDir()
+	kc, err := os.ReadFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".kube"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".kube", "config"), kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = scan("HOME=" + home) // the later HOME wins
+	if code != 0 {
+		t.Fatalf("scan with ~/.kube/config: exit %d: %s", code, stderr)
+	}
+	if r := parse(t, out); r.Summary.Claims != 2 {
+		t.Errorf("scan with ~/.kube/config: %d claims, want 2", r.Summary.Claims)
 	}
 }
 

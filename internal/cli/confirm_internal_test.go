@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -167,5 +168,40 @@ func TestConfirmLogFormatAutoFollowsTheTerminal(t *testing.T) {
 	line := bytes.TrimSpace(got[:n])
 	if json.Valid(line) || !bytes.Contains(line, []byte("hello")) || !bytes.Contains(line, []byte("INF")) {
 		t.Errorf("on a terminal: %q, want a console line", line)
+	}
+}
+
+// TestStreamsThatAreNotFilesAreLocked: a buffer given as a stream is
+// written under a lock (the workers log concurrently), one lock when it is
+// both streams; a file is passed through, so it is still seen as a
+// terminal when it is one.
+func TestStreamsThatAreNotFilesAreLocked(t *testing.T) {
+	var buf bytes.Buffer
+	out, errOut := lockWriters(&buf, &buf)
+	if _, ok := out.(*lockedWriter); !ok || out != errOut {
+		t.Errorf("one buffer as both streams: %T, %T; want one lockedWriter", out, errOut)
+	}
+	var other bytes.Buffer
+	if out, errOut := lockWriters(&buf, &other); out == errOut {
+		t.Error("two buffers share one lock")
+	}
+	_, slave := openPTY(t)
+	if out, _ := lockWriters(slave, slave); out != io.Writer(slave) || !term.IsTerminal(out) {
+		t.Errorf("a terminal came back as %T", out)
+	}
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			for range 100 {
+				fmt.Fprintln(out, "a log line")
+			}
+			done <- struct{}{}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	if n := strings.Count(buf.String(), "a log line\n"); n != 400 {
+		t.Errorf("%d of 400 lines written whole", n)
 	}
 }

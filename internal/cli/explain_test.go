@@ -60,9 +60,13 @@ func TestExplainEachStateOfTheDemoFleet(t *testing.T) {
 		// explain takes no lock: drop --lock-namespace.
 		return append(a[:len(a)-2], ns+"/"+claim, "-o", "json")
 	}
+	// Young and Grace last only seconds of the demo's short min-age and
+	// grace period: their explanations use long ones (the last flag wins),
+	// so a slow seeding or a busy machine cannot age them out.
+	longer := map[string][]string{"Young": {"--min-age", "1h"}, "Grace": {"--grace-period", "1h"}}
 	for st, claim := range byState {
 		t.Run(st, func(t *testing.T) {
-			code, out, stderr := run(t, args(claim)...)
+			code, out, stderr := run(t, append(args(claim), longer[st]...)...)
 			if code != 0 {
 				t.Fatalf("explain %s: exit %d: %s", claim, code, stderr)
 			}

@@ -10,7 +10,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"reflect"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
@@ -39,6 +41,7 @@ func Run(ctx context.Context, args []string, s Streams) int {
 	if s.LookupEnv == nil {
 		s.LookupEnv = os.LookupEnv
 	}
+	s.Out, s.ErrOut = lockWriters(s.Out, s.ErrOut)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 1)
@@ -77,3 +80,44 @@ func Run(ctx context.Context, args []string, s Streams) int {
 type signalError struct{ sig syscall.Signal }
 
 func (e *signalError) Error() string { return "interrupted by " + e.sig.String() }
+
+// lockWriters serialises writes to streams that are not files: the rescue
+// and reap workers log concurrently and zerolog does not lock, so a
+// caller's buffer (a test's, an embedding program's) would be written by
+// several goroutines at once. Files are left as they are: the kernel
+// serialises their writes, and term.IsTerminal must still see them. One
+// writer given as both streams gets one lock.
+func lockWriters(out, errOut io.Writer) (io.Writer, io.Writer) {
+	lo := lockWriter(out)
+	if same(out, errOut) {
+		return lo, lo
+	}
+	return lo, lockWriter(errOut)
+}
+
+func lockWriter(w io.Writer) io.Writer {
+	if _, isFile := w.(*os.File); isFile || w == nil {
+		return w
+	}
+	return &lockedWriter{w: w}
+}
+
+// same reports whether a and b are the same writer: the same pointer
+// (comparing other values could panic on a type that cannot be compared).
+func same(a, b io.Writer) bool {
+	if a == nil || b == nil || reflect.TypeOf(a) != reflect.TypeOf(b) || reflect.TypeOf(a).Kind() != reflect.Pointer {
+		return false
+	}
+	return a == b
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

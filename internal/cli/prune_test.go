@@ -118,6 +118,15 @@ func TestPruneCommand(t *testing.T) {
 	if code, _, stderr := run(t, "prune", "-n", ns, "--keep-last", "1"); code != 2 || !strings.Contains(stderr, "pass --yes") {
 		t.Errorf("prune without --yes off a terminal: exit %d: %s", code, stderr)
 	}
+	// The blast radius holds prune back: pruning one of two rescues is
+	// 50%, over --max-deletion-percent 10; nothing is deleted, exit 4.
+	code, r, _ := prune("--keep-last", "1", "--delete-contents", "--yes", "--max-deletion-percent", "10")
+	if a, why := action(r, older); code != 4 || a != "prune-limited" || !strings.Contains(why, "--max-deletion-percent 10") {
+		t.Errorf("prune over --max-deletion-percent 10: exit %d, %s %s (%s); want 4, prune-limited naming the limit", code, older, a, why)
+	}
+	if len(snapshots(t, f, ns)) != 2 {
+		t.Fatalf("the blast radius deleted a rescue")
+	}
 	// With --delete-contents, through run's retention step.
 	code, out, stderr := run(t, reapArgs("run", ns, "--yes", "--max-deletion-percent", "100", "--keep-last", "1", "--delete-contents")...)
 	if code != 0 {
@@ -135,6 +144,14 @@ func TestPruneCommand(t *testing.T) {
 	}
 	if _, err := f.Snap.SnapshotV1().VolumeSnapshots(ns).Get(ctx, newer, metav1.GetOptions{}); err != nil {
 		t.Errorf("the newest rescue: %v", err)
+	}
+	// One Pruned Event, on the pruned rescue.
+	ev, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Pruned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.Items) != 1 || ev.Items[0].InvolvedObject.Kind != "VolumeSnapshot" || ev.Items[0].InvolvedObject.Name != older {
+		t.Errorf("Pruned events %+v, want one on VolumeSnapshot %s", ev.Items, older)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
@@ -145,5 +147,60 @@ func TestRestoreRoundTrip(t *testing.T) {
 	}
 	if c.Labels["workspace"] != "a" || c.Annotations["pvc-janitor.io/restored-from"] != first[0].Name {
 		t.Errorf("restored claim labels %v annotations %v", c.Labels, c.Annotations)
+	}
+}
+
+// TestRestoreWaitsForBindingOrTimesOut (docs/spec.md#restore): a restore into a
+// StorageClass that binds on first use is created and not waited for
+// (exit 0, the report says why); one whose claim no provisioner binds
+// fails after --restore-timeout with exit 4, and the report and stderr
+// say it was created but not Bound.
+func TestRestoreWaitsForBindingOrTimesOut(t *testing.T) {
+	ctx := context.Background()
+	f := fixtures(t)
+	ns := env.Namespace(t)
+	orphan(t, f, ns, "ws-a", "a", "")
+	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
+		t.Fatalf("snapshot exit %d: %s", code, stderr)
+	}
+	class := func(name, provisioner string, mode storagev1.VolumeBindingMode) string {
+		t.Helper()
+		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + ns}, Provisioner: provisioner, VolumeBindingMode: &mode}
+		if _, err := f.Kube.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = f.Kube.StorageV1().StorageClasses().Delete(context.Background(), sc.Name, metav1.DeleteOptions{})
+		})
+		return sc.Name
+	}
+	restoreAs := func(as, sc string, extra ...string) (int, report, string) {
+		code, out, stderr := run(t, append([]string{"restore", ns + "/ws-a", "--as", as, "--storage-class", sc,
+			"--workspace-label", "workspace", "--min-age", "0s", "-o", "json"}, extra...)...)
+		if !strings.Contains(out, `"kind"`) {
+			t.Fatalf("restore --as %s: exit %d, no report: %s\n%s", as, code, out, stderr)
+		}
+		return code, parse(t, out), stderr
+	}
+
+	wffc := class("wffc", testenv.DriverName, storagev1.VolumeBindingWaitForFirstConsumer)
+	code, r, stderr := restoreAs("ws-a-wffc", wffc)
+	if _, act, reason := entry(t, r, "ws-a-wffc"); code != 0 || act != "restored" || !strings.Contains(reason, "WaitForFirstConsumer") {
+		t.Errorf("restore into a WaitForFirstConsumer class: exit %d, %s (%s); want 0, restored, saying it binds on first use: %s", code, act, reason, stderr)
+	}
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a-wffc", metav1.GetOptions{})
+	if err != nil || c.Status.Phase == corev1.ClaimBound {
+		t.Errorf("the WaitForFirstConsumer claim: %v, phase %v; want it created and not Bound", err, c.Status.Phase)
+	}
+
+	stuck := class("stuck", "example.invalid/no-provisioner", storagev1.VolumeBindingImmediate)
+	// --allow-older: ws-a-wffc, of the same workspace, is newer than the rescue.
+	code, r, stderr = restoreAs("ws-a-stuck", stuck, "--restore-timeout", "2s", "--allow-older")
+	_, act, reason := entry(t, r, "ws-a-stuck")
+	if code != 4 || act == "restored" || !strings.Contains(reason, "not Bound after 2s") || !strings.Contains(stderr, "not Bound after 2s") {
+		t.Errorf("restore no provisioner binds: exit %d, %s (%s); want 4, naming the timeout: %s", code, act, reason, stderr)
+	}
+	if _, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a-stuck", metav1.GetOptions{}); err != nil {
+		t.Errorf("the timed-out restore's claim: %v; want it created (and left)", err)
 	}
 }

@@ -20,6 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
+	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/mark"
 	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
 )
@@ -123,7 +126,7 @@ func TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing(t *testing.T) {
 	if want := specName("ws-a", uid, since); s.Name != want {
 		t.Errorf("rescue named %s, want %s (docs/spec.md#rescue-name, from the UID and the orphaned-since %s)", s.Name, want, mark)
 	}
-	if s.Annotations["pvc-janitor.io/source-uid"] != uid ||
+	if s.Annotations["pvc-janitor.io/source-uid"] != uid || s.Annotations["pvc-janitor.io/source-name"] != "ws-a" ||
 		s.Labels["app.kubernetes.io/managed-by"] != "pvc-janitor" || s.Labels["workspace"] != "a" ||
 		s.Annotations["pvc-janitor.io/orphaned-since"] != mark || !testenv.Ready(&s) {
 		t.Fatalf("rescue snapshot not as specified: %+v", s.ObjectMeta)
@@ -460,10 +463,14 @@ func binary(t *testing.T) string {
 	return janitorBin
 }
 
+// TestSnapshotKilledWhileWaitingThenRerunCompletes: a run killed while its
+// snapshot is pending leaves its lease; the rerun, once that lease has
+// expired, finds the snapshot (ready by then) and creates none.
 func TestSnapshotKilledWhileWaitingThenRerunCompletes(t *testing.T) {
 	f := fixtures(t)
 	ns := env.Namespace(t)
-	if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: 6 * time.Second}); err != nil {
+	// Pending until the test clears the fault, however slow the machine.
+	if err := csidriver.SetFault(env.DriverStateDir, ns+"-slow", csidriver.Fault{ReadyAfter: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	orphan(t, f, ns, "ws-slow", "s", ns+"-slow")
@@ -473,10 +480,13 @@ func TestSnapshotKilledWhileWaitingThenRerunCompletes(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Kill it once its snapshot exists and is still pending.
-	deadline := time.Now().Add(30 * time.Second)
-	for len(snapshots(t, f, ns)) == 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	// Kill it once its snapshot exists (it stays pending).
+	for deadline := time.Now().Add(60 * time.Second); len(snapshots(t, f, ns)) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatal("the run created no snapshot within a minute")
+		}
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
@@ -484,13 +494,32 @@ func TestSnapshotKilledWhileWaitingThenRerunCompletes(t *testing.T) {
 	if len(snaps) != 1 || testenv.Ready(&snaps[0]) {
 		t.Fatalf("want one pending snapshot at the kill, got %d", len(snaps))
 	}
-	time.Sleep(2500 * time.Millisecond)
-	code, out, stderr := run(t, snapArgs(ns)...)
+	if err := csidriver.ClearFault(env.DriverStateDir, ns+"-slow"); err != nil {
+		t.Fatal(err)
+	}
+	// The rerun is refused (exit 5, nothing done) while the killed run's
+	// lease lives: rerun until it is not, rather than sleeping for the
+	// lease and guessing the server's clock.
+	var code int
+	var out, stderr string
+	held := 0
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if code, out, stderr = run(t, snapArgs(ns)...); code != exitcode.LockHeld {
+			break
+		}
+		held++
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed run's 2s lease still held after a minute: %s", stderr)
+		}
+	}
 	if code != 0 {
 		t.Fatalf("rerun exit %d: %s", code, stderr)
 	}
-	if st, act, _ := entry(t, parse(t, out), "ws-slow"); st != "Rescued" || act != rescue.ActionReady {
-		t.Fatalf("rerun: state %s action %s, want Rescued snapshot-ready (found, not created)", st, act)
+	t.Logf("rerun refused %d times while the killed run's lease lived", held)
+	// Found, not created: waited for (snapshot-ready) or, when it became
+	// ready before the rerun's scan, the claim is marked Rescued by it.
+	if st, act, _ := entry(t, parse(t, out), "ws-slow"); st != "Rescued" || (act != rescue.ActionReady && act != string(mark.Marked)) {
+		t.Fatalf("rerun: state %s action %s, want Rescued, snapshot-ready or marked (found, not created)", st, act)
 	}
 	if after := snapshots(t, f, ns); len(after) != 1 || after[0].UID != snaps[0].UID {
 		t.Fatalf("rerun duplicated or replaced the snapshot")
@@ -563,7 +592,10 @@ func TestGuardRescueSnapshotsFirst(t *testing.T) {
 // the pods were listed once, at the scan; while the run waits for its first
 // snapshot (one at a time), a pod starts using the second claim and a newer
 // claim of the third one's workspace appears. Each claim is re-checked just
-// before its own create: neither gets a snapshot.
+// before its own create: neither gets a snapshot. The first snapshot stays
+// pending until both changes are in place and the first re-check's read has
+// expired (the test then clears its fault), so no timeout decides whether
+// they land in time.
 func TestSnapshotRechecksEachClaimJustBeforeItsCreate(t *testing.T) {
 	ctx := context.Background()
 	f := fixtures(t)
@@ -574,37 +606,57 @@ func TestSnapshotRechecksEachClaimJustBeforeItsCreate(t *testing.T) {
 	orphan(t, f, ns, "ws-a-slow", "a", ns+"-slow")
 	orphan(t, f, ns, "ws-b", "b", "")
 	orphan(t, f, ns, "ws-c", "c", "")
+	wsC, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-c", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	type result struct {
 		code     int
 		out, err string
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, stderr := run(t, snapArgs(ns, "--concurrency", "1", "--snapshot-timeout", "20s")...)
+		code, out, stderr := run(t, snapArgs(ns, "--concurrency", "1", "--snapshot-timeout", "10m")...)
 		done <- result{code, out, stderr}
 	}()
-	// The run is waiting for ws-a-slow's snapshot (an hour from ready):
-	// ws-b and ws-c have not been created yet.
-	deadline := time.Now().Add(30 * time.Second)
+	// The run is waiting for ws-a-slow's snapshot (pending until the fault
+	// is cleared): ws-b's and ws-c's have not been created yet.
+	deadline := time.Now().Add(60 * time.Second)
 	for len(snapshots(t, f, ns)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the run created no snapshot")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	seen := time.Now() // after ws-a-slow's re-check read started
 	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide-b", Claims: []string{"ws-b"}, Scheduled: true}); err != nil {
 		t.Fatal(err)
 	}
-	// Creation times are whole seconds: the newer claim must be a second
-	// younger than ws-c at least.
-	time.Sleep(1100 * time.Millisecond)
+	// Creation times are whole seconds: the newer claim is created once
+	// the second of ws-c's creation is over.
+	nextSecond(wsC.CreationTimestamp.Time)
 	labels := map[string]string{"app.kubernetes.io/part-of": "demo-workspaces", "workspace": "c"}
-	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "ws-c-2", Labels: labels}); err != nil {
+	newer, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "ws-c-2", Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !newer.CreationTimestamp.After(wsC.CreationTimestamp.Time) {
+		t.Fatalf("ws-c-2 created at %s, not after ws-c (%s)", newer.CreationTimestamp, wsC.CreationTimestamp)
+	}
+	// Both changes are in. The re-checks of one run share a namespace read
+	// for kube.DefaultRecheckMaxAge: once ws-a-slow's read is surely older
+	// than that, let its snapshot become ready, so that ws-b's and ws-c's
+	// re-checks read the namespace again.
+	time.Sleep(time.Until(seen.Add(kube.DefaultRecheckMaxAge)))
+	if err := csidriver.ClearFault(env.DriverStateDir, ns+"-slow"); err != nil {
 		t.Fatal(err)
 	}
 	res := <-done
-	if res.code != 4 { // ws-a-slow timed out
-		t.Fatalf("exit %d, want 4 (the slow one timed out): %s\n%s", res.code, res.out, res.err)
+	if res.code != 0 {
+		t.Fatalf("exit %d, want 0: %s\n%s", res.code, res.out, res.err)
+	}
+	if st, act, _ := entry(t, parse(t, res.out), "ws-a-slow"); st != "Rescued" || act != rescue.ActionCreated {
+		t.Errorf("ws-a-slow: state %s action %s, want Rescued, %s", st, act, rescue.ActionCreated)
 	}
 	r := parse(t, res.out)
 	if st, act, reason := entry(t, r, "ws-b"); st != "InUse" || act != rescue.ActionSkipped || !strings.Contains(reason, "ide-b") {
@@ -618,9 +670,8 @@ func TestSnapshotRechecksEachClaimJustBeforeItsCreate(t *testing.T) {
 			t.Errorf("snapshot %s of %s taken after the re-check should have stopped it", s.Name, src)
 		}
 	}
-	// The slow one, not ready at the timeout, is never deleted.
 	if snaps := snapshots(t, f, ns); len(snaps) != 1 {
-		t.Errorf("%d snapshots, want the slow one kept", len(snaps))
+		t.Errorf("%d snapshots, want the slow one's only", len(snaps))
 	}
 }
 
@@ -742,5 +793,80 @@ func TestRescueOfAnEarlierOrphanedSinceStaysBeside(t *testing.T) {
 	}
 	if !sawOld || !sawNew || first[0].Name == want {
 		t.Fatalf("want the stale rescue %s kept beside the new %s (claim %s): old %v new %v", first[0].Name, want, c.UID, sawOld, sawNew)
+	}
+}
+
+// TestSnapshotConcurrencyIsABound (docs/spec.md#rescue-concurrency): with every rescue
+// pending until the test releases it, the run can never have more
+// snapshots than the rescues released plus --concurrency 2 (a worker holds
+// its slot until its snapshot is ready). The test releases one pending
+// rescue at a time, each time once the run has created as many as it may,
+// and checks the count on the API server at every poll.
+func TestSnapshotConcurrencyIsABound(t *testing.T) {
+	f := fixtures(t)
+	ns := env.Namespace(t)
+	names := []string{"ws-a", "ws-b", "ws-c", "ws-d", "ws-e"}
+	for _, n := range names {
+		if err := csidriver.SetFault(env.DriverStateDir, ns+"-"+n, csidriver.Fault{ReadyAfter: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		orphan(t, f, ns, n, n[len("ws-"):], ns+"-"+n)
+	}
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, stderr := run(t, snapArgs(ns, "--concurrency", "2", "--snapshot-timeout", "10m")...)
+		done <- result{code, out, stderr}
+	}()
+	sources := func() []string {
+		var s []string
+		for _, vs := range snapshots(t, f, ns) {
+			s = append(s, *vs.Spec.Source.PersistentVolumeClaimName)
+		}
+		return s
+	}
+	released := map[string]bool{}
+	peak := 0
+	for len(released) < len(names) {
+		want := min(len(released)+2, len(names))
+		var srcs []string
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			srcs = sources()
+			peak = max(peak, len(srcs)-len(released))
+			if len(srcs) > len(released)+2 {
+				t.Fatalf("%d rescues created with %d released (%v): more than --concurrency 2 at once", len(srcs), len(released), srcs)
+			}
+			if len(srcs) >= want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d rescues created with %d released, want %d: the run stopped creating", len(srcs), len(released), want)
+			}
+		}
+		for _, s := range srcs {
+			if !released[s] {
+				if err := csidriver.ClearFault(env.DriverStateDir, ns+"-"+s); err != nil {
+					t.Fatal(err)
+				}
+				released[s] = true
+				break
+			}
+		}
+	}
+	res := <-done
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", res.code, res.out, res.err)
+	}
+	r := parse(t, res.out)
+	for _, n := range names {
+		if st, act, _ := entry(t, r, n); st != "Rescued" || act != rescue.ActionCreated {
+			t.Errorf("%s: state %s action %s, want Rescued, %s", n, st, act, rescue.ActionCreated)
+		}
+	}
+	if peak != 2 {
+		t.Errorf("at most %d rescues pending at once, want 2: the bound was not reached", peak)
 	}
 }

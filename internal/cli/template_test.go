@@ -4,15 +4,19 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/restore"
 )
 
-// TestRescueRecordsTheClaimTemplate (docs/spec.md#rescue): every rescue carries the
-// claim it came from, so that a restore is faithful without the claim.
+// TestRescueRecordsTheClaimTemplate (docs/spec.md#rescue-claim-template): every rescue carries the
+// claim it came from, so that a restore is faithful without the claim; a
+// template over 16 KiB drops its largest annotations and says so.
 func TestRescueRecordsTheClaimTemplate(t *testing.T) {
 	ctx := context.Background()
 	f := fixtures(t)
@@ -22,16 +26,43 @@ func TestRescueRecordsTheClaimTemplate(t *testing.T) {
 		[]byte(`{"metadata":{"annotations":{"example.com/owner":"alice"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
+	// ws-big's annotation alone is over the template's 16 KiB.
+	orphan(t, f, ns, "ws-big", "b", "")
+	blob := fmt.Sprintf(`{"metadata":{"annotations":{"example.com/blob":%q,"example.com/owner":"bob"}}}`, strings.Repeat("x", restore.MaxTemplate+1024))
+	if _, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, "ws-big", "application/merge-patch+json", []byte(blob), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := run(t, snapArgs(ns)...)
+	if code != 0 {
 		t.Fatalf("snapshot exit %d: %s", code, stderr)
 	}
-	snaps := snapshots(t, f, ns)
-	if len(snaps) != 1 {
-		t.Fatalf("%d snapshots, want 1", len(snaps))
+	bySource := map[string]snapv1.VolumeSnapshot{}
+	for _, s := range snapshots(t, f, ns) {
+		bySource[*s.Spec.Source.PersistentVolumeClaimName] = s
 	}
-	tmpl, err := restore.ParseTemplate(snaps[0].Annotations[restore.AnnotationTemplate])
+	if len(bySource) != 2 {
+		t.Fatalf("rescues of %d claims, want 2", len(bySource))
+	}
+	// Over 16 KiB: the largest annotation is dropped, the rescue and the
+	// run's log say which, and the rest of the template is kept.
+	big := bySource["ws-big"]
+	if got := big.Annotations[restore.AnnotationTemplateDropped]; got != "example.com/blob" {
+		t.Errorf("ws-big's rescue: %s %q, want example.com/blob", restore.AnnotationTemplateDropped, got)
+	}
+	if bt, err := restore.ParseTemplate(big.Annotations[restore.AnnotationTemplate]); err != nil || bt.Annotations["example.com/owner"] != "bob" ||
+		len(big.Annotations[restore.AnnotationTemplate]) > restore.MaxTemplate {
+		t.Errorf("ws-big's template (%d bytes): %+v, %v; want within %d bytes, keeping example.com/owner", len(big.Annotations[restore.AnnotationTemplate]), bt, err, restore.MaxTemplate)
+	}
+	if !strings.Contains(stderr, "claim template over 16 KiB") || !strings.Contains(stderr, "example.com/blob") {
+		t.Errorf("the run did not warn of the dropped annotation: %s", stderr)
+	}
+	a := bySource["ws-a"]
+	if _, ok := a.Annotations[restore.AnnotationTemplateDropped]; ok {
+		t.Errorf("ws-a's rescue dropped annotations: %v", a.Annotations[restore.AnnotationTemplateDropped])
+	}
+	tmpl, err := restore.ParseTemplate(a.Annotations[restore.AnnotationTemplate])
 	if err != nil {
-		t.Fatalf("rescue %s: %v", snaps[0].Name, err)
+		t.Fatalf("rescue %s: %v", a.Name, err)
 	}
 	claim, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
 	if err != nil {

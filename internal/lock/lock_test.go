@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
@@ -158,7 +159,32 @@ func start(t *testing.T, s *leaseServer, d time.Duration) *Lease {
 	t.Helper()
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
+	return acquire(t, &rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}, d)
+}
+
+// inProcess serves each request by calling the handler directly: no
+// socket, so a test in a synctest bubble sees every wait of the lease's
+// renewals as durable, and its clock is the bubble's.
+type inProcess struct{ h http.Handler }
+
+func (p inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	p.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+// startInProcess is start with the lease server called in process.
+func startInProcess(t *testing.T, s *leaseServer, d time.Duration) *Lease {
+	t.Helper()
+	// QPS -1: no client-side rate limiter, whose 5 per second a renewal
+	// every 100 ms would exceed (the janitor's own client sets --qps).
+	return acquire(t, &rest.Config{Host: "http://lease.invalid", Transport: inProcess{s}, QPS: -1,
+		ContentConfig: rest.ContentConfig{ContentType: "application/json"}}, d)
+}
+
+func acquire(t *testing.T, cfg *rest.Config, d time.Duration) *Lease {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,40 +252,34 @@ func TestRenewalFindsTakeOver(t *testing.T) {
 }
 
 // TestRenewalKeepsAHealthyLease: renewals that succeed keep the lease past
-// several deadlines, and Release deletes it.
+// several deadlines, and Release deletes it. It runs in a synctest bubble
+// with the server in process: the bubble's clock moves only when every
+// goroutine waits, so a busy machine cannot make a renewal late, and ten
+// lease durations pass without anyone sleeping for them.
 func TestRenewalKeepsAHealthyLease(t *testing.T) {
-	s := &leaseServer{}
-	const d = 300 * time.Millisecond
-	l := start(t, s, d)
-	// Wait for renewals rather than for time: five renewals span more
-	// than two renew deadlines.
-	for i := 0; ; i++ {
-		s.mu.Lock()
-		puts := s.puts
-		s.mu.Unlock()
-		if puts >= 5 {
-			break
-		}
+	synctest.Test(t, func(t *testing.T) {
+		s := &leaseServer{}
+		const d = 300 * time.Millisecond
+		l := startInProcess(t, s, d)
 		select {
 		case <-l.Lost():
 			t.Fatalf("a renewed lease was given up: %v", l.Err())
-		case <-time.After(d / 10):
+		case <-time.After(10 * d): // the bubble's clock: ten lease durations, 15 renew deadlines
 		}
-		if i > 1000 {
-			t.Fatal("no renewals")
+		s.mu.Lock()
+		puts := s.puts
+		s.mu.Unlock()
+		// One renewal per third of the lease: about 30 in ten durations.
+		if puts < 20 {
+			t.Fatalf("%d renewals in %s of a %s lease, want one every third of it", puts, 10*d, d)
 		}
-	}
-	select {
-	case <-l.Lost():
-		t.Fatalf("a renewed lease was given up: %v", l.Err())
-	default:
-	}
-	if err := l.Release(); err != nil {
-		t.Fatal(err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lease != nil {
-		t.Fatal("release left the lease")
-	}
+		if err := l.Release(); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.lease != nil {
+			t.Fatal("release left the lease")
+		}
+	})
 }

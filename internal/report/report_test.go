@@ -324,6 +324,34 @@ func TestStreamedJSONIsTheDocument(t *testing.T) {
 	}
 }
 
+// TestUnusedConditionFieldAndWarning (docs/spec.md#rule-condition-trust): the report's
+// unusedCondition is in the JSON when set and absent when not, and the
+// table warns once, only when the run ignored the condition.
+func TestUnusedConditionFieldAndWarning(t *testing.T) {
+	const warning = "the claims' Unused condition is ignored in this run"
+	for _, c := range []struct {
+		value string
+		warn  bool
+	}{{"", false}, {"trusted", false}, {"absent", false}, {"ignored", true}} {
+		r := sample()
+		r.UnusedCondition = c.value
+		var m map[string]any
+		if err := json.Unmarshal([]byte(write(t, r, "json")), &m); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := m["unusedCondition"]; ok != (c.value != "") || (ok && got != c.value) {
+			t.Errorf("unusedCondition %q: JSON has %v (present %v)", c.value, got, ok)
+		}
+		want := 0
+		if c.warn {
+			want = 1
+		}
+		if n := strings.Count(write(t, r, "table"), warning); n != want {
+			t.Errorf("unusedCondition %q: the table warns %d times, want %d", c.value, n, want)
+		}
+	}
+}
+
 // TestServerVersionAndCondition: the report carries the server's version
 // and the run's judgement of the Unused condition, and the table says when
 // the server has no condition at all (v1.35) or when it was ignored.

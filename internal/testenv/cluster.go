@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -487,7 +488,63 @@ func Running(ctx context.Context, dir string) bool {
 	return readyz(ctx, cfg) == nil
 }
 
+// freePorts returns n distinct ports for the control plane's listeners.
+// They are closed again before etcd and kube-apiserver bind them, so they
+// are taken below the kernel's ephemeral range (ip_local_port_range, from
+// 32768 by default): a port another process asks the kernel for (a listen
+// on port 0, the source port of an outgoing connection) is never one of
+// them. Control planes starting at once pick at random among the ports
+// from 20000 up to that range, each checked free by binding it.
 func freePorts(n int) ([]int, error) {
+	low := ephemeralLow()
+	if low-portsFrom < 100*n {
+		return kernelPorts(n) // an unusual range: the kernel's choice
+	}
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			return nil, fmt.Errorf("no %d free ports in %d-%d", n, portsFrom, low-1)
+		}
+		port := portsFrom + rand.IntN(low-portsFrom)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // taken
+		}
+		ls = append(ls, l)
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+// portsFrom is the lowest port freePorts picks: above the well-known
+// Kubernetes ports (10250-10259 and the like) a host may be serving.
+const portsFrom = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return low
+}
+
+// kernelPorts asks the kernel for n free ports (port 0).
+func kernelPorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
