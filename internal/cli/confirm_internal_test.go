@@ -178,8 +178,8 @@ func TestConfirmLogFormatAutoFollowsTheTerminal(t *testing.T) {
 func TestStreamsThatAreNotFilesAreLocked(t *testing.T) {
 	var buf bytes.Buffer
 	out, errOut := lockWriters(&buf, &buf)
-	if _, ok := out.(*lockedWriter); !ok || out != errOut {
-		t.Errorf("one buffer as both streams: %T, %T; want one lockedWriter", out, errOut)
+	if _, ok := out.(*syncWriter); !ok || out != errOut {
+		t.Errorf("one buffer as both streams: %T, %T; want one syncWriter", out, errOut)
 	}
 	var other bytes.Buffer
 	if out, errOut := lockWriters(&buf, &other); out == errOut {

@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"reflect"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
@@ -99,7 +98,7 @@ func lockWriter(w io.Writer) io.Writer {
 	if _, isFile := w.(*os.File); isFile || w == nil {
 		return w
 	}
-	return &lockedWriter{w: w}
+	return &syncWriter{w: w}
 }
 
 // same reports whether a and b are the same writer: the same pointer
@@ -109,15 +108,4 @@ func same(a, b io.Writer) bool {
 		return false
 	}
 	return a == b
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
