@@ -401,11 +401,7 @@ func featureGatesFile(dir string) string { return filepath.Join(dir, "feature-ga
 // started with ("" for the defaults); ok is false when the folder records
 // none (no cluster was ever started in it).
 func RecordedFeatureGates(dir string) (gates string, ok bool) {
-	b, err := os.ReadFile(featureGatesFile(dir))
-	if err != nil {
-		return "", false
-	}
-	return strings.TrimSpace(string(b)), true
+	return readRecord(featureGatesFile(dir))
 }
 
 // pidFile lists "name pid" per line, in start order.

@@ -70,7 +70,13 @@ func kubeVersionFile(dir string) string { return filepath.Join(dir, "kube-versio
 // RecordedKubeVersion returns the Kubernetes version a cluster folder was
 // started with; ok is false when the folder records none.
 func RecordedKubeVersion(dir string) (version string, ok bool) {
-	b, err := os.ReadFile(kubeVersionFile(dir))
+	return readRecord(kubeVersionFile(dir))
+}
+
+// readRecord returns the trimmed content of a cluster folder's record file;
+// ok is false when there is none.
+func readRecord(path string) (string, bool) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", false
 	}
