@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/prune"
@@ -78,8 +79,11 @@ func TestContentsOfKeptAndLeftRescues(t *testing.T) {
 	vs, content = read("going")
 	cleanup(content)
 	const fin = "pvc-janitor.io/test-hold"
-	vs.Finalizers = append(vs.Finalizers, fin)
-	if vs, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Update(ctx, vs, metav1.UpdateOptions{}); err != nil {
+	// The snapshot controller writes the rescue too (its own finalizers,
+	// its status): a JSON patch adds the test's finalizer without a
+	// resourceVersion to conflict on.
+	hold := []byte(`[{"op":"add","path":"/metadata/finalizers/-","value":"` + fin + `"}]`)
+	if vs, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Patch(ctx, "going", types.JSONPatchType, hold, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	} else {
 		setDelete(content, vs.UID)
@@ -95,8 +99,22 @@ func TestContentsOfKeptAndLeftRescues(t *testing.T) {
 	if got := policy(content); got != "Delete" {
 		t.Errorf("a rescue being deleted by someone else: its content set to %s, want it left Delete", got)
 	}
-	vs.Finalizers = nil
-	if _, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Update(ctx, vs, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	release := func() error {
+		cur, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Get(ctx, "going", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var keep []string
+		for _, f := range cur.Finalizers {
+			if f != fin {
+				keep = append(keep, f)
+			}
+		}
+		cur.Finalizers = keep
+		_, err = w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}
+	if err := retry.RetryOnConflict(retry.DefaultBackoff, release); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
 
