@@ -76,7 +76,7 @@ func TestContentsOfKeptAndLeftRescues(t *testing.T) {
 	// Being deleted by someone else (a finalizer of the test holds it):
 	// left as it is.
 	w.rescue("going", "b", time.Hour, testenv.SnapshotClassRetain, false, false)
-	vs, content = read("going")
+	_, content = read("going")
 	cleanup(content)
 	const fin = "pvc-janitor.io/test-hold"
 	// The snapshot controller writes the rescue too (its own finalizers,
