@@ -5,6 +5,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand"
 	"net/http"
@@ -232,7 +233,7 @@ func TestChaos(t *testing.T) {
 	bin := binary(t)
 	started := time.Now()
 	stats := chaosStats{Seed: seed, Exits: map[string]int{}, RuntimeErrors: map[string]int{}, MaxRate: maxRate,
-		FinalStates: map[string]int{}}
+		FinalStates: map[string]int{}, ActorJudged: map[string]int{}}
 	fail := func(format string, a ...any) {
 		t.Helper()
 		stats.Violations++
@@ -243,7 +244,8 @@ func TestChaos(t *testing.T) {
 		pods: map[string]*chaosPod{}, deleted: map[string]time.Time{}, late: map[string]bool{}, archived: map[string]bool{},
 		retired: map[string]bool{}, archivedAt: map[string]time.Time{}, deletedObj: map[string]*corev1.PersistentVolumeClaim{},
 		invisible: map[string]bool{}, blind: map[int]bool{}, creating: map[string]bool{}, leaked: map[bool]int{}, discards: map[string]string{},
-		rescued: map[string]bool{}, bytesDone: map[string]bool{}, gens: newGenerations()}
+		rescued: map[string]bool{}, bytesDone: map[string]bool{}, gens: newGenerations(),
+		presentAt: map[string]time.Time{}, actorDel: map[string]actorDeletion{}, actorJudged: map[string]string{}}
 	w.f = fixtures(t)
 	w.ns = env.Namespace(t)
 	var err error
@@ -275,6 +277,22 @@ func TestChaos(t *testing.T) {
 			w.mu.Unlock()
 		}
 	}
+	// PVC_JANITOR_CHAOS_ACTOR is the share of iterations in which a second
+	// actor deletes a snapshot between runs, and again during one.
+	actorRate := envFloat("PVC_JANITOR_CHAOS_ACTOR", 0.2)
+	// Controller manager pauses need the condition to matter, and the
+	// pid file of the test's own stack.
+	cmPID := 0
+	if w.f.UnusedCondition {
+		if pid, err := controllerManagerPID(); err == nil {
+			cmPID = pid
+		}
+	}
+	t.Cleanup(func() {
+		if cmPID > 0 {
+			_ = syscall.Kill(cmPID, syscall.SIGCONT)
+		}
+	})
 	base := append(reapArgs("run", w.ns, "--yes", "--max-deletion-percent", "100", "--max-deletions", "1000",
 		"--lock-duration", "3s", "--snapshot-timeout", "8s", "--snapshot-error-grace", "1s", "--snapshot-attempts", "2",
 		"--concurrency", "4", "--api-timeout", "30s"), "--kubeconfig", p.Kubeconfig, "--log-format", "json", "--log-level", "warn")
@@ -305,6 +323,21 @@ func TestChaos(t *testing.T) {
 			alive++
 		}
 		w.churn(2 + rng.Intn(4))
+		// A second actor deletes a snapshot of a live claim (between runs
+		// here, during one below): the janitor must take a new rescue
+		// before it reaps, and never reap on one that is gone.
+		if actorRate > 0 && rng.Float64() < actorRate {
+			w.secondActor()
+		}
+		actorDuring := actorRate > 0 && rng.Float64() < actorRate
+		// The controller manager stops (an upgrade, a crash loop) for a
+		// while during a run: the Unused condition goes stale while pods
+		// come and go.
+		var pause time.Duration
+		if cmPID > 0 && rng.Intn(8) == 0 {
+			pause = time.Duration(500+rng.Intn(2500)) * time.Millisecond
+			stats.ControllerPauses++
+		}
 		p.Set(chaosFaults(rng, maxRate))
 		procs := 1
 		if rng.Intn(10) == 0 {
@@ -318,10 +351,34 @@ func TestChaos(t *testing.T) {
 		done, stopped := make(chan struct{}), make(chan struct{})
 		go func() { // churn during the run
 			defer close(stopped)
+			var paused, resumed <-chan time.Time
+			if pause > 0 {
+				paused = time.After(time.Duration(rand.Intn(2000)) * time.Millisecond)
+			}
+			var actor <-chan time.Time
+			if actorDuring {
+				actor = time.After(time.Duration(rand.Intn(3000)) * time.Millisecond)
+			}
+			defer func() {
+				if resumed != nil {
+					_ = syscall.Kill(cmPID, syscall.SIGCONT)
+				}
+			}()
 			for {
 				select {
 				case <-done:
 					return
+				case <-paused:
+					paused = nil
+					if syscall.Kill(cmPID, syscall.SIGSTOP) == nil {
+						resumed = time.After(pause)
+					}
+				case <-resumed:
+					resumed = nil
+					_ = syscall.Kill(cmPID, syscall.SIGCONT)
+				case <-actor:
+					actor = nil
+					w.secondActor()
 				case <-time.After(time.Duration(100+rand.Intn(400)) * time.Millisecond):
 					w.churn(1)
 				}
@@ -336,10 +393,14 @@ func TestChaos(t *testing.T) {
 		}
 		// A quarter of the iterations discard superseded claims: each such
 		// deletion must be justified by newer data the test knows is held.
-		if rng.Intn(4) == 0 {
+		discard := rng.Intn(4) == 0
+		if discard {
 			args = append(slices.Clone(args), "--superseded", "discard")
 			stats.DiscardRuns++
 		}
+		w.mu.Lock()
+		w.discardRun = discard
+		w.mu.Unlock()
 		lockHeld := false
 		results := make([]chaosProc, procs)
 		var wg sync.WaitGroup
@@ -354,6 +415,17 @@ func TestChaos(t *testing.T) {
 		close(done)
 		<-stopped
 		w.mu.Lock()
+		killedIter, failedIter := false, false
+		for _, r := range results {
+			killedIter = killedIter || r.killed
+			failedIter = failedIter || r.code == 1
+		}
+		if killedIter {
+			w.judgedKilled++
+		}
+		if failedIter {
+			w.judgedFailed++
+		}
 		for _, r := range results {
 			switch {
 			case r.killed, r.code == 1:
@@ -466,6 +538,9 @@ func TestChaos(t *testing.T) {
 	// between the reap's re-read and its delete, the delete's precondition
 	// fails and the claim is left for the next run (docs/spec.md#reap). So the final
 	// runs go on until nothing is left to do, three at most.
+	w.mu.Lock()
+	w.discardRun = false
+	w.mu.Unlock()
 	for final := 1; ; final++ {
 		var last chaosProc
 		for attempt := 0; ; attempt++ {
@@ -501,6 +576,16 @@ func TestChaos(t *testing.T) {
 	stats.InvisibleUses = len(w.invisible)
 	stats.Discards = len(w.discards)
 	stats.ClaimsReaped = len(w.deleted) - len(w.retired)
+	stats.KilledIterations, stats.FailedIterations = w.judgedKilled, w.judgedFailed
+	for name := range w.late {
+		if !w.retired[name] {
+			stats.LateDeletions++
+		}
+	}
+	stats.ActorDeletions = len(w.actorDel)
+	for _, how := range w.actorJudged {
+		stats.ActorJudged[how]++
+	}
 	stats.LeakedContents = map[string]int{"ready": w.leaked[true], "notReady": w.leaked[false]}
 	stats.PodChurn = w.churnOps
 	w.mu.Unlock()
@@ -546,10 +631,26 @@ type chaosStats struct {
 	InvisibleUses   int            `json:"usesUnseenByJanitorAndController"`
 	UnwrittenUses   int            `json:"runsThatCouldNotWriteAUseDown"`
 	Violations      int            `json:"violations"`
-	Bytes           bytesFigures   `json:"bytes"` // the restores of reaped claims' rescues
-	MaxRate         float64        `json:"maxRate"`
-	Args            string         `json:"extraArgs,omitempty"`
-	Duration        string         `json:"duration"`
+	// ControllerPauses: runs during which kube-controller-manager was
+	// stopped (SIGSTOP) for 0.5-3 s.
+	ControllerPauses int `json:"controllerManagerPauses"`
+	// KilledIterations and FailedIterations had a run killed or exiting 1:
+	// every deletion they made is judged like any other.
+	KilledIterations int `json:"iterationsWithAKilledRun"`
+	FailedIterations int `json:"iterationsWithAFailedRun"`
+	// LateDeletions were found by a re-list, not the watch: judged over
+	// the window from the last list that showed the claim to the re-list.
+	LateDeletions int `json:"deletionsSeenOnlyByARelist"`
+	// ActorDeletions: intact snapshots of live claims a second actor
+	// deleted; ActorJudged: the reaped claims whose rescue that was, by
+	// verdict (sound: reaped before the actor's delete; ambiguous: the
+	// two fell within one second).
+	ActorDeletions int            `json:"rescuesDeletedBySecondActor"`
+	ActorJudged    map[string]int `json:"reapsAroundASecondActorsDelete"`
+	Bytes          bytesFigures   `json:"bytes"` // the restores of reaped claims' rescues
+	MaxRate        float64        `json:"maxRate"`
+	Args           string         `json:"extraArgs,omitempty"`
+	Duration       string         `json:"duration"`
 }
 
 func envFloat(name string, def float64) float64 {
@@ -713,8 +814,22 @@ type chaosWorld struct {
 	// its sample).
 	rescued   map[string]bool
 	bytesDone map[string]bool
-	gens      *generations // what each use wrote into its claim's volume
-	bytes     *bytesCheck
+	// discardRun: a run of the current iteration has --superseded
+	// discard; only then may a claim be deleted without its own rescue.
+	discardRun bool
+	// presentAt is when a list last showed each claim present: a deletion
+	// found by a re-list (late) happened after it.
+	presentAt map[string]time.Time
+	// actorDel are the intact snapshots a second actor (a user, a
+	// workspace manager's cleanup) deleted, by name; actorJudged the
+	// reaped claims whose rescue it deleted, and how that was judged.
+	actorDel    map[string]actorDeletion
+	actorJudged map[string]string
+	// judgedKilled and judgedFailed count the iterations with a killed or
+	// failed (exit 1) run: their deletions are judged like all others.
+	judgedKilled, judgedFailed int
+	gens                       *generations // what each use wrote into its claim's volume
+	bytes                      *bytesCheck
 }
 
 // podList is one janitor pod list: when it reached the server and the pid
@@ -801,6 +916,7 @@ func (w *chaosWorld) addClaim(fail func(string, ...any), outsider bool) {
 	c.truth = truthOf(pvc, handle)
 	w.mu.Lock()
 	w.claims[name] = c
+	w.presentAt[name] = c.created
 	w.mu.Unlock()
 }
 
@@ -969,6 +1085,8 @@ func (w *chaosWorld) watchDeletions(ctx context.Context) {
 			for name, c := range w.claims {
 				if _, seen := w.deleted[name]; !seen && !present[name] && c.created.Before(listed) {
 					w.deleted[name], w.late[name] = time.Now(), true
+				} else if present[name] {
+					w.presentAt[name] = listed
 				}
 			}
 			w.mu.Unlock()
@@ -1014,7 +1132,7 @@ func (w *chaosWorld) syncDeletions() {
 			names = append(names, name)
 		}
 		return names
-	}, w.deleted, w.late)
+	}, w.deleted, w.late, w.presentAt)
 }
 
 // janitorSaw returns when a janitor pod list surely saw the pod: its
@@ -1085,6 +1203,96 @@ func (w *chaosWorld) newerDataLocked(c *chaosClaim, snaps []truthSnap) (string, 
 		}
 	}
 	return "", false
+}
+
+// discardLocked judges a deletion without the claim's own rescue that
+// newer data of its workspace (by) justifies: sound only when a run of
+// this iteration had --superseded discard, or when check saw the claim's
+// rescue before (retention removed it since, on that newer data).
+// Called with mu held.
+func (w *chaosWorld) discardLocked(bad func(string, ...any), when, name, by string) {
+	if !w.discardRun && !w.rescued[name] {
+		bad("%s: %s was deleted without an intact snapshot of it, on newer data of its workspace (%s), though no run of this iteration had --superseded discard",
+			when, name, by)
+		return
+	}
+	w.discards[name] = by
+}
+
+// actorDeletion is an intact snapshot of a live claim that the second
+// actor deleted, and when its delete call started and returned.
+type actorDeletion struct {
+	claim       string
+	snap        truthSnap
+	start, done time.Time
+}
+
+// actorRescueLocked judges a reaped claim without an intact snapshot now
+// against the snapshots of it the second actor deleted: "sound" (and that
+// snapshot) when the claim's deletion was seen before the actor's delete
+// started, "" when the claim's deletionTimestamp (whole seconds, so the
+// deletion was at or after it) is at or after the actor's delete returned
+// (the janitor deleted it on a rescue already gone: check's invariant 1
+// then fails it), and "ambiguous" when the two fall within a second of
+// each other. Called with mu held.
+func (w *chaosWorld) actorRescueLocked(c *chaosClaim, at time.Time) (truthSnap, string) {
+	verdict := ""
+	var best truthSnap
+	for _, d := range w.actorDel {
+		if d.claim != c.name || !c.truth.of(d.snap) {
+			continue
+		}
+		switch {
+		case at.Before(d.start):
+			return d.snap, "sound"
+		case w.deletedObj[c.name] != nil && w.deletedObj[c.name].DeletionTimestamp != nil &&
+			!w.deletedObj[c.name].DeletionTimestamp.Time.Before(d.done):
+		default:
+			verdict, best = "ambiguous", d.snap
+		}
+	}
+	return best, verdict
+}
+
+// secondActor deletes, as a user or a workspace manager's cleanup would,
+// an intact snapshot of a live workspace claim (a rescue, most often),
+// sometimes while a janitor run is reaping. Its content is left to the
+// class (Retain keeps it; collectContents does not count it as the
+// janitor's).
+func (w *chaosWorld) secondActor() {
+	ctx := context.Background()
+	snaps, err := truthSnapshots(ctx, w.f, w.ns)
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	var pick []truthSnap
+	for _, s := range snaps {
+		c := w.claims[s.Source]
+		if c == nil || c.outsider || !s.Intact || !c.truth.of(s) || w.retired[c.name] {
+			continue
+		}
+		if _, gone := w.deleted[c.name]; gone {
+			continue
+		}
+		pick = append(pick, s)
+	}
+	sort.Slice(pick, func(i, j int) bool { return pick[i].Name < pick[j].Name })
+	if len(pick) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	s := pick[w.rng.Intn(len(pick))]
+	w.mu.Unlock()
+	start := time.Now()
+	uid := s.UID
+	err = w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	w.actorDel[s.Name] = actorDeletion{claim: s.Source, snap: s, start: start, done: time.Now()}
+	w.mu.Unlock()
 }
 
 // check asserts the safety invariants on the cluster as it is now, from
@@ -1164,13 +1372,25 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 		if _, judged := w.discards[name]; judged {
 			continue // judged when its deletion was first seen
 		}
+		if _, judged := w.actorJudged[name]; judged && w.actorJudged[name] != "sound" {
+			continue
+		}
 		rescue, rescued := c.truth.rescueAfter(snaps, c.truth.Created)
 		if rescued {
 			w.rescued[name] = true
+		} else if s, verdict := w.actorRescueLocked(c, at); verdict != "" {
+			// Its rescue was deleted by the second actor: sound only if
+			// the claim was deleted while the rescue was still there.
+			w.actorJudged[name] = verdict
+			w.bytesDone[name] = true // nothing left to restore from
+			if verdict != "sound" {
+				continue
+			}
+			rescue, rescued = s, true
 		}
 		if !rescued {
 			if by, ok := w.newerDataLocked(c, snaps); ok {
-				w.discards[name] = by
+				w.discardLocked(bad, when, name, by)
 			} else {
 				bad("%s: %s was deleted (seen at %s) without an intact snapshot of it, and no newer claim of workspace %s holds newer data:%s",
 					when, name, at.UTC().Format("15:04:05.000"), c.workspace, c.truth.describeSnaps(snaps))
@@ -1189,7 +1409,7 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 					// deletion is sound only as a discard on newer data
 					// of its workspace (--superseded=discard).
 					if by, ok := w.newerDataLocked(c, snaps); ok {
-						w.discards[name] = by
+						w.discardLocked(bad, when, name, by)
 						continue
 					}
 					bad("%s: %s was deleted on snapshot %s cut at %s, before the controller manager saw its last use end (%s)", when, name,
@@ -1197,16 +1417,24 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 				}
 			}
 		}
+		// The deletion happened in [from, at]: at is when it was seen; a
+		// deletion found by a re-list (late) happened after the last list
+		// that showed the claim, a watched one just before it was seen.
+		from := at
+		if w.late[name] {
+			from = w.presentAt[name]
+		}
 		for pod, p := range w.pods {
-			if p.claim != name || w.late[name] {
+			if p.claim != name {
 				continue
 			}
-			// 2. Not in use when deleted. A pod created less than a second
-			// before the deletion was seen may have come after the
-			// janitor's last read; only the controller manager could have
-			// caught it (by moving the claim's resourceVersion in time for
-			// the delete's precondition).
-			if p.created.Before(at.Add(-time.Second)) && (p.deleted.IsZero() || p.deleted.After(at)) {
+			// 2. Not in use when deleted: a pod that referenced the claim
+			// throughout the window. A pod created less than a second
+			// before the window may have come after the janitor's last
+			// read; only the controller manager could have caught it (by
+			// moving the claim's resourceVersion in time for the delete's
+			// precondition).
+			if p.created.Before(from.Add(-time.Second)) && (p.deleted.IsZero() || p.deleted.After(at)) {
 				bad("%s: %s was deleted at %s while pod %s (created %s) referenced it", when, name,
 					at.Format(time.RFC3339Nano), pod, p.created.Format(time.RFC3339Nano))
 			}
@@ -1216,7 +1444,7 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 			// neither the janitor nor the controller manager (above) ever
 			// saw cannot be known to anyone (README: the grace period is the
 			// guard) and is counted instead.
-			if p.deleteStart.IsZero() || !p.deleteStart.Before(at) || !rescue.Cut.Before(p.deleteStart.Truncate(time.Second)) {
+			if p.deleteStart.IsZero() || !p.deleteStart.Before(from) || !rescue.Cut.Before(p.deleteStart.Truncate(time.Second)) {
 				continue
 			}
 			if t, seen := w.janitorSaw(p); seen {
@@ -1398,6 +1626,13 @@ func (w *chaosWorld) collectContents() {
 		if err != nil && !apierrors.IsNotFound(err) {
 			continue
 		}
+		w.mu.Lock()
+		d, byActor := w.actorDel[c.Spec.VolumeSnapshotRef.Name]
+		w.mu.Unlock()
+		if byActor && d.snap.UID == c.Spec.VolumeSnapshotRef.UID {
+			_ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(ctx, c.Name, metav1.DeleteOptions{})
+			continue // the second actor's, not the janitor's
+		}
 		if w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(ctx, c.Name, metav1.DeleteOptions{}) == nil {
 			w.mu.Lock()
 			w.leaked[c.Status != nil && c.Status.ReadyToUse != nil && *c.Status.ReadyToUse]++
@@ -1534,18 +1769,9 @@ func TestUnusedFalseIsEvidenceOfUse(t *testing.T) {
 // manager is slow, restarting or down.
 func pauseControllerManager(t *testing.T) func() {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(env.Dir, "pids"))
+	pid, err := controllerManagerPID()
 	if err != nil {
 		t.Fatal(err)
-	}
-	pid := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "kube-controller-manager" {
-			pid, _ = strconv.Atoi(f[1])
-		}
-	}
-	if pid == 0 {
-		t.Fatal("no kube-controller-manager in the cluster's pid file")
 	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -1554,6 +1780,21 @@ func pauseControllerManager(t *testing.T) func() {
 	resume := func() { once.Do(func() { _ = syscall.Kill(pid, syscall.SIGCONT) }) }
 	t.Cleanup(resume)
 	return resume
+}
+
+// controllerManagerPID reads kube-controller-manager's pid from the
+// cluster's pid file.
+func controllerManagerPID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(env.Dir, "pids"))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "kube-controller-manager" {
+			return strconv.Atoi(f[1])
+		}
+	}
+	return 0, errors.New("no kube-controller-manager in the cluster's pid file")
 }
 
 // TestClaimUsedAgainAfterItsRescueIsRescuedAgain: a claim is rescued, then

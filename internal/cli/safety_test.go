@@ -321,7 +321,7 @@ func (w *safetyWorld) syncDeletions() {
 			names = append(names, name)
 		}
 		return names
-	}, w.deleted, w.late)
+	}, w.deleted, w.late, nil)
 }
 
 func (w *safetyWorld) check(fail func(string, ...any), run int) {

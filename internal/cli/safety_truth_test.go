@@ -206,11 +206,14 @@ func claimDeleted(ctx context.Context, f *testenv.Fixtures, ns, name string, uid
 // every deletion a fresh list of ns shows; one it has not seen by then is
 // recorded now, as late (later than it happened: invariant 2 is then weaker
 // for it, invariant 1 is not). names lists the claims the test follows;
-// deleted and late are guarded by mu.
-func syncDeletions(f *testenv.Fixtures, ns string, mu *sync.Mutex, names func() []string, deleted map[string]time.Time, late map[string]bool) {
+// deleted and late are guarded by mu. presentAt, when not nil, gets the
+// time of the last list that showed each live claim (before the list was
+// sent): a late deletion happened after it.
+func syncDeletions(f *testenv.Fixtures, ns string, mu *sync.Mutex, names func() []string, deleted map[string]time.Time, late map[string]bool, presentAt map[string]time.Time) {
 	ctx := context.Background()
 	var missed []string
 	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+		listed := time.Now()
 		l, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
@@ -225,6 +228,8 @@ func syncDeletions(f *testenv.Fixtures, ns string, mu *sync.Mutex, names func() 
 		for _, name := range names() {
 			if _, seen := deleted[name]; !seen && !live[name] {
 				missed = append(missed, name)
+			} else if presentAt != nil && live[name] {
+				presentAt[name] = listed
 			}
 		}
 		return len(missed) == 0, nil
