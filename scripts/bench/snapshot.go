@@ -46,6 +46,21 @@ type snapshotResult struct {
 	// Requests counts the API requests served during the run (everyone's:
 	// the janitor's and the snapshot controllers'), by verb and resource.
 	Requests map[string]float64
+	// Own counts the janitor's own requests of the snapshot run, and
+	// Reap those of the `janitor reap --yes` that follows it (ReapArgs),
+	// which deleted Reaped claims (ReapExit its exit code).
+	Own, Reap        map[string]int
+	ReapArgs         []string
+	Reaped, ReapExit int
+	ReapRun          sample
+}
+
+// reapArgs are the flags of the reap that follows the throughput run: it
+// deletes every rescued claim.
+func reapArgs(n int) []string {
+	return []string{"reap", "-n", snapNS, "-l", appLabel + "=" + appValue,
+		"--workspace-label", workspaceLabel, "--min-age", "0s", "--grace-period", "0s", "--yes",
+		"--max-deletions", strconv.Itoa(n), "--max-deletion-percent", "100", "-o", "json", "--log-level", "warn"}
 }
 
 // snapshotThroughput starts a full stack (controller manager, snapshot
@@ -97,10 +112,16 @@ func snapshotThroughput(ctx context.Context, o *options, work, janitorBin string
 
 	logf("rescuing %d claims: janitor %s", o.snapshotN, strings.Join(res.Args, " "))
 	var out bytes.Buffer
-	args := append([]string{"--kubeconfig", c.Kubeconfig}, res.Args...)
+	counter, err := startRequestCounter(c.Config, work)
+	if err != nil {
+		return nil, err
+	}
+	defer counter.close()
+	args := append([]string{"--kubeconfig", counter.kubeconfig}, res.Args...)
 	before := requestCounts(ctx, f)
 	res.Run, err = runProc(ctx, componentPID(c.Dir, "kube-apiserver"), &out, janitorBin, args...)
 	res.Requests = diffCounts(requestCounts(ctx, f), before)
+	res.Own = counter.take()
 	if err != nil {
 		// Exit 4 (some rescues failed) still has a report worth recording.
 		if !strings.Contains(err.Error(), "exit status 4") {
@@ -129,9 +150,32 @@ func snapshotThroughput(ctx context.Context, o *options, work, janitorBin string
 			res.ReadyAfter++
 		}
 	}
-	res.Env.LoadAfter = loadAvg()
 	logf("rescued %d/%d in %s (%.1f claims/s); %d failed; %d snapshots ready", res.Created, res.N,
 		res.Run.Wall.Round(time.Millisecond), res.ClaimsPerSecond, res.Failed, res.ReadyAfter)
+
+	// The reap of every rescued claim, counted the same way.
+	res.ReapArgs = reapArgs(res.N)
+	out.Reset()
+	res.ReapRun, err = runProc(ctx, componentPID(c.Dir, "kube-apiserver"), &out, janitorBin,
+		append([]string{"--kubeconfig", counter.kubeconfig}, res.ReapArgs...)...)
+	res.Reap = counter.take()
+	if err != nil {
+		if !strings.Contains(err.Error(), "exit status 4") {
+			return nil, fmt.Errorf("reap: %w", err)
+		}
+		res.ReapExit = 4
+	}
+	var reaped struct {
+		Summary struct {
+			ClaimsDeleted int `json:"claimsDeleted"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &reaped); err != nil {
+		return nil, fmt.Errorf("parse the reap report: %w", err)
+	}
+	res.Reaped = reaped.Summary.ClaimsDeleted
+	res.Env.LoadAfter = loadAvg()
+	logf("reaped %d in %s", res.Reaped, res.ReapRun.Wall.Round(time.Millisecond))
 	return res, nil
 }
 
@@ -168,6 +212,12 @@ func renderSnapshot(r *snapshotResult) string {
 		}
 		fmt.Fprintf(&b, "\nAPI requests served during the run (the janitor's and the snapshot controllers'): %.0f in all, %.1f per claim; most: %s.\n",
 			total, total/float64(max(1, r.N)), strings.Join(parts, ", "))
+	}
+	if r.Own != nil {
+		fmt.Fprintf(&b, "\nThe janitor's own API requests (counted by a proxy in front of the API server), by verb and resource:\n\n")
+		fmt.Fprintf(&b, "- per rescued claim (the snapshot run, %d rescued): %s\n", r.Created, perClaim(r.Own, r.Created))
+		fmt.Fprintf(&b, "- per reaped claim (`janitor %s`, %d deleted in %s, exit %d): %s\n", strings.Join(r.ReapArgs, " "),
+			r.Reaped, dur(r.ReapRun.Wall), r.ReapExit, perClaim(r.Reap, r.Reaped))
 	}
 	return b.String()
 }
