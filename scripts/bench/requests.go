@@ -110,8 +110,18 @@ func perClaim(counts map[string]int, n int) string {
 		return keys[i] < keys[j]
 	})
 	parts := make([]string, 0, len(keys))
+	rest, restKinds := 0, 0
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(counts[k])/float64(n)))
+		if per := float64(counts[k]) / float64(n); per >= 0.01 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", k, per))
+			continue
+		}
+		rest += counts[k]
+		restKinds++
+	}
+	if restKinds > 0 {
+		// The once-per-run requests (lists, the Lease, /version).
+		parts = append(parts, fmt.Sprintf("%d other kinds of request %d times in all", restKinds, rest))
 	}
 	return fmt.Sprintf("%d in all, %.2f per claim: %s", total, float64(total)/float64(n), strings.Join(parts, ", "))
 }
