@@ -135,9 +135,7 @@ func TestReportSizesAndPrices(t *testing.T) {
 	if _, err := f.ProvisionedClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "ws-freed", Labels: labels}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WaitIdle(ctx, ns, "ws-freed"); err != nil {
-		t.Fatal(err)
-	}
+	idle(t, f, ns, "ws-freed")
 	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
 		t.Fatalf("snapshot: %d %s", code, stderr)
 	}

@@ -50,9 +50,7 @@ func TestRestoreRoundTrip(t *testing.T) {
 	if err := f.ForceDeletePod(ctx, ns, "ide"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WaitIdle(ctx, ns, "ws-a"); err != nil {
-		t.Fatal(err)
-	}
+	idle(t, f, ns, "ws-a")
 	nextSecond(time.Now())
 	if code, out, stderr := run(t, reapArgs("run", ns, "--yes", "--max-deletion-percent", "100")...); code != 0 {
 		t.Fatalf("run exit %d: %s\n%s", code, out, stderr)

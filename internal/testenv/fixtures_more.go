@@ -100,6 +100,18 @@ func (f *Fixtures) BoundClaimFrom(ctx context.Context, s ClaimSpec, src corev1.P
 // stores nothing), is past t: an object created from then on is newer than
 // t to the API's second. A wait on the server's own clock, where a sleep
 // would guess at it (30 s at most).
+// ServerNow is the API server's clock, to the second (truncated): the
+// creationTimestamp of a ConfigMap created in ns as a dry run, which
+// stores nothing.
+func (f *Fixtures) ServerNow(ctx context.Context, ns string) (time.Time, error) {
+	cm, err := f.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "clock-"}},
+		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the API server's clock: %w", err)
+	}
+	return cm.CreationTimestamp.Time, nil
+}
+
 func (f *Fixtures) WaitServerAfter(ctx context.Context, ns string, t time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
