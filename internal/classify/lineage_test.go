@@ -1,0 +1,191 @@
+package classify
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// Lineage fixtures: T1 is the older data (alice-1's), T2 the newer
+// (alice-2's).
+var (
+	lT1 = ago(5 * time.Hour)
+	lT2 = ago(3 * time.Hour)
+)
+
+func restoredFrom(snap string, data time.Time) claimOpt {
+	return func(c *inventory.Claim) {
+		c.Annotations[AnnotationRestoredFrom] = snap
+		c.Annotations[AnnotationRestoredDataTime] = data.Format(time.RFC3339)
+	}
+}
+
+func lastUsedAt(t time.Time) claimOpt { return annot(AnnotationLastUsed, t.Format(time.RFC3339)) }
+
+// rescueOf is the janitor's intact rescue of claim, recording data time t.
+func rescueOf(name, claim string, t time.Time, opts ...snapOpt) inventory.Snapshot {
+	return ownSnap(name, claim, append([]snapOpt{ready, inWorkspace("alice"), snapAt(t.Add(time.Minute)),
+		func(s *inventory.Snapshot) { s.OrphanedSince = tp(t) }}, opts...)...)
+}
+
+// TestLineage is the judge's table (docs/spec.md#rule-lineage): per case, one
+// question to the lineage of workspace alice (or of a claim's own).
+func TestLineage(t *testing.T) {
+	alice := WorkspaceKey{Namespace: "ws", Name: "alice"}
+	inUse := func(name string) invOpt { return refs(name, pod("ide-"+name, "volume data")) }
+	cases := []struct {
+		name string
+		inv  []invOpt
+		ws   WorkspaceKey
+		// ask is the copy asked about.
+		ask string
+		// wantData and wantKind, when set, are its data time and kind.
+		wantData *time.Time
+		wantKind CopyKind
+		// newest, when set, is the workspace's newest copy and tie.
+		newest string
+		tie    bool
+		// held: HeldBy(ask) names a copy ("" = the last copy); checked when heldSet.
+		heldSet bool
+		held    string
+		// since, when set: LastOfDataSince(ask, *since) = last.
+		since *time.Time
+		last  bool
+	}{
+		{name: "a claim in use is dated now",
+			inv: []invOpt{claims(pvc("alice-2", workspace("alice"))), inUse("alice-2")}, ws: alice,
+			ask: "alice-2", wantData: tp(now), wantKind: CopyClaim},
+		{name: "an orphan is dated by its orphaned-since",
+			inv: []invOpt{claims(pvc("alice-2", workspace("alice"), marked(lT2)))}, ws: alice,
+			ask: "alice-2", wantData: tp(lT2), wantKind: CopyClaim},
+		{name: "a recorded last use after the mark dates it",
+			inv: []invOpt{claims(pvc("alice-2", workspace("alice"), marked(lT1), lastUsedAt(lT2)))}, ws: alice,
+			ask: "alice-2", wantData: tp(lT2)},
+		{name: "a restored claim not used since is dated by its source's data time, not its creation",
+			inv: []invOpt{claims(pvc("alice-old", workspace("alice"), created(ago(time.Hour)), marked(ago(time.Hour)), restoredFrom("r1", lT1)))}, ws: alice,
+			ask: "alice-old", wantData: tp(lT1), wantKind: CopyRestored},
+		{name: "a restored claim used since its restore is dated by that use",
+			inv: []invOpt{claims(pvc("alice-old", workspace("alice"), created(ago(2*time.Hour)), restoredFrom("r1", lT1), lastUsedAt(ago(time.Hour))))}, ws: alice,
+			ask: "alice-old", wantData: tp(ago(time.Hour)), wantKind: CopyRestored},
+		{name: "a restored claim in use is dated now",
+			inv: []invOpt{claims(pvc("alice-old", workspace("alice"), created(ago(time.Hour)), restoredFrom("r1", lT1))), inUse("alice-old")}, ws: alice,
+			ask: "alice-old", wantData: tp(now), wantKind: CopyRestored},
+		{name: "the orphan with newer data is the newest, not the restored claim created later",
+			inv: []invOpt{claims(pvc("alice-2", workspace("alice"), marked(lT2)),
+				pvc("alice-old", workspace("alice"), created(ago(time.Hour)), marked(ago(time.Hour)), restoredFrom("r1", lT1)))}, ws: alice,
+			ask: "alice-2", newest: "alice-2"},
+		{name: "a rescue and an archive of equal data time: the rescue is the newest, a tie",
+			inv: []invOpt{snaps(rescueOf("r2", "alice-2", lT2), rescueOf("a1", "alice-1", lT2, archive))}, ws: alice,
+			ask: "r2", newest: "r2", tie: true},
+		{name: "a restored claim in use does not hold the newer rescue of the reaped claim",
+			inv: []invOpt{claims(pvc("alice-old", workspace("alice"), created(ago(time.Hour)), restoredFrom("r1", lT1))), inUse("alice-old"),
+				snaps(rescueOf("r1", "alice-1", lT1), rescueOf("r2", "alice-2", lT2))}, ws: alice,
+			ask: "r2", heldSet: true, held: ""},
+		{name: "a newer claim in use holds the workspace's older rescue",
+			inv: []invOpt{claims(pvc("alice-3", workspace("alice"), created(ago(time.Hour)))), inUse("alice-3"),
+				snaps(rescueOf("r2", "alice-2", lT2))}, ws: alice,
+			ask: "r2", heldSet: true, held: "alice-3"},
+		{name: "an older claim kept in use by a lingering pod does not hold the newer rescue",
+			inv: []invOpt{claims(pvc("alice-1", workspace("alice"))), inUse("alice-1"),
+				snaps(rescueOf("r2", "alice-2", lT2))}, ws: alice,
+			ask: "r2", heldSet: true, held: ""},
+		{name: "an archive is held by a rescue of equal data time",
+			inv: []invOpt{snaps(rescueOf("r2", "alice-2", lT2), rescueOf("a1", "alice-1", lT2, archive))}, ws: alice,
+			ask: "a1", heldSet: true, held: "r2"},
+		{name: "a rescue is never held by an archive of equal data time",
+			inv: []invOpt{snaps(rescueOf("r2", "alice-2", lT2), rescueOf("a1", "alice-1", lT2, archive))}, ws: alice,
+			ask: "r2", heldSet: true, held: ""},
+		{name: "a rescue is never held by an archive of newer data",
+			inv: []invOpt{snaps(rescueOf("r2", "alice-2", lT1), rescueOf("a1", "alice-1", lT2, archive))}, ws: alice,
+			ask: "r2", heldSet: true, held: ""},
+		{name: "an older rescue is held by a rescue of newer data of another claim",
+			inv: []invOpt{snaps(rescueOf("r1", "alice-1", lT1), rescueOf("r2", "alice-2", lT2))}, ws: alice,
+			ask: "r1", heldSet: true, held: "r2"},
+		{name: "two rescues of different claims with equal data time do not hold each other",
+			inv: []invOpt{snaps(rescueOf("r1", "alice-1", lT2), rescueOf("r2", "alice-2", lT2))}, ws: alice,
+			ask: "r1", heldSet: true, held: ""},
+		{name: "a rescue is held by its own claim, even an orphan",
+			inv: []invOpt{claims(pvc("alice-2", workspace("alice"), marked(lT2))), snaps(rescueOf("r2", "alice-2", lT2))}, ws: alice,
+			ask: "r2", heldSet: true, held: "alice-2"},
+		{name: "someone else's snapshot of newer data never holds a rescue",
+			inv: []invOpt{snaps(rescueOf("r2", "alice-2", lT2), snap("backup", "alice-3", ready, inWorkspace("alice"), snapAt(ago(time.Hour))))}, ws: alice,
+			ask: "r2", heldSet: true, held: ""},
+		{name: "a rescue of newer data that is not intact holds nothing",
+			inv: []invOpt{snaps(rescueOf("r2", "alice-2", lT1), rescueOf("r3", "alice-3", lT2, snapDeleting(ago(time.Minute))))}, ws: alice,
+			ask: "r2", heldSet: true, held: ""},
+		{name: "a rescue of a restored claim reaches only as far as the restore's source",
+			inv: []invOpt{claims(pvc("alice-old", workspace("alice"), created(ago(2*time.Hour)), marked(ago(time.Hour)), restoredFrom("r1", lT1))),
+				snaps(rescueOf("r2", "alice-2", lT2), rescueOf("r-old", "alice-old", ago(time.Hour)))}, ws: alice,
+			ask: "r2", heldSet: true, held: ""},
+		{name: "a restored claim in use is no copy of data at least as new as the reaped claim's",
+			inv: []invOpt{claims(pvc("alice-old", workspace("alice"), created(ago(time.Hour)), restoredFrom("r1", lT1))), inUse("alice-old"),
+				snaps(rescueOf("r2", "alice-2", lT2))}, ws: alice,
+			ask: "r2", since: tp(lT2), last: true},
+		{name: "a newer claim in use is a copy of data at least as new",
+			inv: []invOpt{claims(pvc("alice-3", workspace("alice"), created(ago(time.Hour)))), inUse("alice-3"),
+				snaps(rescueOf("r2", "alice-2", lT2))}, ws: alice,
+			ask: "r2", since: tp(lT2), last: false},
+		{name: "a restored claim whose provenance does not parse is of no known time",
+			inv: []invOpt{claims(pvc("alice-old", workspace("alice"), created(ago(time.Hour)), annot(AnnotationRestoredDataTime, "yesterday"))), inUse("alice-old"),
+				snaps(rescueOf("r2", "alice-2", lT2))}, ws: alice,
+			ask: "r2", heldSet: true, held: ""},
+		{name: "without a workspace label a claim is its own workspace",
+			inv: []invOpt{claims(pvc("solo", marked(lT2))), snaps(ownSnap("solo-r", "solo", ready, snapAt(lT1), func(s *inventory.Snapshot) { s.OrphanedSince = tp(lT1) }))},
+			ws:  WorkspaceKey{Namespace: "ws", Name: "solo", Own: true}, ask: "solo", newest: "solo"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := build(tc.inv...)
+			ds := Classify(inv, defaultPolicy(), now)
+			l := BuildLineage(inv, ds, now)
+			find := func(name string) int {
+				for _, j := range l.Of(tc.ws) {
+					if l.Copies[j].Name == name {
+						return j
+					}
+				}
+				t.Fatalf("no copy %q in workspace %v", name, tc.ws)
+				return -1
+			}
+			i := find(tc.ask)
+			c := &l.Copies[i]
+			if tc.wantData != nil && !c.DataTime.Equal(*tc.wantData) {
+				t.Errorf("data time of %s = %s, want %s", tc.ask, c.DataTime, *tc.wantData)
+			}
+			if tc.wantKind != 0 && c.Kind != tc.wantKind {
+				t.Errorf("kind of %s = %s, want %s", tc.ask, c.Kind, tc.wantKind)
+			}
+			if tc.newest != "" {
+				b, tie := l.Newest(tc.ws)
+				if b < 0 || l.Copies[b].Name != tc.newest || tie != tc.tie {
+					got := "none"
+					if b >= 0 {
+						got = l.Copies[b].Name
+					}
+					t.Errorf("newest = %s (tie %v), want %s (tie %v)", got, tie, tc.newest, tc.tie)
+				}
+				if n, _ := l.IsNewest(find(tc.newest)); !n {
+					t.Errorf("IsNewest(%s) = false", tc.newest)
+				}
+			}
+			if tc.heldSet {
+				got := ""
+				if j := l.HeldBy(i); j >= 0 {
+					got = l.Copies[j].Name
+				}
+				if got != tc.held {
+					t.Errorf("HeldBy(%s) = %q, want %q", tc.ask, got, tc.held)
+				}
+				if l.LastCopy(i) != (tc.held == "") {
+					t.Errorf("LastCopy(%s) = %v", tc.ask, l.LastCopy(i))
+				}
+			}
+			if tc.since != nil {
+				if got := l.LastOfDataSince(i, *tc.since); got != tc.last {
+					t.Errorf("LastOfDataSince(%s, %s) = %v, want %v", tc.ask, *tc.since, got, tc.last)
+				}
+			}
+		})
+	}
+}
