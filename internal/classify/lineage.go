@@ -415,3 +415,25 @@ func (l *Lineage) head(k WorkspaceKey) int32 {
 	}
 	return -1
 }
+
+// lineTime is how far the workspace's line reaches in snapshot s, whose
+// data time is t: a snapshot of a restored claim in the inventory reaches
+// only as far as the data that claim was restored from
+// (docs/spec.md#rule-lineage), whatever was written to it since.
+func (c *classifier) lineTime(s *inventory.Snapshot, t time.Time) time.Time {
+	if s.SourceClaim == "" || c.ix.byName == nil {
+		return t
+	}
+	i, ok := c.ix.byName[nsName{s.Namespace, s.SourceClaim}]
+	if !ok {
+		return t
+	}
+	cl := &c.inv.Claims[i]
+	if (s.SourceUID != "" && s.SourceUID != cl.UID) || s.CreationTimestamp.Before(cl.CreationTimestamp) {
+		return t
+	}
+	if rt, ok := RestoredDataTime(cl); ok && rt.Before(t) {
+		return rt
+	}
+	return t
+}

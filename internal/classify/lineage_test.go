@@ -189,3 +189,49 @@ func TestLineage(t *testing.T) {
 		})
 	}
 }
+
+// TestSupersessionAsksTheLineage is finding 2 of issue 23 in the classifier
+// (docs/spec.md#rule-superseded, docs/spec.md#rule-durable-evidence): a restored
+// claim holds its source's data, so it supersedes a claim, and is durable
+// evidence for a discard, only when that data is newer than the claim's
+// orphaned-since; an older claim in use never is.
+func TestSupersessionAsksTheLineage(t *testing.T) {
+	alice2 := pvc("alice-2", workspace("alice"), created(ago(10*time.Hour)), marked(lT2))
+	old := func(opts ...claimOpt) inventory.Claim {
+		return pvc("alice-old", append([]claimOpt{workspace("alice"), created(ago(time.Hour)), marked(ago(time.Hour))}, opts...)...)
+	}
+	inUse := func(name string) invOpt { return refs(name, pod("ide-"+name, "volume data")) }
+	cases := []struct {
+		name    string
+		inv     []invOpt
+		state   State
+		discard bool
+	}{
+		{"a restored claim of older data is no newer claim",
+			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1)))}, Orphaned, false},
+		{"a restored claim of older data in use is no newer data and no discard evidence",
+			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1))), inUse("alice-old")}, Orphaned, false},
+		{"a rescue of a restored claim of older data is no newer data",
+			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1))), snaps(rescueOf("r-old", "alice-old", ago(time.Hour)))}, Orphaned, false},
+		{"a restored claim of newer data supersedes",
+			[]invOpt{claims(alice2, old(restoredFrom("r9", ago(2*time.Hour))))}, Superseded, false},
+		{"a restored claim of newer data in use is discard evidence",
+			[]invOpt{claims(alice2, old(restoredFrom("r9", ago(2*time.Hour)))), inUse("alice-old")}, Superseded, true},
+		{"a newer claim in use is discard evidence",
+			[]invOpt{claims(alice2, old()), inUse("alice-old")}, Superseded, true},
+		{"an older claim in use is no discard evidence",
+			[]invOpt{claims(alice2, old(), pvc("alice-1", workspace("alice"), created(ago(20*time.Hour)))), inUse("alice-1")}, Superseded, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := Classify(build(tc.inv...), defaultPolicy(), now)
+			d := ds[0]
+			if d.Claim.Name != "alice-2" {
+				t.Fatalf("first decision is %s", d.Claim.Name)
+			}
+			if d.State != tc.state || d.Discard != tc.discard {
+				t.Errorf("alice-2: %s (%q), discard %v (%q); want %s, discard %v", d.State, d.Reason, d.Discard, d.DiscardReason, tc.state, tc.discard)
+			}
+		})
+	}
+}
