@@ -487,7 +487,7 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time,
 	// it is newer only when that data is newer than this claim's
 	// orphaned-since (docs/spec.md#rule-lineage).
 	restoredNewer := false
-	if newer == nil && effOK && e.restored >= 0 && e.restoredT.After(eff) {
+	if newer == nil && effOK && e.restored >= 0 && time.Unix(e.restoredT, 0).After(eff) {
 		if n := &c.inv.Claims[e.restored]; n.UID != cl.UID {
 			newer, restoredNewer = n, true
 		}
@@ -529,7 +529,7 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time,
 		c.buf = append(c.buf, d.Workspace...)
 		if restoredNewer {
 			c.buf = append(c.buf, ", restored from data of "...)
-			c.buf = appendTime(c.buf, e.restoredT)
+			c.buf = appendTime(c.buf, time.Unix(e.restoredT, 0))
 		} else {
 			c.buf = append(c.buf, ", created "...)
 			c.buf = appendTime(c.buf, newer.CreationTimestamp)
@@ -579,13 +579,13 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time,
 		// (a lingering pod) holds none of this claim's data.
 		d.Discard = true
 		d.DiscardReason = "newer claim " + c.inv.Claims[e.inUse].Name + " of the workspace is in use now"
-	case e.inUseRestored >= 0 && e.inUseRestoredT.After(eff):
+	case e.inUseRestored >= 0 && time.Unix(e.inUseRestoredT, 0).After(eff):
 		// In use, a restored claim holds its source's data plus new
 		// writes; it carries this claim's data only when its source's
 		// data is newer than this claim's orphaned-since.
 		d.Discard = true
 		d.DiscardReason = "claim " + c.inv.Claims[e.inUseRestored].Name + " of the workspace, restored from data of " +
-			e.inUseRestoredT.UTC().Format(time.RFC3339) + ", is in use now"
+			time.Unix(e.inUseRestoredT, 0).UTC().Format(time.RFC3339) + ", is in use now"
 	default:
 		d.DiscardReason = "kept: no durable evidence of newer data (a newer claim that is not in use, or a snapshot that is not an intact rescue of the janitor's, proves nothing)"
 	}

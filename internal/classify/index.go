@@ -20,11 +20,11 @@ type wsEntry struct {
 	// claims: the two newest claims that are not Lost and not restored.
 	claims top2
 	// restored is the restored claim (not Lost) whose restored data time
-	// (restoredT) is the newest, -1 when none: a restored claim carries the
-	// workspace on from its source's data, not from its creation
-	// (docs/spec.md#rule-lineage).
+	// (restoredT, Unix seconds: the annotation keeps whole seconds) is the
+	// newest, -1 when none: a restored claim carries the workspace on from
+	// its source's data, not from its creation (docs/spec.md#rule-lineage).
 	restored  int32
-	restoredT time.Time
+	restoredT int64
 	// snaps heads the chain (through index.wsNext) of the workspace's
 	// snapshots that can show that it moved on (not archives, not being
 	// deleted); -1 when none.
@@ -34,7 +34,7 @@ type wsEntry struct {
 	// whose restored data time (inUseRestoredT) is the newest.
 	inUse          int32
 	inUseRestored  int32
-	inUseRestoredT time.Time
+	inUseRestoredT int64
 }
 
 var emptyWS = wsEntry{claims: top2{-1, -1}, snaps: -1, restored: -1, inUse: -1, inUseRestored: -1}
@@ -82,18 +82,19 @@ func (ix *index) build(inv *inventory.Inventory, p Policy, ds []Decision, orphan
 			if !ok {
 				e = emptyWS
 			}
-			rt, restored := RestoredDataTime(c)
+			t, restored := RestoredDataTime(c)
+			rt := t.Unix()
 			switch {
 			case c.Phase == "Lost":
 			case !restored:
 				e.claims = pushClaim(inv.Claims, e.claims, int32(i))
-			case e.restored < 0 || rt.After(e.restoredT):
+			case e.restored < 0 || rt > e.restoredT:
 				e.restored, e.restoredT = int32(i), rt
 			}
 			if ds[i].State == InUse {
 				switch {
 				case restored:
-					if e.inUseRestored < 0 || rt.After(e.inUseRestoredT) {
+					if e.inUseRestored < 0 || rt > e.inUseRestoredT {
 						e.inUseRestored, e.inUseRestoredT = int32(i), rt
 					}
 				case e.inUse < 0 || c.CreationTimestamp.After(inv.Claims[e.inUse].CreationTimestamp):
