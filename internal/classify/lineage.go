@@ -389,7 +389,8 @@ func (l *Lineage) LastOfDataSince(i int, t time.Time) bool {
 }
 
 // Newer orders copies by data time, then kind (docs/spec.md#retention-archives), then
-// name (a lower name first, so that the choice does not depend on order).
+// name (the higher first, as newerSnap does, so that the choice does not
+// depend on order).
 func Newer(a, b *Copy) bool {
 	if !a.DataTime.Equal(b.DataTime) {
 		return a.DataTime.After(b.DataTime)

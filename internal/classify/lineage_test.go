@@ -241,3 +241,30 @@ func TestSupersessionAsksTheLineage(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildLineageAllocBudget holds the judge to a handful of allocations
+// whatever the inventory's size (docs/spec.md#rule-lineage: one pass over claims and
+// snapshots): the copies, the name and workspace maps and the chain.
+func TestBuildLineageAllocBudget(t *testing.T) {
+	inv := benchInventory(20 * benchNamespaces)
+	ds := Classify(inv, defaultPolicy(), now)
+	allocs := testing.AllocsPerRun(3, func() { BuildLineage(inv, ds, now) })
+	if perClaim := allocs / float64(len(inv.Claims)); perClaim >= 0.1 {
+		t.Errorf("%.0f allocations for %d claims (%.3f per claim), budget < 0.1 per claim", allocs, len(inv.Claims), perClaim)
+	} else {
+		t.Logf("%.0f allocations for %d claims", allocs, len(inv.Claims))
+	}
+}
+
+// BenchmarkBuildLineage100k measures the judge on the classify benchmark's
+// inventory.
+func BenchmarkBuildLineage100k(b *testing.B) {
+	inv := benchInventory(100_000)
+	ds := Classify(inv, defaultPolicy(), now)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		BuildLineage(inv, ds, now)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/(float64(b.N)*100_000), "ns/claim")
+}
