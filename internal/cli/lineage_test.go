@@ -182,3 +182,52 @@ func TestSafetyV3Finding2RestoredClaimInUseDoesNotSupersede(t *testing.T) {
 		t.Errorf("alice-2 was deleted with %d rescues under --superseded discard, want its rescue", n)
 	}
 }
+
+// TestSafetyV3Finding3ArchiveNeverShieldsItselfOverARescue is issue 23's
+// finding 3 on a real cluster (docs/spec.md#retention-archives): a lingering pod
+// keeps session 1 (alice-1) in use past the end of session 2 (alice-2).
+// `run --superseded archive` archives alice-1 (superseded by the newer
+// claim) with the later data time and rescues alice-2; `prune --keep-last 1`
+// must keep alice-2's rescue, which the archive does not hold.
+func TestSafetyV3Finding3ArchiveNeverShieldsItselfOverARescue(t *testing.T) {
+	ctx := context.Background()
+	f := fixtures(t)
+	ns := env.Namespace(t)
+	orphan(t, f, ns, "alice-1", "alice", "")
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "lingering", Claims: []string{"alice-1"}, Scheduled: true}); err != nil {
+		t.Fatal(err)
+	}
+	nextSecond(time.Now())
+	orphan(t, f, ns, "alice-2", "alice", "")
+	if err := f.WriteVolume(ctx, ns, "alice-2", "notes.txt", []byte("session 2")); err != nil {
+		t.Fatal(err)
+	}
+	nextSecond(time.Now())
+	if err := f.ForceDeletePod(ctx, ns, "lingering"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WaitIdle(ctx, ns, "alice-1"); err != nil {
+		t.Fatal(err)
+	}
+	nextSecond(time.Now())
+	runUntilGone(t, f, ns, "alice-1", "--superseded", "archive")
+	runUntilGone(t, f, ns, "alice-2", "--superseded", "archive")
+	r2 := snapshotsOf(t, f, ns, "alice-2")
+	a1 := snapshotsOf(t, f, ns, "alice-1")
+	if len(r2) != 1 || len(a1) != 1 {
+		t.Fatalf("rescues of alice-2 %v, archives of alice-1 %v: want one each", r2, a1)
+	}
+	code, out, stderr := run(t, "prune", "-n", ns, "--workspace-label", "workspace", "-o", "json", "--lock-namespace", ns,
+		"--max-deletion-percent", "100", "--keep-last", "1", "--delete-contents", "--yes")
+	if code != 0 && code != 4 {
+		t.Fatalf("prune: exit %d: %s\n%s", code, out, stderr)
+	}
+	for _, s := range parse(t, out).Snapshots {
+		if s.Name == r2[0] && s.Action != "kept" {
+			t.Errorf("prune --keep-last 1 beside archive %s: alice-2's rescue %s %s (%s), want kept", a1[0], s.Name, s.Action, s.Reason)
+		}
+	}
+	if n := len(snapshotsOf(t, f, ns, "alice-2")); n != 1 {
+		t.Errorf("alice-2's rescue is gone after prune")
+	}
+}
