@@ -483,6 +483,15 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time,
 			newer = n
 		}
 	}
+	// A restored claim holds its source's data, whenever it was created:
+	// it is newer only when that data is newer than this claim's
+	// orphaned-since (docs/spec.md#rule-lineage).
+	restoredNewer := false
+	if newer == nil && effOK && e.restored >= 0 && time.Unix(e.restoredT, 0).After(eff) {
+		if n := &c.inv.Claims[e.restored]; n.UID != cl.UID {
+			newer, restoredNewer = n, true
+		}
+	}
 	// The snapshot of the workspace, from another claim, with the newest
 	// data time after this claim's orphaned-since; and the newest durable
 	// one (an intact rescue of the janitor's, whose data time is recorded).
@@ -495,7 +504,7 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time,
 				continue
 			}
 			t := c.dataTime(s)
-			if !t.After(eff) {
+			if !c.lineTime(s, t).After(eff) {
 				continue
 			}
 			if ev == nil || t.After(evT) || (t.Equal(evT) && s.Name > ev.Name) {
@@ -518,8 +527,13 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time,
 		c.buf = append(c.buf, newer.Name...)
 		c.buf = append(c.buf, " of workspace "...)
 		c.buf = append(c.buf, d.Workspace...)
-		c.buf = append(c.buf, ", created "...)
-		c.buf = appendTime(c.buf, newer.CreationTimestamp)
+		if restoredNewer {
+			c.buf = append(c.buf, ", restored from data of "...)
+			c.buf = appendTime(c.buf, time.Unix(e.restoredT, 0))
+		} else {
+			c.buf = append(c.buf, ", created "...)
+			c.buf = appendTime(c.buf, newer.CreationTimestamp)
+		}
 	} else {
 		d.Snapshot = ev
 		c.buf = append(c.buf[:0], "superseded by newer snapshot "...)
@@ -560,9 +574,18 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time,
 		if d.Snapshot == nil {
 			d.Snapshot = durable
 		}
-	case e.inUse != nil:
+	case e.inUse >= 0 && c.inv.Claims[e.inUse].CreationTimestamp.After(cl.CreationTimestamp):
+		// A newer claim in use carries the workspace on; an older one
+		// (a lingering pod) holds none of this claim's data.
 		d.Discard = true
-		d.DiscardReason = "claim " + e.inUse.Name + " of the workspace is in use now"
+		d.DiscardReason = "newer claim " + c.inv.Claims[e.inUse].Name + " of the workspace is in use now"
+	case e.inUseRestored >= 0 && time.Unix(e.inUseRestoredT, 0).After(eff):
+		// In use, a restored claim holds its source's data plus new
+		// writes; it carries this claim's data only when its source's
+		// data is newer than this claim's orphaned-since.
+		d.Discard = true
+		d.DiscardReason = "claim " + c.inv.Claims[e.inUseRestored].Name + " of the workspace, restored from data of " +
+			time.Unix(e.inUseRestoredT, 0).UTC().Format(time.RFC3339) + ", is in use now"
 	default:
 		d.DiscardReason = "kept: no durable evidence of newer data (a newer claim that is not in use, or a snapshot that is not an intact rescue of the janitor's, proves nothing)"
 	}

@@ -229,6 +229,8 @@ func (c *classifier) role(d *Decision, s *inventory.Snapshot, mine, intact bool)
 		return "not a rescue yet: this claim's orphaned-since is not known"
 	case mine && !c.fromOtherClaim(s, cl):
 		return "a rescue of this claim (another one was chosen, or the claim is not orphaned)"
+	case eff != nil && c.dataTime(s).After(*eff) && !c.lineTime(s, c.dataTime(s)).After(*eff):
+		return "of a restored claim whose data is older than this claim's last use: proves nothing about this claim"
 	case eff != nil && c.dataTime(s).After(*eff):
 		return "newer data of the workspace than this claim's last use"
 	case eff != nil:

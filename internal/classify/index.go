@@ -17,17 +17,27 @@ type top2 struct{ a, b int32 }
 
 // wsEntry is what a workspace's supersession check needs.
 type wsEntry struct {
-	// claims: the two newest claims that are not Lost.
+	// claims: the two newest claims that are not Lost and not restored.
 	claims top2
+	// restored is the restored claim (not Lost) whose restored data time
+	// (restoredT, Unix seconds: the annotation keeps whole seconds) is the
+	// newest, -1 when none: a restored claim carries the workspace on from
+	// its source's data, not from its creation (docs/spec.md#rule-lineage).
+	restored  int32
+	restoredT int64
 	// snaps heads the chain (through index.wsNext) of the workspace's
 	// snapshots that can show that it moved on (not archives, not being
 	// deleted); -1 when none.
 	snaps int32
-	// inUse is a claim of the workspace that is in use now, if any.
-	inUse *inventory.Claim
+	// inUse is the newest claim of the workspace that is in use now and
+	// not restored, -1 when none; inUseRestored the restored one in use
+	// whose restored data time (inUseRestoredT) is the newest.
+	inUse          int32
+	inUseRestored  int32
+	inUseRestoredT int64
 }
 
-var emptyWS = wsEntry{claims: top2{-1, -1}, snaps: -1}
+var emptyWS = wsEntry{claims: top2{-1, -1}, snaps: -1, restored: -1, inUse: -1, inUseRestored: -1}
 
 // index is built once per Classify call so that each claim costs a few map
 // look-ups instead of a scan of the inventory. Lists are chained through
@@ -72,11 +82,24 @@ func (ix *index) build(inv *inventory.Inventory, p Policy, ds []Decision, orphan
 			if !ok {
 				e = emptyWS
 			}
-			if c.Phase != "Lost" {
+			t, restored := RestoredDataTime(c)
+			rt := t.Unix()
+			switch {
+			case c.Phase == "Lost":
+			case !restored:
 				e.claims = pushClaim(inv.Claims, e.claims, int32(i))
+			case e.restored < 0 || rt > e.restoredT:
+				e.restored, e.restoredT = int32(i), rt
 			}
-			if ds[i].State == InUse && e.inUse == nil {
-				e.inUse = c
+			if ds[i].State == InUse {
+				switch {
+				case restored:
+					if e.inUseRestored < 0 || rt > e.inUseRestoredT {
+						e.inUseRestored, e.inUseRestoredT = int32(i), rt
+					}
+				case e.inUse < 0 || c.CreationTimestamp.After(inv.Claims[e.inUse].CreationTimestamp):
+					e.inUse = int32(i)
+				}
 			}
 			ix.ws[k] = e
 		}

@@ -139,7 +139,7 @@ func TestRestoreRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k := range c.Annotations {
-		if strings.HasPrefix(k, "pvc-janitor.io/") && k != "pvc-janitor.io/restored-from" {
+		if strings.HasPrefix(k, "pvc-janitor.io/") && k != "pvc-janitor.io/restored-from" && k != "pvc-janitor.io/restored-data-time" {
 			t.Errorf("restored claim carries %s", k)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -98,11 +99,11 @@ func Guard(ctx context.Context, c *kube.Clients, o GuardOptions) (*GuardResult, 
 			res.AtRisk = append(res.AtRisk, ClaimRisk{Index: i, Why: why})
 		}
 	}
-	live, err := ClaimUIDs(ctx, c, scan.Inventory, o.Scan.Retry)
+	live, err := LiveClaims(ctx, c, scan.Inventory, o.Scan.Retry)
 	if err != nil {
 		return nil, err
 	}
-	for _, sn := range OnlyCopies(scan.Inventory, func(u types.UID) bool { return live[u] }) {
+	for _, sn := range OnlyCopies(scan.Inventory, live) {
 		risky, why := SnapshotAtRisk(sn, scan.Inventory, o.AllowDeletePolicy)
 		res.OnlyCopies = append(res.OnlyCopies, SnapshotRisk{Snapshot: sn, AtRisk: risky, Why: why})
 	}
@@ -180,18 +181,56 @@ func SnapshotAtRisk(s *inventory.Snapshot, inv *inventory.Inventory, allowDelete
 	return false, ""
 }
 
-// OnlyCopies returns, per claim that no longer exists, the janitor's newest
-// rescue of it (by data time): its only copy (docs/spec.md#commands). exists reports
-// whether a claim with that UID still exists. Archives of superseded claims
-// count too: they are the janitor's rescues. The result is sorted by
-// namespace and name.
-func OnlyCopies(inv *inventory.Inventory, exists func(types.UID) bool) []*inventory.Snapshot {
+// Live is what exists of the claims that snapshots name: their UIDs and
+// their namespace/names.
+type Live struct {
+	UIDs  map[types.UID]bool
+	Names map[inventory.Key]bool
+}
+
+// gone reports whether no live claim is the source of s: by UID when s
+// records one, and by name.
+func (l Live) gone(s *inventory.Snapshot) bool {
+	if s.SourceUID != "" && l.UIDs[s.SourceUID] {
+		return false
+	}
+	if s.SourceUID == "" && s.SourceClaim != "" && l.Names[inventory.Key{Namespace: s.Namespace, Name: s.SourceClaim}] {
+		return false
+	}
+	return s.SourceUID != "" || s.SourceClaim != ""
+}
+
+// OnlyCopies returns, per claim that no longer exists, its newest
+// snapshot (by data time): its only copy (docs/spec.md#guard-only-copies). The
+// janitor's rescues count per source UID, archives of superseded claims too.
+// Someone else's snapshots count per source claim name (docs/spec.md#guard-only-copies):
+// the classifier takes any intact snapshot of a claim as its rescue, so a
+// claim may have been reaped on a backup tool's snapshot, and that
+// snapshot is then the only copy, at risk in a teardown when its content
+// would go with the cluster; a janitor's rescue of the same name with data
+// at least as new makes it redundant. The result is sorted by namespace
+// and name.
+func OnlyCopies(inv *inventory.Inventory, live Live) []*inventory.Snapshot {
 	newest := map[types.UID]*inventory.Snapshot{}
+	foreign := map[inventory.Key]*inventory.Snapshot{}
 	for ns := range inv.Snapshots {
 		list := inv.Snapshots[ns]
 		for j := range list {
 			s := &list[j]
-			if !s.ManagedByJanitor || s.SourceUID == "" || exists(s.SourceUID) {
+			if !live.gone(s) {
+				continue
+			}
+			if !s.ManagedByJanitor {
+				k := inventory.Key{Namespace: s.Namespace, Name: s.SourceClaim}
+				if s.SourceClaim == "" {
+					continue
+				}
+				if o, ok := foreign[k]; !ok || dataAfter(s, o) {
+					foreign[k] = s
+				}
+				continue
+			}
+			if s.SourceUID == "" {
 				continue
 			}
 			if o, ok := newest[s.SourceUID]; !ok || dataAfter(s, o) {
@@ -199,8 +238,19 @@ func OnlyCopies(inv *inventory.Inventory, exists func(types.UID) bool) []*invent
 			}
 		}
 	}
-	out := make([]*inventory.Snapshot, 0, len(newest))
+	out := make([]*inventory.Snapshot, 0, len(newest)+len(foreign))
+	mine := make(map[inventory.Key]time.Time, len(newest))
 	for _, s := range newest {
+		out = append(out, s)
+		k := inventory.Key{Namespace: s.Namespace, Name: s.SourceClaim}
+		if t := classify.DataTime(s, nil); t.After(mine[k]) {
+			mine[k] = t
+		}
+	}
+	for k, s := range foreign {
+		if t, ok := mine[k]; ok && !t.Before(classify.DataTime(s, nil)) {
+			continue
+		}
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -220,22 +270,23 @@ func dataAfter(a, b *inventory.Snapshot) bool {
 	return a.Name > b.Name
 }
 
-// ClaimUIDs lists the UIDs of every live claim (not being deleted, whatever
-// its labels) of the namespaces where the janitor has rescues whose claim is
-// not in scope, so that a claim outside the selector is not taken for a
-// reaped one. A claim being deleted does not count: its rescue is about to
-// be the only copy. It reads metadata only.
-func ClaimUIDs(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, retry kube.RetryPolicy) (map[types.UID]bool, error) {
-	uids := make(map[types.UID]bool, len(inv.Claims))
+// LiveClaims lists the UIDs and names of every live claim (not being
+// deleted, whatever its labels) of the namespaces where snapshots name a
+// claim that is not in scope, so that a claim outside the selector is not
+// taken for a reaped one. A claim being deleted does not count: its rescue
+// is about to be the only copy. It reads metadata only.
+func LiveClaims(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, retry kube.RetryPolicy) (Live, error) {
+	live := Live{UIDs: make(map[types.UID]bool, len(inv.Claims)), Names: make(map[inventory.Key]bool, len(inv.Claims))}
 	for i := range inv.Claims {
-		if inv.Claims[i].DeletionTimestamp == nil {
-			uids[inv.Claims[i].UID] = true
+		if cl := &inv.Claims[i]; cl.DeletionTimestamp == nil {
+			live.UIDs[cl.UID] = true
+			live.Names[cl.Key()] = true
 		}
 	}
 	var nss []string
 	for ns, list := range inv.Snapshots {
 		for j := range list {
-			if s := &list[j]; s.ManagedByJanitor && s.SourceUID != "" && !uids[s.SourceUID] {
+			if s := &list[j]; live.gone(s) {
 				nss = append(nss, ns)
 				break
 			}
@@ -251,13 +302,14 @@ func ClaimUIDs(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, r
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("list claims in %q: %w", ns, err)
+			return Live{}, fmt.Errorf("list claims in %q: %w", ns, err)
 		}
 		for i := range l.Items {
-			if l.Items[i].DeletionTimestamp == nil {
-				uids[l.Items[i].UID] = true
+			if m := &l.Items[i]; m.DeletionTimestamp == nil {
+				live.UIDs[m.UID] = true
+				live.Names[inventory.Key{Namespace: ns, Name: m.Name}] = true
 			}
 		}
 	}
-	return uids, nil
+	return live, nil
 }

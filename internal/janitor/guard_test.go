@@ -58,21 +58,42 @@ func TestAtRisk(t *testing.T) {
 	}
 }
 
-// TestOnlyCopies: the newest rescue (by data time) of each claim that is
-// gone is its only copy; rescues of live claims and others' snapshots are not.
+// TestOnlyCopies (docs/spec.md#guard-only-copies): the newest snapshot (by data
+// time) of each claim that is gone is its only copy: the janitor's per
+// source UID, someone else's per source name (issue 23 finding 4: a claim
+// may have been reaped on it) unless a rescue of the janitor's of that name
+// holds data at least as new. Snapshots of live claims, and pre-provisioned
+// ones, are not.
 func TestOnlyCopies(t *testing.T) {
+	foreignOf := func(name, source string, data time.Time) inventory.Snapshot {
+		s, _ := rescue(name, source, "", data, "Delete", true)
+		s.ManagedByJanitor, s.OrphanedSince = false, nil
+		s.CutTime = &data
+		return s
+	}
 	old, _ := rescue("gone-old", "gone", "u-gone", t0.Add(-2*time.Hour), "Retain", true)
 	newer, _ := rescue("gone-new", "gone", "u-gone", t0.Add(-time.Hour), "Retain", true)
 	live, _ := rescue("live", "live", "u-live", t0, "Retain", true)
-	foreign, _ := rescue("foreign", "gone2", "u-gone2", t0, "Retain", true)
-	foreign.ManagedByJanitor = false
-	inv := &inventory.Inventory{Snapshots: map[string][]inventory.Snapshot{"ws": {old, newer, live, foreign}}}
-	got := OnlyCopies(inv, func(u types.UID) bool { return u == "u-live" })
-	if len(got) != 1 || got[0].Name != "gone-new" {
+	for _, tc := range []struct {
+		name  string
+		snaps []inventory.Snapshot
+		want  string
+	}{
+		{"the janitor's newest rescue of a gone claim", []inventory.Snapshot{old, newer, live}, "gone-new"},
+		{"a backup tool's snapshot of a claim reaped on it", []inventory.Snapshot{live, foreignOf("backup", "reaped", t0)}, "backup"},
+		{"a backup tool's newer snapshot than the janitor's rescue of that name", []inventory.Snapshot{newer, foreignOf("backup", "gone", t0)}, "backup,gone-new"},
+		{"a backup tool's older snapshot beside the janitor's rescue", []inventory.Snapshot{newer, foreignOf("backup", "gone", t0.Add(-3*time.Hour))}, "gone-new"},
+		{"a backup tool's snapshot of a live claim", []inventory.Snapshot{foreignOf("backup", "live", t0)}, ""},
+		{"a pre-provisioned snapshot", []inventory.Snapshot{foreignOf("imported", "", t0)}, ""},
+	} {
+		inv := &inventory.Inventory{Snapshots: map[string][]inventory.Snapshot{"ws": tc.snaps}}
+		lv := Live{UIDs: map[types.UID]bool{"u-live": true}, Names: map[inventory.Key]bool{{Namespace: "ws", Name: "live"}: true}}
 		var names []string
-		for _, s := range got {
+		for _, s := range OnlyCopies(inv, lv) {
 			names = append(names, s.Name)
 		}
-		t.Fatalf("only copies = %v, want [gone-new]", names)
+		if got := strings.Join(names, ","); got != tc.want {
+			t.Errorf("%s: only copies = [%s], want [%s]", tc.name, got, tc.want)
+		}
 	}
 }

@@ -220,7 +220,8 @@ func namespaceClaims(ctx context.Context, c *kube.Clients, o Options, ns string,
 	out := make([]retention.Claim, 0, len(l.Items))
 	for i := range l.Items {
 		p := &l.Items[i]
-		rc := retention.Claim{UID: p.UID, Name: p.Name, Bound: p.Status.Phase == corev1.ClaimBound, RestoresFrom: restoresFrom(p)}
+		rc := retention.Claim{UID: p.UID, Name: p.Name, Bound: p.Status.Phase == corev1.ClaimBound, RestoresFrom: restoresFrom(p),
+			Created: p.CreationTimestamp.Time, RestoredDataTime: p.Annotations[classify.AnnotationRestoredDataTime]}
 		if o.Policy.WorkspaceLabel != "" {
 			rc.Workspace = p.Labels[o.Policy.WorkspaceLabel]
 		}

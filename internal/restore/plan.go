@@ -98,10 +98,10 @@ func Plan(r Request, snaps []Snapshot, contents map[string]inventory.Content, cl
 		return nil, refuse("snapshot %s/%s names no claim to restore: pass --as NAME", s.Namespace, s.Name)
 	}
 	dataTime := classify.DataTime(&s.Snapshot, nil)
-	if err := conflicts(r, name, s, dataTime, claims); err != nil {
+	if err := conflicts(r, name, s, dataTime, claims, snaps, contents); err != nil {
 		return nil, err
 	}
-	pvc, notes, err := manifest(r, name, s, t)
+	pvc, notes, err := manifest(r, name, s, t, dataTime)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func choose(r Request, snaps []Snapshot, contents map[string]inventory.Content) 
 			continue
 		}
 		d := classify.DataTime(&s.Snapshot, nil)
-		if best == nil || d.After(bestData) || (d.Equal(bestData) && s.Name > best.Name) {
+		if best == nil || d.After(bestData) || (d.Equal(bestData) && before(s, best)) {
 			best, bestData = s, d
 		}
 	}
@@ -154,9 +154,19 @@ func choose(r Request, snaps []Snapshot, contents map[string]inventory.Content) 
 	return best, nil
 }
 
-// conflicts applies the refusals about existing claims: the name is taken,
-// or a claim of the workspace is in use or holds newer data.
-func conflicts(r Request, name string, s *Snapshot, dataTime time.Time, claims []Claim) error {
+// before orders rescues of equal data time: a rescue before an archive
+// (docs/spec.md#retention-archives), then the higher name.
+func before(a, b *Snapshot) bool {
+	if a.Superseded != b.Superseded {
+		return !a.Superseded
+	}
+	return a.Name > b.Name
+}
+
+// conflicts applies the refusals about existing claims and rescues: the
+// name is taken, or a claim of the workspace is in use or holds newer data,
+// or another rescue of the workspace does.
+func conflicts(r Request, name string, s *Snapshot, dataTime time.Time, claims []Claim, snaps []Snapshot, contents map[string]inventory.Content) error {
 	for _, c := range claims {
 		if c.Name == name {
 			if c.DeletionTimestamp != nil {
@@ -165,8 +175,11 @@ func conflicts(r Request, name string, s *Snapshot, dataTime time.Time, claims [
 			return refuse("claim %s/%s exists: restore under another name with --as", r.Namespace, name)
 		}
 	}
-	if s.Workspace == "" || r.AllowOlder {
+	if r.AllowOlder {
 		return nil
+	}
+	if s.Workspace == "" {
+		return newerRescue(r, s, dataTime, snaps, contents)
 	}
 	for _, c := range claims {
 		if c.Workspace != s.Workspace {
@@ -185,11 +198,44 @@ func conflicts(r Request, name string, s *Snapshot, dataTime time.Time, claims [
 				r.Namespace, c.Name, s.Workspace, what, newest.UTC().Format(time.RFC3339), dataTime.UTC().Format(time.RFC3339))
 		}
 	}
+	return newerRescue(r, s, dataTime, snaps, contents)
+}
+
+// newerRescue refuses s when another intact rescue of the janitor's of its
+// workspace (of its claim, without one) holds newer data: the workspace
+// has newer data than s even when every claim of it is gone
+// (docs/spec.md#restore-refusals). Archives do not count: they hold a superseded
+// claim's data, not the workspace's line (docs/spec.md#rule-lineage).
+func newerRescue(r Request, s *Snapshot, dataTime time.Time, snaps []Snapshot, contents map[string]inventory.Content) error {
+	for i := range snaps {
+		o := &snaps[i]
+		if o.UID == s.UID || !o.ManagedByJanitor || o.Superseded {
+			continue
+		}
+		same := o.Workspace == s.Workspace && s.Workspace != ""
+		if s.Workspace == "" {
+			same = o.SourceClaim == s.SourceClaim && s.SourceClaim != ""
+		}
+		if !same {
+			continue
+		}
+		if ok, _ := classify.Intact(&o.Snapshot, contents); !ok {
+			continue
+		}
+		if d := classify.DataTime(&o.Snapshot, nil); d.After(dataTime) {
+			what := "workspace " + s.Workspace
+			if s.Workspace == "" {
+				what = "claim " + s.SourceClaim
+			}
+			return refuse("rescue %s/%s of %s holds newer data (data time %s, after the snapshot's data time %s): restore beside it with --allow-older (and --as)",
+				r.Namespace, o.Name, what, d.UTC().Format(time.RFC3339), dataTime.UTC().Format(time.RFC3339))
+		}
+	}
 	return nil
 }
 
 // manifest builds the new claim from the template (nil: from the flags).
-func manifest(r Request, name string, s *Snapshot, t *Template) (*corev1.PersistentVolumeClaim, []string, error) {
+func manifest(r Request, name string, s *Snapshot, t *Template, dataTime time.Time) (*corev1.PersistentVolumeClaim, []string, error) {
 	if t == nil {
 		var missing []string
 		if r.StorageClass == "" {
@@ -225,6 +271,9 @@ func manifest(r Request, name string, s *Snapshot, t *Template) (*corev1.Persist
 		pvc.Annotations = map[string]string{}
 	}
 	pvc.Annotations[AnnotationRestoredFrom] = s.Name
+	// The provenance: until it is used, the new claim holds data of this
+	// time, however recently it was created (docs/spec.md#rule-restored-data-time).
+	pvc.Annotations[AnnotationRestoredDataTime] = dataTime.UTC().Format(time.RFC3339)
 	for _, m := range t.AccessModes {
 		pvc.Spec.AccessModes = append(pvc.Spec.AccessModes, corev1.PersistentVolumeAccessMode(m))
 	}

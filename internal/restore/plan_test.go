@@ -63,12 +63,14 @@ func TestPlan(t *testing.T) {
 		want   string // snapshot chosen, or the refusal's start
 		as     string // the new claim's name
 	}{
-		{name: "by claim: the newest intact rescue of that name", req: Request{Claim: "a"}, want: "a-rescue-2", as: "a"},
-		{name: "by claim: a snapshot not ready is skipped, a foreign one never counts", req: Request{Claim: "a"}, want: "a-rescue-2", as: "a"},
+		// b-rescue-1 holds newer data of workspace w than any rescue of
+		// a: restoring a takes --allow-older (TestPlanRefusesOlderData).
+		{name: "by claim: the newest intact rescue of that name", req: Request{Claim: "a", AllowOlder: true}, want: "a-rescue-2", as: "a"},
+		{name: "by claim: a snapshot not ready is skipped, a foreign one never counts", req: Request{Claim: "a", AllowOlder: true}, want: "a-rescue-2", as: "a"},
 		{name: "by workspace: the newest data of any claim of it", req: Request{Workspace: "w"}, want: "b-rescue-1", as: "b"},
 		{name: "by workspace with --as", req: Request{Workspace: "w", As: "restored"}, want: "b-rescue-1", as: "restored"},
 		{name: "--from a foreign snapshot with class and size", req: Request{From: "manual", As: "x", StorageClass: "fast"}, want: "manual", as: "x"},
-		{name: "--from a janitor rescue keeps its template's name", req: Request{From: "a-rescue-1"}, want: "a-rescue-1", as: "a"},
+		{name: "--from a janitor rescue keeps its template's name", req: Request{From: "a-rescue-1", AllowOlder: true}, want: "a-rescue-1", as: "a"},
 		{name: "refused: no rescue of the claim", req: Request{Claim: "zz"}, want: "!no rescue of claim ws/zz found"},
 		{name: "refused: no intact rescue (names why)", req: Request{Claim: "a"}, snaps: []Snapshot{notReady}, want: "!no intact rescue of claim ws/a: a-rescue-3 (not ready to use)"},
 		{name: "refused: --from not found", req: Request{From: "nope"}, want: "!snapshot ws/nope not found"},
@@ -76,13 +78,13 @@ func TestPlan(t *testing.T) {
 		{name: "refused: --from without template needs a class", req: Request{From: "manual", As: "x"}, want: "!snapshot ws/manual carries no claim template: --storage-class required"},
 		{name: "refused: a claim of that name exists", req: Request{Claim: "a"}, claims: []Claim{{Name: "a", Workspace: "w", State: classify.Rescued, Created: *at(0), OrphanedSince: at(30)}}, want: "!claim ws/a exists: restore under another name with --as"},
 		{name: "refused: a claim of that name is terminating", req: Request{Claim: "a"}, claims: []Claim{{Name: "a", DeletionTimestamp: at(45)}}, want: "!claim ws/a exists and is being deleted"},
-		{name: "the rescued claim itself, still there, does not block --as", req: Request{Claim: "a", As: "a2"}, claims: []Claim{{Name: "a", Workspace: "w", State: classify.Rescued, Created: *at(0), OrphanedSince: at(30)}}, want: "a-rescue-2", as: "a2"},
+		{name: "the rescued claim itself, still there, does not block --as", req: Request{Claim: "a", As: "a2", AllowOlder: true}, claims: []Claim{{Name: "a", Workspace: "w", State: classify.Rescued, Created: *at(0), OrphanedSince: at(30)}}, want: "a-rescue-2", as: "a2"},
 		{name: "refused: a claim of the workspace in use", req: Request{Claim: "a", As: "a2"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.InUse, Created: *at(0)}}, want: "!claim ws/c of workspace w is InUse"},
 		{name: "refused: a claim of the workspace attached", req: Request{Claim: "a", As: "a2"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Attached, Created: *at(0)}}, want: "!claim ws/c of workspace w is Attached"},
 		{name: "refused: a claim of the workspace created after the data", req: Request{Claim: "a"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Young, Created: *at(35)}}, want: "!claim ws/c of workspace w may hold newer data (created 2026-12-01T12:35:00Z"},
 		{name: "refused: a claim of the workspace used after the data", req: Request{Claim: "a"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Orphaned, Created: *at(0), OrphanedSince: at(31)}}, want: "!claim ws/c of workspace w may hold newer data (last used 2026-12-01T12:31:00Z"},
 		{name: "--allow-older restores beside newer data", req: Request{Claim: "a", AllowOlder: true}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.InUse, Created: *at(0)}}, want: "a-rescue-2", as: "a"},
-		{name: "a claim of another workspace does not block", req: Request{Claim: "a"}, claims: []Claim{{Name: "c", Workspace: "other", State: classify.InUse, Created: *at(99)}}, want: "a-rescue-2", as: "a"},
+		{name: "a claim of another workspace does not block", req: Request{Claim: "b"}, claims: []Claim{{Name: "c", Workspace: "other", State: classify.InUse, Created: *at(99)}}, want: "b-rescue-1", as: "b"},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
@@ -113,7 +115,7 @@ func TestPlan(t *testing.T) {
 				t.Errorf("annotations %v: no restored-from", res.Claim.Annotations)
 			}
 			for k := range res.Claim.Annotations {
-				if strings.HasPrefix(k, inventory.Prefix) && k != AnnotationRestoredFrom {
+				if strings.HasPrefix(k, inventory.Prefix) && k != AnnotationRestoredFrom && k != AnnotationRestoredDataTime {
 					t.Errorf("the restored claim carries the janitor's key %s", k)
 				}
 			}
@@ -158,5 +160,59 @@ func TestPlanManifestFollowsTheTemplate(t *testing.T) {
 	}
 	if _, err := Plan(Request{Namespace: "ws", Claim: "a", Size: "lots"}, []Snapshot{s}, contentsOf(s), nil); err == nil {
 		t.Errorf("a bad --size: no refusal")
+	}
+}
+
+// TestPlanRefusesOlderData is finding 2 of issue 23 in restore's refusals
+// (docs/spec.md#restore-refusals): alice-2 held the newest data and was
+// reaped (rescue r2); restoring alice-1 from its older rescue r1 is refused
+// unless --allow-older, which restores beside it with the provenance
+// (docs/spec.md#rule-restored-data-time).
+func TestPlanRefusesOlderData(t *testing.T) {
+	r1 := rescue("r1", "alice-1", "alice", 10, 11)
+	r2 := rescue("r2", "alice-2", "alice", 30, 31)
+	snaps := []Snapshot{r1, r2}
+	contents := contentsOf(snaps...)
+	_, err := Plan(Request{Namespace: "ws", Claim: "alice-1"}, snaps, contents, nil)
+	var ref *Refusal
+	if !errors.As(err, &ref) || !strings.Contains(err.Error(), "rescue ws/r2 of workspace alice holds newer data") {
+		t.Fatalf("restore ws/alice-1: %v, want a refusal naming r2", err)
+	}
+	res, err := Plan(Request{Namespace: "ws", Claim: "alice-1", As: "alice-old", AllowOlder: true}, snaps, contents, nil)
+	if err != nil {
+		t.Fatalf("--allow-older: %v", err)
+	}
+	a := res.Claim.Annotations
+	if res.Snapshot.Name != "r1" || a[AnnotationRestoredFrom] != "r1" || a[AnnotationRestoredDataTime] != at(10).Format(time.RFC3339) {
+		t.Errorf("--allow-older restores %s with annotations %v, want r1 with its data time %s", res.Snapshot.Name, a, at(10).Format(time.RFC3339))
+	}
+	// The newest rescue itself is not refused; nor is one of another workspace.
+	if _, err := Plan(Request{Namespace: "ws", Claim: "alice-2"}, snaps, contents, nil); err != nil {
+		t.Errorf("restore ws/alice-2: %v", err)
+	}
+	// An archive of newer data is no reason to refuse: it is not the workspace's line.
+	arch := rescue("a9", "alice-9", "alice", 50, 51)
+	arch.Superseded = true
+	withArch := []Snapshot{r1, r2, arch}
+	if _, err := Plan(Request{Namespace: "ws", Claim: "alice-2"}, withArch, contentsOf(withArch...), nil); err != nil {
+		t.Errorf("restore ws/alice-2 beside a newer archive: %v", err)
+	}
+}
+
+// TestPlanWorkspacePicksARescueBeforeAnArchive is finding 3 of issue 23 in
+// restore (docs/spec.md#retention-archives): of equal data time, --workspace
+// restores the rescue, whatever the names.
+func TestPlanWorkspacePicksARescueBeforeAnArchive(t *testing.T) {
+	r2 := rescue("alice-2-rescue", "alice-2", "alice", 30, 31)
+	arch := rescue("zz-archive", "alice-1", "alice", 30, 32)
+	arch.Superseded = true
+	for _, snaps := range [][]Snapshot{{r2, arch}, {arch, r2}} {
+		res, err := Plan(Request{Namespace: "ws", Workspace: "alice", As: "x"}, snaps, contentsOf(snaps...), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Snapshot.Name != "alice-2-rescue" {
+			t.Errorf("--workspace restores %s, want the rescue alice-2-rescue", res.Snapshot.Name)
+		}
 	}
 }

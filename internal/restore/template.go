@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 )
 
@@ -25,7 +26,11 @@ const AnnotationTemplate = inventory.Prefix + "claim"
 const AnnotationTemplateDropped = inventory.Prefix + "claim-dropped"
 
 // AnnotationRestoredFrom on a restored claim names its snapshot.
-const AnnotationRestoredFrom = inventory.Prefix + "restored-from"
+const AnnotationRestoredFrom = classify.AnnotationRestoredFrom
+
+// AnnotationRestoredDataTime on a restored claim is its snapshot's data
+// time (docs/spec.md#rule-restored-data-time).
+const AnnotationRestoredDataTime = classify.AnnotationRestoredDataTime
 
 // MaxTemplate bounds the template's JSON (docs/spec.md#rescue: 16 KiB).
 const MaxTemplate = 16 << 10

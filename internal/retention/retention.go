@@ -44,6 +44,11 @@ type Claim struct {
 	Bound bool
 	// RestoresFrom is the snapshot its dataSourceRef (or dataSource) names.
 	RestoresFrom string
+	// Created is its creationTimestamp; RestoredDataTime its
+	// pvc-janitor.io/restored-data-time, for a restored claim (raw: the
+	// judge reads it, docs/spec.md#rule-restored-data-time).
+	Created          time.Time
+	RestoredDataTime string
 }
 
 // Verdict is the decision on one rescue.
@@ -100,6 +105,11 @@ func ranks(rescues []Rescue) []int {
 		if !da.Equal(db) {
 			return da.After(db)
 		}
+		// docs/spec.md#retention-archives: an archive ranks after a
+		// rescue of equal data.
+		if ra.Superseded != rb.Superseded {
+			return !ra.Superseded
+		}
 		return ra.Name > rb.Name
 	})
 	rank := make([]int, len(rescues))
@@ -140,47 +150,73 @@ func candidate(p Policy, r *Rescue, rank int, now time.Time) (bool, string) {
 	return true, why
 }
 
-// lastCopies marks, per group, the newest intact rescue when no claim of
-// the group is InUse or Rescued by a newer snapshot: it is the only copy of
-// the workspace's last data.
+// lastCopies marks the intact rescues that the judge says are the last
+// intact copy of their data (docs/spec.md#retention-last-copy, docs/spec.md#rule-lineage):
+// no other rescue, no claim in use that carries the workspace's line past
+// it, no rescue of a claim holds it. An older claim in use (a lingering
+// pod) or a restored claim of older data holds none of it; an archive never
+// holds a rescue's data, and a rescue of equal data holds an archive's.
 func lastCopies(rescues []Rescue, contents map[string]inventory.Content, claims []Claim) []bool {
-	newest := map[string]int{}
-	for i := range rescues {
-		r := &rescues[i]
-		if ok, _ := classify.Intact(&r.Snapshot, contents); !ok {
-			continue
-		}
-		g := group(r)
-		j, seen := newest[g]
-		if !seen || classify.DataTime(&r.Snapshot, nil).After(classify.DataTime(&rescues[j].Snapshot, nil)) {
-			newest[g] = i
-		}
-	}
+	l, at := judge(rescues, contents, claims)
 	out := make([]bool, len(rescues))
-	for g, i := range newest {
-		out[i] = !movedOn(g, &rescues[i], claims)
+	for i := range rescues {
+		out[i] = l.Copies[at[i]].Intact && l.LastCopy(at[i])
 	}
 	return out
 }
 
-// movedOn: a claim of the rescue's group is in use, or rescued by a
-// snapshot with newer data than r.
-func movedOn(g string, r *Rescue, claims []Claim) bool {
-	data := classify.DataTime(&r.Snapshot, nil)
+// judge builds the lineage of the namespace's rescues and claims; at maps
+// each rescue to its copy. A Rescued claim's rescue is a copy too (the
+// classifier found it intact), also when it is not one of the janitor's.
+func judge(rescues []Rescue, contents map[string]inventory.Content, claims []Claim) (*classify.Lineage, []int) {
+	ns := ""
+	if len(rescues) > 0 {
+		ns = rescues[0].Namespace
+	}
+	copies := make([]classify.Copy, 0, len(rescues)+2*len(claims))
+	byUID := make(map[types.UID]int, len(claims))
 	for i := range claims {
 		c := &claims[i]
-		in := (r.Workspace != "" && c.Workspace == r.Workspace) || (r.Workspace == "" && c.UID == r.SourceUID)
-		if !in {
+		cp := claimCopy(ns, c)
+		byUID[c.UID] = len(copies)
+		copies = append(copies, cp)
+	}
+	mine := make(map[types.UID]bool, len(rescues))
+	at := make([]int, len(rescues))
+	for i := range rescues {
+		s := &rescues[i].Snapshot
+		mine[s.UID] = true
+		at[i] = len(copies)
+		copies = append(copies, snapCopy(s, contents, copies, byUID))
+	}
+	for i := range claims {
+		c := &claims[i]
+		if c.State != classify.Rescued || c.Rescue == nil || mine[c.Rescue.UID] {
 			continue
 		}
-		if c.State == classify.InUse || c.State == classify.Attached {
-			return true
-		}
-		if c.State == classify.Rescued && c.Rescue != nil && c.Rescue.UID != r.UID && classify.DataTime(c.Rescue, nil).After(data) {
-			return true
-		}
+		cp := snapCopy(c.Rescue, contents, copies, byUID)
+		cp.Workspace = copies[byUID[c.UID]].Workspace
+		cp.Kind, cp.Intact, cp.Source = classify.CopyRescue, true, c.UID
+		copies = append(copies, cp)
 	}
-	return false
+	return classify.NewLineage(copies), at
+}
+
+func claimCopy(ns string, c *Claim) classify.Copy {
+	cl := &inventory.Claim{Namespace: ns, Name: c.Name, UID: c.UID, CreationTimestamp: c.Created, Phase: "Bound",
+		Labels: inventory.ClaimLabels{Workspace: c.Workspace}}
+	if c.RestoredDataTime != "" {
+		cl.Annotations = map[string]string{classify.AnnotationRestoredDataTime: c.RestoredDataTime}
+	}
+	return classify.ClaimCopy(cl, &classify.Decision{Claim: cl, State: c.State}, time.Time{})
+}
+
+func snapCopy(s *inventory.Snapshot, contents map[string]inventory.Content, copies []classify.Copy, byUID map[types.UID]int) classify.Copy {
+	var src *classify.Copy
+	if j, ok := byUID[s.SourceUID]; ok && s.SourceUID != "" {
+		src = &copies[j]
+	}
+	return classify.SnapshotCopy(s, contents, src)
 }
 
 // protected is why a candidate is kept whatever the retention, or "".

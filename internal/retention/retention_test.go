@@ -52,7 +52,8 @@ func TestDecide(t *testing.T) {
 	// Workspace w: claim a rescued twice (old, new), claim b rescued once
 	// with the newest data; none of the claims exists any more.
 	base := []Rescue{r("a-1", "a", "w", 300), r("a-2", "a", "w", 200), r("b-1", "b", "w", 100)}
-	inUse := []Claim{{UID: "uid-c", Name: "c", Workspace: "w", State: classify.InUse}}
+	// c is a newer claim of the workspace (created an hour ago), in use.
+	inUse := []Claim{{UID: "uid-c", Name: "c", Workspace: "w", State: classify.InUse, Created: *ago(1)}}
 	rows := []struct {
 		name    string
 		policy  Policy
@@ -112,6 +113,71 @@ func TestDecide(t *testing.T) {
 				want := false
 				for _, n := range row.prune {
 					want = want || n == x.Name
+				}
+				if v := vs[x.Name]; v.Prune != want {
+					t.Errorf("%s: prune %v (%s), want %v", x.Name, v.Prune, v.Reason, want)
+				}
+			}
+			for n, why := range row.reasons {
+				if !strings.Contains(vs[n].Reason, why) {
+					t.Errorf("%s: reason %q, want it to say %q", n, vs[n].Reason, why)
+				}
+			}
+		})
+	}
+}
+
+// TestDecideAsksTheLineage is findings 2 and 3 of issue 23 in retention
+// (docs/spec.md#retention-last-copy, docs/spec.md#retention-archives): a claim in use
+// shields a rescue only when it carries the workspace's line past the
+// rescue's data; an archive never shields itself over a rescue of newer or
+// equal data and ranks after it.
+func TestDecideAsksTheLineage(t *testing.T) {
+	archived := func(x Rescue) Rescue { x.Superseded = true; return x }
+	r2 := r("alice-2-rescue", "alice-2", "alice", 100)
+	r1 := r("alice-1-rescue", "alice-1", "alice", 300)
+	rows := []struct {
+		name    string
+		policy  Policy
+		rescues []Rescue
+		claims  []Claim
+		kept    []string // every other rescue is pruned
+		reasons map[string]string
+	}{
+		{name: "a restored claim of older data in use does not shield the newest rescue (the issue's sequence)", policy: Policy{KeepFor: time.Hour},
+			rescues: []Rescue{r1, r2},
+			claims: []Claim{{UID: "uid-old", Name: "alice-old", Workspace: "alice", State: classify.InUse, Created: *ago(1),
+				RestoredDataTime: ago(300).Format(time.RFC3339)}},
+			kept: []string{"alice-2-rescue"}, reasons: map[string]string{"alice-2-rescue": "the only copy"}},
+		{name: "a restored claim of the newest data in use holds it", policy: Policy{KeepFor: time.Hour},
+			rescues: []Rescue{r1, r2},
+			claims: []Claim{{UID: "uid-new", Name: "alice-new", Workspace: "alice", State: classify.InUse, Created: *ago(1),
+				RestoredDataTime: ago(50).Format(time.RFC3339)}},
+			kept: nil},
+		{name: "an older claim kept in use by a lingering pod does not shield a newer rescue", policy: Policy{KeepFor: time.Hour},
+			rescues: []Rescue{r2},
+			claims:  []Claim{{UID: "uid-alice-1", Name: "alice-1", Workspace: "alice", State: classify.InUse, Created: *ago(500)}},
+			kept:    []string{"alice-2-rescue"}},
+		{name: "--keep-for: an archive of equal data time is held by the rescue, the rescue by nothing", policy: Policy{KeepFor: time.Hour},
+			rescues: []Rescue{archived(r("zz-archive", "alice-1", "alice", 100)), r2},
+			kept:    []string{"alice-2-rescue"}, reasons: map[string]string{"alice-2-rescue": "the only copy"}},
+		{name: "--keep-last 1: the rescue ranks before an archive of equal data time", policy: Policy{KeepLast: 1},
+			rescues: []Rescue{archived(r("zz-archive", "alice-1", "alice", 100)), r2},
+			kept:    []string{"alice-2-rescue"}, reasons: map[string]string{"alice-2-rescue": "kept by --keep-last 1"}},
+		{name: "an archive of newer data never shields itself over the rescue", policy: Policy{KeepFor: time.Hour},
+			rescues: []Rescue{archived(r("zz-archive", "alice-1", "alice", 50)), r2},
+			kept:    []string{"zz-archive", "alice-2-rescue"}},
+		{name: "two rescues of equal data of two sessions: both kept", policy: Policy{KeepFor: time.Hour},
+			rescues: []Rescue{r("alice-1-rescue", "alice-1", "alice", 100), r2},
+			kept:    []string{"alice-1-rescue", "alice-2-rescue"}},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			vs := verdicts(Decide(row.policy, row.rescues, contents(row.rescues), row.claims, now))
+			for _, x := range row.rescues {
+				want := true
+				for _, n := range row.kept {
+					want = want && n != x.Name
 				}
 				if v := vs[x.Name]; v.Prune != want {
 					t.Errorf("%s: prune %v (%s), want %v", x.Name, v.Prune, v.Reason, want)

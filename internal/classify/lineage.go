@@ -1,0 +1,440 @@
+package classify
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// Provenance annotations (docs/spec.md#rule-restored-data-time).
+const (
+	// AnnotationRestoredFrom on a restored claim names the snapshot it was
+	// restored from.
+	AnnotationRestoredFrom = inventory.Prefix + "restored-from"
+	// AnnotationRestoredDataTime on a restored claim is the data time (RFC
+	// 3339) of the snapshot it was restored from: until the claim is used
+	// again, that is the newest data it holds.
+	AnnotationRestoredDataTime = inventory.Prefix + "restored-data-time"
+	// AnnotationLastUsed on a claim is the last use the janitor saw (RFC
+	// 3339, the API server's clock).
+	AnnotationLastUsed = inventory.Prefix + "last-used"
+)
+
+// CopyKind is what a copy of a workspace's data is (docs/spec.md#rule-lineage).
+type CopyKind uint8
+
+// The kinds of copy. Their order is the order in which copies of equal data
+// time are preferred: a live claim, a restored claim, the janitor's rescue,
+// someone else's snapshot, and last an archive (docs/spec.md#retention-archives).
+const (
+	CopyClaim CopyKind = iota + 1
+	CopyRestored
+	CopyRescue
+	CopyForeign
+	CopyArchive
+)
+
+var copyKindNames = [...]string{"", "claim", "restored-claim", "rescue", "foreign-snapshot", "archive"}
+
+func (k CopyKind) String() string {
+	if int(k) < len(copyKindNames) {
+		return copyKindNames[k]
+	}
+	return "unknown"
+}
+
+// WorkspaceKey names a workspace: a namespace and a workspace label value,
+// or, for a claim without one, the claim's own name (Own).
+type WorkspaceKey struct {
+	Namespace string
+	Name      string
+	Own       bool
+}
+
+// Copy is one copy of a workspace's data with its data time and provenance.
+type Copy struct {
+	Kind      CopyKind
+	Workspace WorkspaceKey
+	Name      string
+	UID       types.UID
+	// Source is the claim whose data it is: a claim's own UID, a snapshot's
+	// pvc-janitor.io/source-uid ("" when unknown); SourceName its name.
+	Source     types.UID
+	SourceName string
+	// DataTime is the newest moment whose writes it can hold.
+	DataTime time.Time
+	// Base is how far the workspace's line reaches in it: it holds the
+	// workspace's writes up to Base, not only its own. A claim's is its
+	// creation (a newer claim carries the workspace on); a restored
+	// claim's, and a snapshot of one, the data time it was restored from;
+	// any other snapshot's, its data time.
+	Base time.Time
+	// Intact: a snapshot that is intact (docs/spec.md#rule-intact); a claim
+	// that is not being deleted and not Lost.
+	Intact bool
+	// InUse: a claim in use now (InUse or Attached).
+	InUse bool
+	// Recorded: a janitor's rescue whose data time is recorded.
+	Recorded bool
+	// Retain: a snapshot whose content has deletionPolicy Retain.
+	Retain bool
+	// Claim or Snapshot is the inventory object, when built from one.
+	Claim    *inventory.Claim
+	Snapshot *inventory.Snapshot
+}
+
+// Lineage is every copy of each workspace's data (docs/spec.md#rule-lineage). It is
+// the one judge that destructive decisions ask where a workspace's newest
+// data is and whether a copy is the last one holding some data.
+type Lineage struct {
+	Copies []Copy
+	// heads maps a workspace to its first copy; next chains the others.
+	heads map[WorkspaceKey]int32
+	next  []int32
+}
+
+// NewLineage indexes copies by workspace; it keeps the slice.
+func NewLineage(copies []Copy) *Lineage {
+	l := &Lineage{Copies: copies, heads: make(map[WorkspaceKey]int32, len(copies)/2+1), next: make([]int32, len(copies))}
+	for i := range copies {
+		k := copies[i].Workspace
+		if h, ok := l.heads[k]; ok {
+			l.next[i] = h
+		} else {
+			l.next[i] = -1
+		}
+		l.heads[k] = int32(i)
+	}
+	return l
+}
+
+// BuildLineage lists the copies of every workspace of inv. ds are the
+// decisions of inv.Claims (same order; nil when not classified: then no
+// claim is in use and orphaned-since is read from the mark only); now is
+// the data time of a claim in use.
+func BuildLineage(inv *inventory.Inventory, ds []Decision, now time.Time) *Lineage {
+	n := len(inv.Claims)
+	for _, list := range inv.Snapshots {
+		n += len(list)
+	}
+	copies := make([]Copy, 0, n)
+	byName := make(map[nsName]int32, len(inv.Claims))
+	for i := range inv.Claims {
+		cl := &inv.Claims[i]
+		var d *Decision
+		if ds != nil {
+			d = &ds[i]
+		}
+		copies = append(copies, ClaimCopy(cl, d, now))
+		byName[nsName{cl.Namespace, cl.Name}] = int32(i)
+	}
+	for ns, list := range inv.Snapshots {
+		for j := range list {
+			s := &list[j]
+			var src *Copy
+			if i, ok := byName[nsName{ns, s.SourceClaim}]; ok && s.SourceClaim != "" {
+				if c := &copies[i]; (s.SourceUID == "" || s.SourceUID == c.UID) && !s.CreationTimestamp.Before(c.Claim.CreationTimestamp) {
+					src = c
+				}
+			}
+			copies = append(copies, SnapshotCopy(s, inv.Contents, src))
+		}
+	}
+	return NewLineage(copies)
+}
+
+// ClaimKey is the workspace of a claim.
+func ClaimKey(cl *inventory.Claim) WorkspaceKey {
+	if cl.Labels.Workspace != "" {
+		return WorkspaceKey{Namespace: cl.Namespace, Name: cl.Labels.Workspace}
+	}
+	return WorkspaceKey{Namespace: cl.Namespace, Name: cl.Name, Own: true}
+}
+
+// SnapshotKey is the workspace of a snapshot: its workspace label, else
+// its source claim's own.
+func SnapshotKey(s *inventory.Snapshot) WorkspaceKey {
+	if s.Workspace != "" {
+		return WorkspaceKey{Namespace: s.Namespace, Name: s.Workspace}
+	}
+	return WorkspaceKey{Namespace: s.Namespace, Name: s.SourceClaim, Own: true}
+}
+
+// ClaimCopy is a claim as a copy. d is its decision (nil: not classified).
+func ClaimCopy(cl *inventory.Claim, d *Decision, now time.Time) Copy {
+	c := Copy{Kind: CopyClaim, Workspace: ClaimKey(cl), Name: cl.Name, UID: cl.UID, Source: cl.UID, SourceName: cl.Name,
+		Base: cl.CreationTimestamp, Intact: cl.DeletionTimestamp == nil && cl.Phase != "Lost", Claim: cl}
+	if d != nil {
+		c.InUse = d.State == InUse || d.State == Attached
+	}
+	restored, rok := RestoredDataTime(cl)
+	if rok {
+		c.Kind, c.Base = CopyRestored, restored
+	}
+	c.DataTime = ClaimDataTime(cl, d, now)
+	return c
+}
+
+// ClaimDataTime is the newest moment whose writes claim cl can hold
+// (docs/spec.md#rule-restored-data-time): now while it is in use; else the
+// last use the janitor saw (its orphaned-since, or the last-used
+// annotation); a restored claim not used since its restore, the data time
+// it was restored from; without any of these, now (unknown is newest: the
+// safe side for the copy itself).
+func ClaimDataTime(cl *inventory.Claim, d *Decision, now time.Time) time.Time {
+	if d != nil && (d.State == InUse || d.State == Attached) {
+		return now
+	}
+	used, uok := lastUsed(cl)
+	if restored, ok := RestoredDataTime(cl); ok {
+		// Marked orphaned on its first scan is no use: only a seen use
+		// (the last-used record) after the restore adds new data.
+		if uok && used.After(cl.CreationTimestamp) && used.After(restored) {
+			return used
+		}
+		return restored
+	}
+	var t time.Time
+	ok := false
+	if d != nil && d.OrphanedSince != nil {
+		t, ok = *d.OrphanedSince, true
+	} else if raw, has := cl.Annotations[inventory.AnnotationOrphanedSince]; has {
+		if m, err := time.Parse(time.RFC3339, raw); err == nil {
+			t, ok = m, true
+		}
+	}
+	if uok && (!ok || used.After(t)) {
+		t, ok = used, true
+	}
+	if !ok {
+		return now
+	}
+	return t
+}
+
+// RestoredDataTime is the data time a restored claim was restored from
+// (pvc-janitor.io/restored-data-time), when it is one and it parses.
+func RestoredDataTime(cl *inventory.Claim) (time.Time, bool) {
+	raw, ok := cl.Annotations[AnnotationRestoredDataTime]
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, raw)
+	if err != nil {
+		// A restored claim whose provenance does not parse: its data is
+		// of no known time; the zero time never counts as newer data.
+		return time.Time{}, true
+	}
+	return t, true
+}
+
+func lastUsed(cl *inventory.Claim) (time.Time, bool) {
+	raw, ok := cl.Annotations[AnnotationLastUsed]
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, raw)
+	return t, err == nil
+}
+
+// SnapshotCopy is a snapshot as a copy. src is its source claim's copy when
+// the claim is in the inventory (nil otherwise).
+func SnapshotCopy(s *inventory.Snapshot, contents map[string]inventory.Content, src *Copy) Copy {
+	c := Copy{Workspace: SnapshotKey(s), Name: s.Name, UID: s.UID, Source: s.SourceUID, SourceName: s.SourceClaim, Snapshot: s}
+	switch {
+	case !s.ManagedByJanitor:
+		c.Kind = CopyForeign
+	case s.Superseded:
+		c.Kind = CopyArchive
+	default:
+		c.Kind = CopyRescue
+	}
+	var since *time.Time
+	if src != nil && c.Kind == CopyForeign && src.Claim != nil && src.Kind == CopyClaim && !src.InUse {
+		t := src.DataTime
+		since = &t
+	}
+	c.DataTime = DataTime(s, since)
+	c.Base = c.DataTime
+	if src != nil {
+		if c.Source == "" {
+			c.Source = src.UID
+		}
+		if src.Kind == CopyRestored && src.Base.Before(c.Base) {
+			c.Base = src.Base
+		}
+	}
+	c.Intact, _ = Intact(s, contents)
+	c.Recorded = DataTimeKnown(s)
+	c.Retain = contents[s.ContentName].DeletionPolicy == "Retain"
+	return c
+}
+
+// Holds reports whether copy y holds x's data (docs/spec.md#rule-lineage): y is
+// intact and either is x's own claim or a copy of the same claim at least as
+// new, or carries the workspace's line past x's data time: strictly past
+// it, or, when x is an archive and y is not, up to it (at equal data time a
+// rescue wins over an archive). An archive holds only its own claim's data;
+// someone else's snapshot (its data time is only an upper bound) holds only
+// its own claim's; a claim counts only while in use (an orphan's data goes
+// into a rescue of its own before it is reaped).
+func Holds(y, x *Copy) bool {
+	if !y.Intact || y == x || (y.UID != "" && y.UID == x.UID) {
+		return false
+	}
+	isClaim := y.Kind == CopyClaim || y.Kind == CopyRestored
+	if x.Source != "" && y.Source == x.Source {
+		if isClaim {
+			return true
+		}
+		return !y.DataTime.Before(x.DataTime)
+	}
+	switch {
+	case y.Kind == CopyArchive || y.Kind == CopyForeign:
+		return false
+	case isClaim && !y.InUse:
+		return false
+	case x.Kind == CopyArchive:
+		return !y.Base.Before(x.DataTime)
+	}
+	return y.Base.After(x.DataTime)
+}
+
+// HeldBy is the index of a copy of x's workspace that holds copy i's data,
+// or -1: copy i is the last intact copy of it.
+func (l *Lineage) HeldBy(i int) int {
+	x := &l.Copies[i]
+	for j := l.head(x.Workspace); j >= 0; j = l.next[j] {
+		if int(j) != i && Holds(&l.Copies[j], x) {
+			return int(j)
+		}
+	}
+	return -1
+}
+
+// LastCopy reports whether copy i is the last intact copy of its data.
+func (l *Lineage) LastCopy(i int) bool { return l.HeldBy(i) < 0 }
+
+// Newest is the copy of the workspace holding its newest data (-1 when it
+// has none) and whether another copy ties it. Of equal data times the kind
+// order decides (a claim, a restored claim, a rescue, someone else's
+// snapshot, an archive), then the name. Only intact copies count.
+func (l *Lineage) Newest(k WorkspaceKey) (best int, tie bool) {
+	best = -1
+	for j := l.head(k); j >= 0; j = l.next[j] {
+		c := &l.Copies[j]
+		if !c.Intact {
+			continue
+		}
+		if best < 0 {
+			best = int(j)
+			continue
+		}
+		b := &l.Copies[best]
+		if c.DataTime.Equal(b.DataTime) {
+			tie = true
+		}
+		if Newer(c, b) {
+			if !c.DataTime.Equal(b.DataTime) {
+				tie = false
+			}
+			best = int(j)
+		}
+	}
+	return best, tie
+}
+
+// IsNewest reports whether copy i holds its workspace's newest data, and
+// whether another copy holds data of the same time.
+func (l *Lineage) IsNewest(i int) (newest, tie bool) {
+	c := &l.Copies[i]
+	if !c.Intact {
+		return false, false
+	}
+	for j := l.head(c.Workspace); j >= 0; j = l.next[j] {
+		o := &l.Copies[j]
+		if int(j) == i || !o.Intact {
+			continue
+		}
+		switch {
+		case o.DataTime.After(c.DataTime):
+			return false, false
+		case o.DataTime.Equal(c.DataTime):
+			tie = true
+		}
+	}
+	return true, tie
+}
+
+// LastOfDataSince reports whether copy i is the only intact copy of its
+// workspace, of a kind that counts as holding the workspace's line
+// (a claim in use, a rescue), whose data is at least as new as t.
+func (l *Lineage) LastOfDataSince(i int, t time.Time) bool {
+	c := &l.Copies[i]
+	for j := l.head(c.Workspace); j >= 0; j = l.next[j] {
+		o := &l.Copies[j]
+		if int(j) == i || !o.Intact || o.Kind == CopyArchive || o.Kind == CopyForeign {
+			continue
+		}
+		if (o.Kind == CopyClaim || o.Kind == CopyRestored) && !o.InUse {
+			continue
+		}
+		if !o.Base.Before(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// Newer orders copies by data time, then kind (docs/spec.md#retention-archives), then
+// name (the higher first, as newerSnap does, so that the choice does not
+// depend on order).
+func Newer(a, b *Copy) bool {
+	if !a.DataTime.Equal(b.DataTime) {
+		return a.DataTime.After(b.DataTime)
+	}
+	if a.Kind != b.Kind {
+		return a.Kind < b.Kind
+	}
+	return a.Name > b.Name
+}
+
+// Of returns the indexes of a workspace's copies.
+func (l *Lineage) Of(k WorkspaceKey) []int {
+	var out []int
+	for j := l.head(k); j >= 0; j = l.next[j] {
+		out = append(out, int(j))
+	}
+	return out
+}
+
+func (l *Lineage) head(k WorkspaceKey) int32 {
+	if h, ok := l.heads[k]; ok {
+		return h
+	}
+	return -1
+}
+
+// lineTime is how far the workspace's line reaches in snapshot s, whose
+// data time is t: a snapshot of a restored claim in the inventory reaches
+// only as far as the data that claim was restored from
+// (docs/spec.md#rule-lineage), whatever was written to it since.
+func (c *classifier) lineTime(s *inventory.Snapshot, t time.Time) time.Time {
+	if s.SourceClaim == "" || c.ix.byName == nil {
+		return t
+	}
+	i, ok := c.ix.byName[nsName{s.Namespace, s.SourceClaim}]
+	if !ok {
+		return t
+	}
+	cl := &c.inv.Claims[i]
+	if (s.SourceUID != "" && s.SourceUID != cl.UID) || s.CreationTimestamp.Before(cl.CreationTimestamp) {
+		return t
+	}
+	if rt, ok := RestoredDataTime(cl); ok && rt.Before(t) {
+		return rt
+	}
+	return t
+}
