@@ -35,7 +35,9 @@ func attachedAt(pv, name string, attached bool, created time.Time) invOpt {
 }
 
 // lastUsedAt records a use the janitor saw at t (pvc-janitor.io/last-used).
-func lastUsedAt(t time.Time) claimOpt { return annot(inventory.AnnotationLastUsed, t.Format(time.RFC3339)) }
+func lastUsedAt(t time.Time) claimOpt {
+	return annot(inventory.AnnotationLastUsed, t.Format(time.RFC3339))
+}
 
 func attempts(n string, next time.Time) claimOpt {
 	return func(c *inventory.Claim) {
