@@ -15,6 +15,11 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
 )
 
+// defaultClockSkew is --clock-skew's default: a snapshot a test takes
+// counts as a claim's rescue only when cut that long after its
+// orphaned-since (docs/spec.md#rule-clock-skew).
+const defaultClockSkew = 2 * time.Second
+
 // TestSafetyV3Finding1StaleConditionAfterSeenUse: ws-a is rescued (R1).
 // The controller manager goes down (SIGSTOP: an upgrade, a restart), so the
 // claim's Unused condition stays True at its old time while pod p uses the
