@@ -446,7 +446,9 @@ func TestGuardPassesOnlyWhenNothingIsLost(t *testing.T) {
 	if code != 3 || !strings.Contains(stderr, "0 claims in scope, fewer than --min-claims 1") {
 		t.Errorf("guard on an empty scope by default: exit %d, want 3\n%s", code, stderr)
 	}
-	code, _, stderr = run(t, "guard", "-n", ns, "-l", "app.kubernetes.io/part-of=typo", "--min-claims", "0", "-o", "json")
+	// (--allow-delete-policy: the namespace still holds reaped's only copy,
+	// under deletionPolicy Delete, whatever the selector.)
+	code, _, stderr = run(t, "guard", "-n", ns, "-l", "app.kubernetes.io/part-of=typo", "--min-claims", "0", "--allow-delete-policy", "-o", "json")
 	if code != 0 {
 		t.Errorf("guard on an empty scope with --min-claims 0: exit %d, want 0\n%s", code, stderr)
 	}
