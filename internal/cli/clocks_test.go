@@ -8,9 +8,12 @@ package cli_test
 // (safety_truth_test.go).
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
 )
@@ -47,6 +50,13 @@ func TestSafetyV3Finding1StaleConditionAfterSeenUse(t *testing.T) {
 	}
 	if m := w.mark("ws-a"); m != "" {
 		t.Fatalf("setup: ws-a was seen in use, yet its orphaned-since mark %s stays", m)
+	}
+	c, err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Get(context.Background(), "ws-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lu, err := time.Parse(time.RFC3339, c.Annotations["pvc-janitor.io/last-used"]); err != nil || lu.Before(w.claims["ws-a"].Created) {
+		t.Errorf("ws-a was seen in use: last-used %q, want the server's time of that scan", c.Annotations["pvc-janitor.io/last-used"])
 	}
 	nextSecond(time.Now())
 	stop()
