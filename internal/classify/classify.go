@@ -112,7 +112,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 			if hasMark {
 				d.Reason = how + "; in use, so its orphaned-since mark is cleared"
 			}
-			c.recordUse(d, cl)
+			c.recordUse(d, cl, refs)
 		}
 		return false
 	}
@@ -138,7 +138,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 		d.Marks.OrphanedSince = removeIf(hasMark)
 		d.Marks.Phase = removeIf(hasPhase)
 		d.Marks.Attempts = removeIf(hasAttempts)
-		c.recordUse(d, cl)
+		c.recordUse(d, cl, refs)
 		return false
 	}
 	// The controller manager still counts a pod using the claim (Unused:
@@ -157,7 +157,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 		d.Marks.OrphanedSince = removeIf(hasMark)
 		d.Marks.Phase = removeIf(hasPhase)
 		d.Marks.Attempts = removeIf(hasAttempts)
-		c.recordUse(d, cl)
+		c.recordUse(d, cl, nil)
 		return false
 	}
 
@@ -192,7 +192,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 			}
 			d.Marks.Attempts = removeIf(hasAttempts)
 			d.Marks.setPhase(Attached, cl.Labels.Phase, hasPhase)
-			c.recordUse(d, cl)
+			c.recordUse(d, cl, nil)
 			return false
 		}
 	}
@@ -219,15 +219,17 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 
 // recordUse writes down the use of cl seen now as its last-used
 // (docs/spec.md#rule-last-used), when it matters and is not written yet:
-// when the claim is patched anyway (marks to remove), or when it carries an
-// Unused condition True, which contradicts the use (the controller manager
-// is down or lagging) and could date a later orphan period before it. A
-// claim in use whose condition agrees (False, or no condition and no marks)
-// is not written every run: the next orphan period is dated after the use
-// by the condition's next transition or by a fresh mark.
-func (c *classifier) recordUse(d *Decision, cl *inventory.Claim) {
-	stale := cl.Unused != nil && cl.Unused.Status == "True"
-	if !d.Marks.Changed() && !stale {
+// when the claim is patched anyway (marks to remove), or when a pod that
+// has not ended references it while its Unused condition says True: that
+// contradicts the use (the controller manager is down or lagging), and the
+// condition could date a later orphan period before it. A claim whose
+// condition agrees with what the controller manager counts (False; True
+// with only ended pods, workload templates or owners, which it does not
+// count; no condition and no marks) is not written every run: the next
+// orphan period is dated after the use by the condition's next transition
+// or by a fresh mark.
+func (c *classifier) recordUse(d *Decision, cl *inventory.Claim, refs []inventory.Referrer) {
+	if !d.Marks.Changed() && !contradicts(cl, refs) {
 		return
 	}
 	t := ceilSecs(c.now)
@@ -237,6 +239,21 @@ func (c *classifier) recordUse(d *Decision, cl *inventory.Claim) {
 		}
 	}
 	d.Marks.LastUsed, d.Marks.LastUsedValue = Set, t
+}
+
+// contradicts reports whether cl's Unused condition says True while a pod
+// that has not ended references it: the controller manager has not seen
+// that use (yet).
+func contradicts(cl *inventory.Claim, refs []inventory.Referrer) bool {
+	if cl.Unused == nil || cl.Unused.Status != "True" {
+		return false
+	}
+	for i := range refs {
+		if refs[i].Kind == "Pod" && !refs[i].Terminal {
+			return true
+		}
+	}
+	return false
 }
 
 // Since is a claim's orphaned-since as decided from its evidence (docs/spec.md#marks), with the mark to write.

@@ -193,6 +193,18 @@ var safetyCases = []classifyCase{
 		want: want{state: InUse, reason: "used by Pod ws/p", marks: keep, referrers: 1},
 	},
 	{
+		name: "v3 finding 1: Unused True with only a workload template referring agrees: not written every run",
+		inv: []invOpt{claims(pvc("a", unused("True", ago(2*time.Hour)))),
+			refs("a", inventory.Referrer{Kind: "Deployment", Namespace: "ws", Name: "ide", Detail: "volume d"})},
+		want: want{state: InUse, reason: "used by Deployment ws/ide", marks: keep, referrers: 1},
+	},
+	{
+		name: "v3 finding 1: Unused True with only an ended pod referring agrees: not written every run",
+		inv: []invOpt{claims(pvc("a", unused("True", ago(2*time.Hour)))),
+			refs("a", inventory.Referrer{Kind: "Pod", Namespace: "ws", Name: "job-1", Detail: "volume d", Terminal: true})},
+		want: want{state: InUse, reason: "used by Pod ws/job-1", marks: keep, referrers: 1},
+	},
+	{
 		name: "v3 finding 1: a held claim in use records the use with the mark's removal",
 		inv:  []invOpt{claims(pvc("a", label(inventory.KeyHold, "true"), marked(ago(2*time.Hour)), lastUsedAt(ago(3*time.Hour)))), refs("a", pod("p", "volume d"))},
 		want: want{state: Held, reason: "in use, so its orphaned-since mark is cleared", marks: usedNow(Marks{OrphanedSince: Remove}), referrers: 1},
