@@ -112,6 +112,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 			if hasMark {
 				d.Reason = how + "; in use, so its orphaned-since mark is cleared"
 			}
+			c.recordUse(d, cl, refs)
 		}
 		return false
 	}
@@ -137,6 +138,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 		d.Marks.OrphanedSince = removeIf(hasMark)
 		d.Marks.Phase = removeIf(hasPhase)
 		d.Marks.Attempts = removeIf(hasAttempts)
+		c.recordUse(d, cl, refs)
 		return false
 	}
 	// The controller manager still counts a pod using the claim (Unused:
@@ -155,6 +157,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 		d.Marks.OrphanedSince = removeIf(hasMark)
 		d.Marks.Phase = removeIf(hasPhase)
 		d.Marks.Attempts = removeIf(hasAttempts)
+		c.recordUse(d, cl, nil)
 		return false
 	}
 
@@ -189,6 +192,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 			}
 			d.Marks.Attempts = removeIf(hasAttempts)
 			d.Marks.setPhase(Attached, cl.Labels.Phase, hasPhase)
+			c.recordUse(d, cl, nil)
 			return false
 		}
 	}
@@ -204,10 +208,52 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 	if ev.UsedAfterMark {
 		d.Marks.Attempts = removeIf(hasAttempts)
 	}
+	if ev.LastUsed {
+		d.Marks.LastUsed, d.Marks.LastUsedValue = Set, ev.LastUsedValue
+	}
 	if ev.Note != "" {
 		d.Reason = ev.Note
 	}
 	return true
+}
+
+// recordUse writes down the use of cl seen now as its last-used
+// (docs/spec.md#rule-last-used), when it matters and is not written yet:
+// when the claim is patched anyway (marks to remove), or when a pod that
+// has not ended references it while its Unused condition says True: that
+// contradicts the use (the controller manager is down or lagging), and the
+// condition could date a later orphan period before it. A claim whose
+// condition agrees with what the controller manager counts (False; True
+// with only ended pods, workload templates or owners, which it does not
+// count; no condition and no marks) is not written every run: the next
+// orphan period is dated after the use by the condition's next transition
+// or by a fresh mark.
+func (c *classifier) recordUse(d *Decision, cl *inventory.Claim, refs []inventory.Referrer) {
+	if !d.Marks.Changed() && !contradicts(cl, refs) {
+		return
+	}
+	t := ceilSecs(c.now)
+	if raw, ok := cl.Annotations[inventory.AnnotationLastUsed]; ok {
+		if prev, err := time.Parse(time.RFC3339, raw); err == nil && !prev.Before(t) {
+			return
+		}
+	}
+	d.Marks.LastUsed, d.Marks.LastUsedValue = Set, t
+}
+
+// contradicts reports whether cl's Unused condition says True while a pod
+// that has not ended references it: the controller manager has not seen
+// that use (yet).
+func contradicts(cl *inventory.Claim, refs []inventory.Referrer) bool {
+	if cl.Unused == nil || cl.Unused.Status != "True" {
+		return false
+	}
+	for i := range refs {
+		if refs[i].Kind == "Pod" && !refs[i].Terminal {
+			return true
+		}
+	}
+	return false
 }
 
 // Since is a claim's orphaned-since as decided from its evidence (docs/spec.md#marks), with the mark to write.
@@ -223,8 +269,41 @@ type Since struct {
 	// after its mark (or after the condition's time): the volume was used
 	// again, so that evidence is void and the clock restarts.
 	UsedAfterMark bool
+	// LastUsed: the claim's pvc-janitor.io/last-used does not parse; it is
+	// taken as a use seen now and rewritten with LastUsedValue (the fresh
+	// mark), so that the next run dates the orphan by that mark.
+	LastUsed      bool
+	LastUsedValue time.Time
 	// Note says which evidence was ignored and why ("" when none).
 	Note string
+}
+
+// lastUse is a claim's pvc-janitor.io/last-used as OrphanedSince reads it.
+type lastUse struct {
+	at      time.Time // zero when absent or ignored
+	raw     string
+	note    string
+	rewrite bool // does not parse: rewrite it
+}
+
+// lastUsed reads the last use the janitor saw on cl (docs/spec.md#rule-last-used).
+// One that does not parse is taken as a use seen now (the conservative
+// side: the orphan period starts afresh); one before the claim's creation
+// was copied from another claim and is ignored.
+func lastUsed(cl *inventory.Claim, now time.Time) lastUse {
+	raw, ok := cl.Annotations[inventory.AnnotationLastUsed]
+	if !ok {
+		return lastUse{}
+	}
+	t, err := time.Parse(time.RFC3339, raw)
+	switch {
+	case err != nil:
+		return lastUse{at: ceilSecs(now), raw: raw, rewrite: true,
+			note: "its last-used mark " + strconv.Quote(raw) + " does not parse: taken as a use seen now"}
+	case t.Before(cl.CreationTimestamp):
+		return lastUse{raw: raw, note: "its last-used mark " + raw + " predates the claim's creation (copied from another claim?): ignored"}
+	}
+	return lastUse{at: t, raw: raw}
 }
 
 // OrphanedSince decides when cl stopped being used, for a claim that no pod
@@ -234,9 +313,12 @@ type Since struct {
 // condition without a lastTransitionTime or with one before the claim's
 // creation) is ignored; a VolumeAttachment of the claim's volume created after
 // either is a use that voids it, and so is a claim whose phase label says the
-// last run saw it Attached (for the condition). Without evidence, the claim is marked with
-// now (the API server's clock after the use lists were read) rounded up to
-// the next second, and its orphaned-since is not known yet.
+// last run saw it Attached (for the condition). No evidence older than the
+// last use the janitor saw (pvc-janitor.io/last-used) dates the orphan
+// (docs/spec.md#rule-last-used): a stale condition cannot erase that use.
+// Without evidence, the claim is marked with now (the API server's clock
+// after the use lists were read) rounded up to the next second, never
+// earlier than its last use, and its orphaned-since is not known yet.
 func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted bool, now time.Time) Since {
 	var out Since
 	var notes []string
@@ -246,6 +328,13 @@ func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted
 		if atts[i].Created.After(floor) {
 			floor, floorBy = atts[i].Created, atts[i].Name
 		}
+	}
+	lu := lastUsed(cl, now)
+	if lu.note != "" {
+		notes = append(notes, lu.note)
+	}
+	if lu.rewrite {
+		out.LastUsed = true
 	}
 	var mark time.Time
 	markOK := false
@@ -259,6 +348,9 @@ func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted
 		case t.Before(floor):
 			out.UsedAfterMark = true
 			notes = append(notes, "VolumeAttachment "+floorBy+" was created after its orphaned-since mark "+raw+": used again, the clock restarts")
+		case t.Before(lu.at):
+			out.UsedAfterMark = true
+			notes = append(notes, "its orphaned-since mark "+raw+" predates the last use the janitor saw ("+lu.raw+"): ignored")
 		default:
 			mark, markOK = t, true
 		}
@@ -276,6 +368,11 @@ func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted
 			notes = append(notes, "its Unused condition's lastTransitionTime predates the claim's creation: ignored")
 		case t.Before(floor):
 			notes = append(notes, "its Unused condition's lastTransitionTime predates VolumeAttachment "+floorBy+": ignored")
+		case endOfSecond(t).Before(lu.at):
+			// The controller manager was down or lagging while the
+			// janitor saw the claim in use: the condition is stale.
+			notes = append(notes, "its Unused condition's lastTransitionTime "+t.UTC().Format(time.RFC3339)+
+				" predates the last use the janitor saw ("+lu.raw+"): stale, ignored")
 		case !markOK && cl.Labels.HasPhase && cl.Labels.Phase == string(Attached):
 			// The last run saw the volume attached: it was in use after
 			// whatever the condition (which counts pods, not
@@ -302,6 +399,14 @@ func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted
 		out.Mark, out.MarkValue = true, cond
 	default:
 		out.Mark, out.MarkValue = true, ceilSecs(now)
+		if out.MarkValue.Before(lu.at) {
+			// A use seen later than this run's clock (a clock that
+			// stepped back): the orphan period starts after it.
+			out.MarkValue = lu.at
+		}
+	}
+	if out.LastUsed {
+		out.LastUsedValue = out.MarkValue
 	}
 	if len(notes) > 0 {
 		out.Note = strings.Join(notes, "; ")
@@ -320,7 +425,7 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 	// One walk over the snapshots whose source has this claim's name finds
 	// the rescue and the janitor's own pending snapshot of this orphan
 	// period.
-	var rescue, own *inventory.Snapshot
+	var rescue, own, behind *inventory.Snapshot
 	if head, ok := c.ix.bySource[nsName{cl.Namespace, cl.Name}]; ok {
 		for j := head; j >= 0; j = c.ix.snapNext[j] {
 			s := c.ix.snaps[j]
@@ -331,8 +436,13 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 				continue
 			}
 			if ok, _ := Intact(s, c.inv.Contents); ok {
-				if c.rescues(s, cl, eff, effOK) && (rescue == nil || newerCut(s, rescue)) {
-					rescue = s
+				switch {
+				case c.rescues(s, cl, eff, effOK):
+					if rescue == nil || newerCut(s, rescue) {
+						rescue = s
+					}
+				case c.ownBehind(s, cl, eff, effOK) && (behind == nil || newerCut(s, behind)):
+					behind = s
 				}
 				continue
 			}
@@ -377,6 +487,27 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 			msg = "status.error without a message"
 		}
 		c.buf = append(c.buf, msg...)
+		d.Reason = c.withNote(note)
+		return
+	}
+	// docs/spec.md#rescue-behind-clock: the janitor's own rescue of this
+	// period, cut too close to orphaned-since for the clocks' margin, is
+	// reported and replaced, never left Orphaned in silence.
+	if behind != nil {
+		d.Snapshot = behind
+		d.State = SnapshotFailed
+		d.CutBehind = true
+		c.buf = append(c.buf[:0], "snapshot "...)
+		c.buf = append(c.buf, cl.Namespace...)
+		c.buf = append(c.buf, '/')
+		c.buf = append(c.buf, behind.Name...)
+		c.buf = append(c.buf, ": cut "...)
+		c.buf = appendTime(c.buf, CutTime(behind))
+		c.buf = append(c.buf, " is within --clock-skew "...)
+		c.buf = append(c.buf, c.p.ClockSkew.String()...)
+		c.buf = append(c.buf, " of orphaned-since "...)
+		c.buf = appendTime(c.buf, eff)
+		c.buf = append(c.buf, ": not trusted as the rescue; the next attempt takes a new one"...)
 		d.Reason = c.withNote(note)
 		return
 	}
@@ -449,8 +580,8 @@ func (c *classifier) current(s *inventory.Snapshot, eff time.Time, effOK bool) b
 }
 
 // rescues reports whether the intact snapshot s, whose source is cl, counts
-// as cl's rescue: cut at or after its orphaned-since, and created after the
-// claim itself.
+// as cl's rescue: cut at or after its orphaned-since plus the clocks' margin
+// (docs/spec.md#rule-clock-skew), and created after the claim itself.
 func (c *classifier) rescues(s *inventory.Snapshot, cl *inventory.Claim, eff time.Time, effOK bool) bool {
 	// A snapshot older than the claim cannot hold its data: it is of an
 	// earlier claim of the same name, even when trusting existing snapshots.
@@ -460,7 +591,20 @@ func (c *classifier) rescues(s *inventory.Snapshot, cl *inventory.Claim, eff tim
 	if c.p.TrustExistingSnapshots {
 		return true
 	}
-	return effOK && !CutTime(s).Before(eff)
+	// The cut is on the storage system's clock, orphaned-since on the
+	// controller manager's or the API server's: a cut within the margin
+	// may precede the end of the use.
+	return effOK && !CutTime(s).Before(eff.Add(c.p.ClockSkew))
+}
+
+// ownBehind reports whether the intact snapshot s, which does not rescue
+// cl, is the janitor's own rescue of cl's current orphan period all the
+// same: taken for this orphaned-since, but cut before orphaned-since plus
+// the clocks' margin (docs/spec.md#rescue-behind-clock: the storage clock
+// is behind).
+func (c *classifier) ownBehind(s *inventory.Snapshot, cl *inventory.Claim, eff time.Time, effOK bool) bool {
+	return effOK && s.ManagedByJanitor && s.SourceUID == cl.UID && !s.Superseded &&
+		s.OrphanedSince != nil && !s.OrphanedSince.Before(eff) && !s.CreationTimestamp.Before(cl.CreationTimestamp)
 }
 
 // superseded decides state 8 for a claim of a named workspace: the

@@ -24,7 +24,7 @@ func ago(d time.Duration) time.Time { return now.Add(-d) }
 func tp(t time.Time) *time.Time { return &t }
 
 func defaultPolicy() Policy {
-	return Policy{WorkspaceLabel: wsLabel, MinAge: 10 * time.Minute, GracePeriod: 30 * time.Minute}
+	return Policy{WorkspaceLabel: wsLabel, MinAge: 10 * time.Minute, GracePeriod: 30 * time.Minute, ClockSkew: 2 * time.Second}
 }
 
 type claimOpt func(*inventory.Claim)
@@ -211,13 +211,20 @@ var keep = Marks{}
 
 func setPhase(s State) Marks { return Marks{Phase: Set, PhaseValue: s} }
 
+// usedNow adds the record of a use seen now (docs/spec.md#rule-last-used) to m.
+func usedNow(m Marks) Marks {
+	m.LastUsed, m.LastUsedValue = Set, now
+	return m
+}
+
 func setBoth(t time.Time, s State) Marks {
 	return Marks{OrphanedSince: Set, OrphanedSinceValue: t, Phase: Set, PhaseValue: s}
 }
 
 func sameMarks(a, b Marks) bool {
 	return a.OrphanedSince == b.OrphanedSince && a.OrphanedSinceValue.Equal(b.OrphanedSinceValue) &&
-		a.Phase == b.Phase && a.PhaseValue == b.PhaseValue && a.Attempts == b.Attempts
+		a.Phase == b.Phase && a.PhaseValue == b.PhaseValue && a.Attempts == b.Attempts &&
+		a.LastUsed == b.LastUsed && a.LastUsedValue.Equal(b.LastUsedValue)
 }
 
 func fmtMarks(m Marks) string {
@@ -232,6 +239,9 @@ func fmtMarks(m Marks) string {
 	}
 	if m.Attempts != Keep {
 		s += " attempts=" + name[m.Attempts]
+	}
+	if m.LastUsed != Keep {
+		s += " lastUsed=" + name[m.LastUsed] + "(" + m.LastUsedValue.Format(time.RFC3339Nano) + ")"
 	}
 	return s
 }
@@ -315,12 +325,12 @@ var cases = []classifyCase{
 	{
 		name: "4 in use clears both marks",
 		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour)), phaseLabel(Orphaned))), refs("a", pod("p", "ephemeral volume scratch"))},
-		want: want{state: InUse, reason: "used by Pod ws/p (ephemeral volume scratch)", marks: Marks{OrphanedSince: Remove, Phase: Remove}, referrers: 1},
+		want: want{state: InUse, reason: "used by Pod ws/p (ephemeral volume scratch)", marks: usedNow(Marks{OrphanedSince: Remove, Phase: Remove}), referrers: 1},
 	},
 	{
 		name: "4 in use clears an unparsable mark too",
 		inv:  []invOpt{claims(pvc("a", annot(inventory.AnnotationOrphanedSince, "garbage"))), refs("a", pod("p", "volume d"))},
-		want: want{state: InUse, reason: "used by Pod ws/p", marks: Marks{OrphanedSince: Remove}, referrers: 1},
+		want: want{state: InUse, reason: "used by Pod ws/p", marks: usedNow(Marks{OrphanedSince: Remove}), referrers: 1},
 	},
 	{
 		name: "4 owner alive",
@@ -378,7 +388,7 @@ var cases = []classifyCase{
 		inv: []invOpt{claims(pvc("a", marked(ago(2*time.Hour)))),
 			attachment("pv-a", "node-2", "va-old", false), attachment("pv-a", "node-1", "va-1", true)},
 		want: want{state: Attached, reason: "volume pv-a is still attached to node node-1 (VolumeAttachment va-1); its orphaned-since mark is cleared",
-			marks: Marks{OrphanedSince: Remove, Phase: Set, PhaseValue: Attached}},
+			marks: usedNow(Marks{OrphanedSince: Remove, Phase: Set, PhaseValue: Attached})},
 	},
 	{
 		name: "6 attached label already set",
@@ -398,9 +408,9 @@ var cases = []classifyCase{
 			since: tp(ago(2 * time.Hour)), marks: setPhase(Rescued), snapshot: "s1"},
 	},
 	{
-		name: "7 rescued at exactly orphaned-since, without source-uid",
+		name: "7 rescued at exactly orphaned-since plus the clock skew, without source-uid",
 		inv: []invOpt{claims(pvc("a", marked(ago(2*time.Hour)), phaseLabel(Rescued))),
-			snaps(snap("s1", "a", ready, snapAt(ago(2*time.Hour))))},
+			snaps(snap("s1", "a", ready, snapAt(ago(2*time.Hour).Add(2*time.Second))))},
 		want: want{state: Rescued, reason: "rescued by snapshot ws/s1", since: tp(ago(2 * time.Hour)), marks: keep, snapshot: "s1"},
 	},
 	{
@@ -486,7 +496,7 @@ var cases = []classifyCase{
 		name: "attached beats rescued",
 		inv: []invOpt{claims(pvc("a", marked(ago(2*time.Hour)))), attachment("pv-a", "node-1", "va-1", true),
 			snaps(snap("s1", "a", ready, snapAt(ago(time.Hour))))},
-		want: want{state: Attached, reason: "attached to node node-1", marks: Marks{OrphanedSince: Remove, Phase: Set, PhaseValue: Attached}},
+		want: want{state: Attached, reason: "attached to node node-1", marks: usedNow(Marks{OrphanedSince: Remove, Phase: Set, PhaseValue: Attached})},
 	},
 	{
 		name: "rescued beats superseded",
@@ -622,7 +632,7 @@ var cases = []classifyCase{
 	{
 		name: "unused condition False after the mark: used again, marks cleared",
 		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour)), unused("False", ago(time.Minute)), phaseLabel(Orphaned)))},
-		want: want{state: InUse, reason: "Unused condition is False since 2026-01-02T02:59:00Z", marks: Marks{OrphanedSince: Remove, Phase: Remove}},
+		want: want{state: InUse, reason: "Unused condition is False since 2026-01-02T02:59:00Z", marks: usedNow(Marks{OrphanedSince: Remove, Phase: Remove})},
 	},
 	{
 		name: "unparsable mark is re-set",
@@ -787,7 +797,7 @@ var cases = []classifyCase{
 	{
 		name: "attached sets no orphaned-since mark",
 		inv:  []invOpt{claims(pvc("a")), attachment("pv-a", "node-1", "va-1", true)},
-		want: want{state: Attached, reason: "attached", marks: setPhase(Attached)},
+		want: want{state: Attached, reason: "attached", marks: usedNow(setPhase(Attached))},
 	},
 }
 
@@ -881,6 +891,9 @@ func applyMarks(c inventory.Claim, m Marks) inventory.Claim {
 	if m.Attempts == Remove {
 		delete(c.Annotations, inventory.AnnotationRescueAttempts)
 		delete(c.Annotations, inventory.AnnotationNextAttempt)
+	}
+	if m.LastUsed == Set {
+		c.Annotations[inventory.AnnotationLastUsed] = m.LastUsedValue.Format(time.RFC3339)
 	}
 	return c
 }

@@ -169,6 +169,9 @@ func (c *classifier) whyNot(s State, d *Decision) string {
 		}
 		return "no VolumeAttachment of volume " + cl.VolumeName + " is attached"
 	case Rescued:
+		if c.p.ClockSkew > 0 {
+			return "no intact snapshot of this claim cut at or after its orphaned-since plus --clock-skew " + c.p.ClockSkew.String() + " (see snapshots)"
+		}
 		return "no intact snapshot of this claim cut at or after its orphaned-since (see snapshots)"
 	case Superseded:
 		if d.Workspace == "" {
@@ -215,7 +218,13 @@ func (c *classifier) role(d *Decision, s *inventory.Snapshot, mine, intact bool)
 			return "the rescue: intact and cut at or after the orphaned-since"
 		case Superseded:
 			return "evidence that the workspace moved on: newer data than this claim's last use"
-		case SnapshotFailed, Snapshotting:
+		case SnapshotFailed:
+			if d.CutBehind {
+				return "the janitor's rescue of this orphan period, cut within --clock-skew " + c.p.ClockSkew.String() +
+					" of orphaned-since: not trusted, the next attempt replaces it"
+			}
+			return "the janitor's snapshot of this orphan period"
+		case Snapshotting:
 			return "the janitor's snapshot of this orphan period"
 		}
 	}
@@ -225,6 +234,8 @@ func (c *classifier) role(d *Decision, s *inventory.Snapshot, mine, intact bool)
 		return "not a rescue: not intact"
 	case mine && !c.fromOtherClaim(s, cl) && eff != nil && CutTime(s).Before(*eff):
 		return "not a rescue: cut before this claim's orphaned-since, so older than its last use"
+	case mine && !c.fromOtherClaim(s, cl) && eff != nil && CutTime(s).Before(eff.Add(c.p.ClockSkew)):
+		return "not a rescue: cut within --clock-skew " + c.p.ClockSkew.String() + " of this claim's orphaned-since, which may precede the end of its last use"
 	case mine && !c.fromOtherClaim(s, cl) && eff == nil:
 		return "not a rescue yet: this claim's orphaned-since is not known"
 	case mine && !c.fromOtherClaim(s, cl):

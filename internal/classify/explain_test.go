@@ -156,3 +156,26 @@ func TestExplainEvidence(t *testing.T) {
 		t.Error("an unknown claim explained")
 	}
 }
+
+// TestExplainRescueBehindTheClock: explain shows why the janitor's own rescue
+// cut within --clock-skew of orphaned-since is no rescue (issue 23 finding
+// 6): the SnapshotFailed rule's reason and the snapshot's role name it.
+func TestExplainRescueBehindTheClock(t *testing.T) {
+	inv := build(claims(pvc("a", marked(ago(2*time.Hour)))),
+		snaps(janitorSnap("a-rescue", "a", ago(2*time.Hour), cutAt(ago(2*time.Hour).Add(time.Second)))))
+	e, ok := Explain(inv, defaultPolicy(), now, inventory.Key{Namespace: "ws", Name: "a"})
+	if !ok {
+		t.Fatal("not found")
+	}
+	if e.State != SnapshotFailed || !strings.Contains(e.Reason, "is within --clock-skew 2s of orphaned-since") {
+		t.Errorf("state %s (%q), want SnapshotFailed naming the clock skew", e.State, e.Reason)
+	}
+	for _, r := range e.Rules {
+		if r.State == Rescued && !strings.Contains(r.Why, "plus --clock-skew 2s") {
+			t.Errorf("rule Rescued: %q, want it to name the clock skew", r.Why)
+		}
+	}
+	if len(e.Snapshots) != 1 || !strings.Contains(e.Snapshots[0].Role, "cut within --clock-skew 2s of orphaned-since") {
+		t.Errorf("snapshots %+v, want a-rescue's role to name the clock skew", e.Snapshots)
+	}
+}

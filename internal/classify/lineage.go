@@ -19,7 +19,7 @@ const (
 	AnnotationRestoredDataTime = inventory.Prefix + "restored-data-time"
 	// AnnotationLastUsed on a claim is the last use the janitor saw (RFC
 	// 3339, the API server's clock).
-	AnnotationLastUsed = inventory.Prefix + "last-used"
+	AnnotationLastUsed = inventory.AnnotationLastUsed
 )
 
 // CopyKind is what a copy of a workspace's data is (docs/spec.md#rule-lineage).
@@ -187,7 +187,9 @@ func ClaimDataTime(cl *inventory.Claim, d *Decision, now time.Time) time.Time {
 	if d != nil && (d.State == InUse || d.State == Attached) {
 		return now
 	}
-	used, uok := lastUsed(cl)
+	// A last-used that does not parse is a use seen now (lastUsed).
+	u := lastUsed(cl, now)
+	used, uok := u.at, !u.at.IsZero()
 	if restored, ok := RestoredDataTime(cl); ok {
 		// Marked orphaned on its first scan is no use: only a seen use
 		// (the last-used record) after the restore adds new data.
@@ -228,15 +230,6 @@ func RestoredDataTime(cl *inventory.Claim) (time.Time, bool) {
 		return time.Time{}, true
 	}
 	return t, true
-}
-
-func lastUsed(cl *inventory.Claim) (time.Time, bool) {
-	raw, ok := cl.Annotations[AnnotationLastUsed]
-	if !ok {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339, raw)
-	return t, err == nil
 }
 
 // SnapshotCopy is a snapshot as a copy. src is its source claim's copy when

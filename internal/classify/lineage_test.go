@@ -21,8 +21,6 @@ func restoredFrom(snap string, data time.Time) claimOpt {
 	}
 }
 
-func lastUsedAt(t time.Time) claimOpt { return annot(AnnotationLastUsed, t.Format(time.RFC3339)) }
-
 // rescueOf is the janitor's intact rescue of claim, recording data time t.
 func rescueOf(name, claim string, t time.Time, opts ...snapOpt) inventory.Snapshot {
 	return ownSnap(name, claim, append([]snapOpt{ready, inWorkspace("alice"), snapAt(t.Add(time.Minute)),

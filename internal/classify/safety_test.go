@@ -34,6 +34,11 @@ func attachedAt(pv, name string, attached bool, created time.Time) invOpt {
 	}
 }
 
+// lastUsedAt records a use the janitor saw at t (pvc-janitor.io/last-used).
+func lastUsedAt(t time.Time) claimOpt {
+	return annot(inventory.AnnotationLastUsed, t.Format(time.RFC3339))
+}
+
 func attempts(n string, next time.Time) claimOpt {
 	return func(c *inventory.Claim) {
 		c.Annotations[inventory.AnnotationRescueAttempts] = n
@@ -72,12 +77,12 @@ var safetyCases = []classifyCase{
 		name: "path 2: a pod referencing a held claim clears its mark and attempt record",
 		inv: []invOpt{claims(pvc("a", label(inventory.KeyHold, "true"), marked(ago(2*time.Hour)), attempts("1", ago(time.Minute)))),
 			refs("a", pod("p", "volume d"))},
-		want: want{state: Held, reason: "in use, so its orphaned-since mark is cleared", marks: Marks{OrphanedSince: Remove, Attempts: Remove}, referrers: 1},
+		want: want{state: Held, reason: "in use, so its orphaned-since mark is cleared", marks: usedNow(Marks{OrphanedSince: Remove, Attempts: Remove}), referrers: 1},
 	},
 	{
 		name: "path 2: Unused False on a held claim clears its mark",
 		inv:  []invOpt{claims(pvc("a", annot(inventory.KeyHold, "true"), marked(ago(2*time.Hour)), unused("False", ago(time.Hour))))},
-		want: want{state: Held, reason: "held by annotation", marks: Marks{OrphanedSince: Remove}},
+		want: want{state: Held, reason: "held by annotation", marks: usedNow(Marks{OrphanedSince: Remove})},
 	},
 	{
 		name: "path 2: a VolumeAttachment created after the mark is a use: the clock restarts",
@@ -88,12 +93,12 @@ var safetyCases = []classifyCase{
 	{
 		name: "path 2: a claim attached after its mark loses the mark",
 		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour)))), attachedAt("pv-a", "va-1", true, ago(time.Hour))},
-		want: want{state: Attached, reason: "an attached volume is in use", marks: Marks{OrphanedSince: Remove, Phase: Set, PhaseValue: Attached}},
+		want: want{state: Attached, reason: "an attached volume is in use", marks: usedNow(Marks{OrphanedSince: Remove, Phase: Set, PhaseValue: Attached})},
 	},
 	{
 		name: "path 2: a re-attach on an old VolumeAttachment is a use too",
 		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour)), attempts("1", ago(time.Minute)))), attachedAt("pv-a", "va-1", true, ago(3*time.Hour))},
-		want: want{state: Attached, reason: "an attached volume is in use", marks: Marks{OrphanedSince: Remove, Phase: Set, PhaseValue: Attached, Attempts: Remove}},
+		want: want{state: Attached, reason: "an attached volume is in use", marks: usedNow(Marks{OrphanedSince: Remove, Phase: Set, PhaseValue: Attached, Attempts: Remove})},
 	},
 	{
 		name: "path 2: once detached, a claim last seen Attached is not dated by the Unused condition",
@@ -109,7 +114,7 @@ var safetyCases = []classifyCase{
 	{
 		name: "path 2: a use clears the attempt record",
 		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour)), attempts("3", ago(-time.Hour)))), refs("a", pod("p", "volume d"))},
-		want: want{state: InUse, reason: "used by Pod", marks: Marks{OrphanedSince: Remove, Attempts: Remove}, referrers: 1},
+		want: want{state: InUse, reason: "used by Pod", marks: usedNow(Marks{OrphanedSince: Remove, Attempts: Remove}), referrers: 1},
 	},
 	// Path 6: evidence that cannot be true is ignored.
 	{
@@ -132,6 +137,108 @@ var safetyCases = []classifyCase{
 		name: "path 6: an Unused condition from before the claim existed is ignored",
 		inv:  []invOpt{claims(pvc("a", created(ago(time.Hour)), unused("True", ago(3*time.Hour))))},
 		want: want{state: Grace, reason: "predates the claim's creation", marks: setBoth(now, Grace)},
+	},
+	// v3 finding 1 (issue 23): a use the janitor saw is recorded
+	// (pvc-janitor.io/last-used) and no older evidence dates an orphan.
+	{
+		name: "v3 finding 1: an Unused condition older than the last use seen is stale: the old rescue does not count",
+		inv: []invOpt{claims(pvc("a", unused("True", ago(5*time.Hour)), lastUsedAt(ago(time.Hour)))),
+			snaps(janitorSnap("a-r1", "a", ago(5*time.Hour).Add(time.Second), cutAt(ago(4*time.Hour))))},
+		want: want{state: Grace, reason: "predates the last use the janitor saw (2026-01-02T02:00:00Z): stale, ignored", marks: setBoth(now, Grace)},
+	},
+	{
+		name: "v3 finding 1: a mark older than the last use seen is ignored",
+		inv:  []invOpt{claims(pvc("a", marked(ago(5*time.Hour)), lastUsedAt(ago(time.Hour)))), snaps(snap("s", "a", ready, snapAt(ago(4*time.Hour))))},
+		want: want{state: Grace, reason: "orphaned-since mark 2026-01-01T22:00:00Z predates the last use the janitor saw", marks: setBoth(now, Grace)},
+	},
+	{
+		name: "v3 finding 1: a condition after the last use seen dates the orphan",
+		inv:  []invOpt{claims(pvc("a", unused("True", ago(2*time.Hour)), lastUsedAt(ago(3*time.Hour))))},
+		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T01:00:01Z", since: tp(ago(2 * time.Hour).Add(time.Second)),
+			marks: setBoth(ago(2*time.Hour).Add(time.Second), Orphaned)},
+	},
+	{
+		name: "v3 finding 1: a mark at the second of the last use seen counts",
+		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour)), lastUsedAt(ago(2*time.Hour))))},
+		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T01:00:00Z", since: tp(ago(2 * time.Hour)), marks: setPhase(Orphaned)},
+	},
+	{
+		name: "v3 finding 1: a last-used that does not parse is taken as a use seen now",
+		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour)), unused("True", ago(3*time.Hour)), annot(inventory.AnnotationLastUsed, "soon")))},
+		want: want{state: Grace, reason: `last-used mark "soon" does not parse: taken as a use seen now`, marks: usedNow(setBoth(now, Grace))},
+	},
+	{
+		name: "v3 finding 1: a last-used before the claim's creation (copied) is ignored",
+		inv:  []invOpt{claims(pvc("a", created(ago(time.Hour)), marked(ago(50*time.Minute)), lastUsedAt(ago(5*time.Hour))))},
+		want: want{state: Orphaned, reason: "last-used mark 2026-01-01T22:00:00Z predates the claim's creation", since: tp(ago(50 * time.Minute)), marks: setPhase(Orphaned)},
+	},
+	{
+		name: "v3 finding 1: a last use later than this run's clock dates the fresh mark",
+		inv:  []invOpt{claims(pvc("a", lastUsedAt(now.Add(10*time.Second))))},
+		want: want{state: Grace, reason: "marking it now", marks: setBoth(now.Add(10*time.Second), Grace)},
+	},
+	{
+		name: "v3 finding 1: a pod using a claim whose Unused condition says True records the use",
+		inv:  []invOpt{claims(pvc("a", unused("True", ago(2*time.Hour)))), refs("a", pod("p", "volume d"))},
+		want: want{state: InUse, reason: "used by Pod ws/p", marks: usedNow(keep), referrers: 1},
+	},
+	{
+		name: "v3 finding 1: a use already recorded at this second is not written again",
+		inv:  []invOpt{claims(pvc("a", unused("True", ago(2*time.Hour)), lastUsedAt(now))), refs("a", pod("p", "volume d"))},
+		want: want{state: InUse, reason: "used by Pod ws/p", marks: keep, referrers: 1},
+	},
+	{
+		name: "v3 finding 1: a claim in use whose Unused condition agrees is not written every run",
+		inv:  []invOpt{claims(pvc("a", unused("False", ago(time.Hour)))), refs("a", pod("p", "volume d"))},
+		want: want{state: InUse, reason: "used by Pod ws/p", marks: keep, referrers: 1},
+	},
+	{
+		name: "v3 finding 1: Unused True with only a workload template referring agrees: not written every run",
+		inv: []invOpt{claims(pvc("a", unused("True", ago(2*time.Hour)))),
+			refs("a", inventory.Referrer{Kind: "Deployment", Namespace: "ws", Name: "ide", Detail: "volume d"})},
+		want: want{state: InUse, reason: "used by Deployment ws/ide", marks: keep, referrers: 1},
+	},
+	{
+		name: "v3 finding 1: Unused True with only an ended pod referring agrees: not written every run",
+		inv: []invOpt{claims(pvc("a", unused("True", ago(2*time.Hour)))),
+			refs("a", inventory.Referrer{Kind: "Pod", Namespace: "ws", Name: "job-1", Detail: "volume d", Terminal: true})},
+		want: want{state: InUse, reason: "used by Pod ws/job-1", marks: keep, referrers: 1},
+	},
+	{
+		name: "v3 finding 1: a held claim in use records the use with the mark's removal",
+		inv:  []invOpt{claims(pvc("a", label(inventory.KeyHold, "true"), marked(ago(2*time.Hour)), lastUsedAt(ago(3*time.Hour)))), refs("a", pod("p", "volume d"))},
+		want: want{state: Held, reason: "in use, so its orphaned-since mark is cleared", marks: usedNow(Marks{OrphanedSince: Remove}), referrers: 1},
+	},
+	// v3 finding 6 (issue 23): the cut (storage clock) must be at least
+	// --clock-skew after orphaned-since (controller manager or API server).
+	{
+		name: "v3 finding 6: a cut exactly at orphaned-since is no rescue with a 2s clock skew",
+		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour)))), snaps(snap("s", "a", ready, snapAt(ago(2*time.Hour))))},
+		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T01:00:00Z", since: tp(ago(2 * time.Hour)), marks: setPhase(Orphaned)},
+	},
+	{
+		name: "v3 finding 6: a cut at orphaned-since plus 2s rescues",
+		inv:  []invOpt{claims(pvc("a", marked(ago(2*time.Hour)))), snaps(snap("s", "a", ready, cutAt(ago(2*time.Hour).Add(2*time.Second))))},
+		want: want{state: Rescued, reason: "rescued by snapshot ws/s (intact, cut 2026-01-02T01:00:02Z)", since: tp(ago(2 * time.Hour)), marks: setPhase(Rescued), snapshot: "s"},
+	},
+	{
+		name:   "v3 finding 6: without a margin the same second rescues",
+		policy: func(p *Policy) { p.ClockSkew = 0 },
+		inv:    []invOpt{claims(pvc("a", marked(ago(2*time.Hour)))), snaps(snap("s", "a", ready, snapAt(ago(2*time.Hour))))},
+		want:   want{state: Rescued, reason: "rescued by snapshot ws/s", since: tp(ago(2 * time.Hour)), marks: setPhase(Rescued), snapshot: "s"},
+	},
+	{
+		name: "v3 finding 6: the janitor's own rescue cut behind the clock is SnapshotFailed, not silent",
+		inv: []invOpt{claims(pvc("a", marked(ago(2*time.Hour)))),
+			snaps(janitorSnap("a-rescue", "a", ago(2*time.Hour), cutAt(ago(2*time.Hour).Add(time.Second))))},
+		want: want{state: SnapshotFailed, reason: "snapshot ws/a-rescue: cut 2026-01-02T01:00:01Z is within --clock-skew 2s of orphaned-since 2026-01-02T01:00:00Z: not trusted as the rescue; the next attempt takes a new one",
+			since: tp(ago(2 * time.Hour)), marks: setPhase(SnapshotFailed), snapshot: "a-rescue"},
+	},
+	{
+		name: "v3 finding 6: an own rescue of an earlier orphan period is stale, not behind the clock",
+		inv: []invOpt{claims(pvc("a", marked(ago(2*time.Hour)))),
+			snaps(janitorSnap("a-old", "a", ago(5*time.Hour), cutAt(ago(4*time.Hour))))},
+		want: want{state: Orphaned, reason: "orphaned since 2026-01-02T01:00:00Z", since: tp(ago(2 * time.Hour)), marks: setPhase(Orphaned)},
 	},
 	// Path 8: discard only on durable evidence whose time is known.
 	{

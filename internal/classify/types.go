@@ -46,6 +46,11 @@ type Policy struct {
 	// TrustExistingSnapshots counts any ready snapshot of the claim as its
 	// rescue, whenever it was taken.
 	TrustExistingSnapshots bool
+	// ClockSkew is the margin between the clocks a rescue is judged on
+	// (docs/spec.md#rule-clock-skew): the cut time is the storage system's,
+	// orphaned-since the controller manager's or the API server's. A
+	// snapshot rescues only when cut at or after orphaned-since + ClockSkew.
+	ClockSkew time.Duration
 }
 
 // MarkAction says what to do with one of the janitor's keys on a claim.
@@ -69,11 +74,24 @@ type Marks struct {
 	// (pvc-janitor.io/rescue-attempts and next-attempt) belongs to the
 	// orphan period that the use ended. Never Set here: rescue writes it.
 	Attempts MarkAction
+	// LastUsed is Set when a use was seen that must be written down
+	// (docs/spec.md#rule-last-used): pvc-janitor.io/last-used becomes
+	// LastUsedValue, the API server's clock rounded up to the second. It is
+	// never removed.
+	LastUsed      MarkAction
+	LastUsedValue time.Time
 }
 
 // Changed reports whether applying m would change the claim.
 func (m Marks) Changed() bool {
-	return m.OrphanedSince != Keep || m.Phase != Keep || m.Attempts != Keep
+	return m.OrphanedSince != Keep || m.Phase != Keep || m.Attempts != Keep || m.LastUsed != Keep
+}
+
+// RecordsUse reports whether m writes down a use the janitor saw: the
+// orphaned-since mark removed, or the last use recorded. Such marks are
+// written first, even while a run ends, and retried on a fresh read.
+func (m Marks) RecordsUse() bool {
+	return m.OrphanedSince == Remove || m.LastUsed == Set
 }
 
 // Decision is the outcome for one claim.
@@ -103,4 +121,9 @@ type Decision struct {
 	// DiscardReason says why or why not.
 	Discard       bool
 	DiscardReason string
+	// CutBehind is true for a SnapshotFailed claim whose Snapshot is the
+	// janitor's own intact rescue of this orphan period cut within
+	// Policy.ClockSkew of its orphaned-since (docs/spec.md#rescue-behind-clock):
+	// not trusted as the rescue, so the rescue replaces it.
+	CutBehind bool
 }

@@ -260,6 +260,7 @@ func TestBadInput(t *testing.T) {
 		{name: "reap with blank selector", args: noSel("reap", "--yes", "-l", "  "), code: 2, msg: "reap refuses an empty --selector"},
 		{name: "guard --rescue with empty selector", args: noSel("guard", "--rescue"), code: 2, msg: "guard --rescue refuses an empty --selector"},
 		{name: "rescue on scan", args: with("scan", "--rescue"), code: 2, msg: "--rescue is only valid for guard"},
+		{name: "clock skew over 5m", args: with("run", "--yes", "--clock-skew", "1h"), code: 2, msg: "--clock-skew: must be between 0s and 5m0s, got 1h0m0s"},
 		{name: "discard without yes", args: with("reap", "--superseded", "discard"), code: 2, msg: "--superseded=discard"},
 		{name: "reap without yes or terminal", args: with("reap"), code: 2, msg: "pass --yes"},
 		{name: "run without yes or terminal", args: with("run"), code: 2, msg: "pass --yes"},

@@ -110,7 +110,7 @@ func (sess *session) restore(req restore.Request) error {
 	manifest := cfg.Output == config.OutputYAML
 	out, err := restore.Do(sess.ctx, sess.clients, req, restore.Options{
 		Policy: classify.Policy{WorkspaceLabel: cfg.WorkspaceLabel, MinAge: cfg.MinAge, GracePeriod: cfg.GracePeriod,
-			TrustExistingSnapshots: cfg.TrustExistingSnapshots},
+			TrustExistingSnapshots: cfg.TrustExistingSnapshots, ClockSkew: cfg.ClockSkew},
 		DryRun: cfg.DryRun, Manifest: manifest, Timeout: cfg.RestoreTimeout, Retry: sess.retry, PageSize: cfg.PageSize})
 	var refusal *restore.Refusal
 	var readErr *kube.ReadError

@@ -497,6 +497,10 @@ func TestSafetyPath04GuardSeesWhatATeardownWouldLose(t *testing.T) {
 		if code, out := guard(w, "--min-claims", "1"); code != 3 {
 			t.Errorf("guard --min-claims 1 on an empty scope: exit %d, want 3\n%s", code, out)
 		}
+		// issue 23: --min-claims defaults to 1.
+		if code, out := guard(w); code != 3 {
+			t.Errorf("guard on an empty scope by default: exit %d, want 3\n%s", code, out)
+		}
 	})
 }
 

@@ -175,7 +175,7 @@ func (sess *session) scanOptions(dryRun bool) janitor.ScanOptions {
 	cfg := sess.cfg
 	return janitor.ScanOptions{Scope: sess.scope, Retry: sess.retry, DryRun: dryRun, Concurrency: cfg.Concurrency,
 		Policy: classify.Policy{WorkspaceLabel: cfg.WorkspaceLabel, MinAge: cfg.MinAge,
-			GracePeriod: cfg.GracePeriod, TrustExistingSnapshots: cfg.TrustExistingSnapshots}}
+			GracePeriod: cfg.GracePeriod, TrustExistingSnapshots: cfg.TrustExistingSnapshots, ClockSkew: cfg.ClockSkew}}
 }
 
 // snapshotOptions are the options of a rescue; progress shows its counters.

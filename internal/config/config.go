@@ -96,6 +96,9 @@ type Config struct {
 	GracePeriod time.Duration
 	// TrustExistingSnapshots counts any ready snapshot as a rescue.
 	TrustExistingSnapshots bool
+	// ClockSkew is the margin between the storage system's, the controller
+	// manager's and the API server's clocks (docs/spec.md#rule-clock-skew).
+	ClockSkew time.Duration
 	// Superseded is one of rescue.SupersededKeep, SupersededArchive and
 	// SupersededDiscard (the rescue defines the policies).
 	Superseded string

@@ -108,6 +108,7 @@ func TestLoad(t *testing.T) {
 				eq(t, "Selector.Empty", c.Selector.Empty(), true)
 				eq(t, "MinAge", c.MinAge, 10*time.Minute)
 				eq(t, "GracePeriod", c.GracePeriod, 30*time.Minute)
+				eq(t, "ClockSkew", c.ClockSkew, 2*time.Second)
 				eq(t, "Superseded", c.Superseded, "keep")
 				eq(t, "Output", c.Output, "table")
 				eq(t, "LogFormat", c.LogFormat, "auto")
@@ -299,6 +300,25 @@ allow-delete-policy: true
 		{name: "min-claims", args: []string{"--min-claims", "3"},
 			check: func(t *testing.T, c *Config) { eq(t, "MinClaims", c.MinClaims, 3) }},
 		{name: "min-claims negative", args: []string{"--min-claims", "-1"}, wantErr: "--min-claims: must not be negative"},
+		// issue 23: an empty scope fails the gate unless asked otherwise.
+		{name: "guard min-claims defaults to 1", command: "guard",
+			check: func(t *testing.T, c *Config) { eq(t, "MinClaims", c.MinClaims, 1) }},
+		{name: "guard min-claims 0 lets an empty scope pass", command: "guard", args: []string{"--min-claims", "0"},
+			check: func(t *testing.T, c *Config) { eq(t, "MinClaims", c.MinClaims, 0) }},
+		// docs/spec.md#rule-clock-skew: 0s..5m.
+		{name: "clock-skew 0s", args: []string{"--clock-skew", "0s"},
+			check: func(t *testing.T, c *Config) { eq(t, "ClockSkew", c.ClockSkew, time.Duration(0)) }},
+		{name: "clock-skew 5m", args: []string{"--clock-skew", "5m"},
+			check: func(t *testing.T, c *Config) { eq(t, "ClockSkew", c.ClockSkew, 5*time.Minute) }},
+		{name: "clock-skew from the environment", env: map[string]string{"JANITOR_CLOCK_SKEW": "500ms"},
+			check: func(t *testing.T, c *Config) { eq(t, "ClockSkew", c.ClockSkew, 500*time.Millisecond) }},
+		{name: "clock-skew from the file", file: "clock-skew: 10s\n",
+			check: func(t *testing.T, c *Config) { eq(t, "ClockSkew", c.ClockSkew, 10*time.Second) }},
+		{name: "clock-skew over 5m", args: []string{"--clock-skew", "5m1s"}, wantErr: "--clock-skew: must be between 0s and 5m0s, got 5m1s", exact: true},
+		{name: "clock-skew negative", args: []string{"--clock-skew", "-1s"}, wantErr: "--clock-skew: must be between 0s and 5m0s, got -1s", exact: true},
+		{name: "clock-skew over 5m from the environment", env: map[string]string{"JANITOR_CLOCK_SKEW": "1h"},
+			wantErr: "--clock-skew: must be between 0s and 5m0s, got 1h0m0s (from JANITOR_CLOCK_SKEW)", exact: true},
+		{name: "clock-skew not a duration", args: []string{"--clock-skew", "2"}, wantErr: `--clock-skew: invalid duration "2"`},
 		{name: "max-deletion-percent 0", args: []string{"--max-deletion-percent", "0"}, wantErr: "--max-deletion-percent: must be greater than 0 and at most 100, got 0", exact: true},
 		{name: "max-deletion-percent 101", args: []string{"--max-deletion-percent", "101"}, wantErr: "--max-deletion-percent: must be greater than 0 and at most 100"},
 

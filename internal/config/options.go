@@ -239,6 +239,8 @@ func scopeOptions() []option {
 			usage: "claims younger than this are never orphans"},
 		{name: "grace-period", group: groupClassify, def: "30m", cmds: forReading, field: func(c *Config) any { return &c.GracePeriod }, check: nonNegative,
 			usage: "how long a claim must have been orphaned before it is rescued"},
+		{name: "clock-skew", group: groupClassify, def: "2s", cmds: forReading, field: func(c *Config) any { return &c.ClockSkew }, check: clockSkew,
+			usage: "margin between the storage, controller manager and API server clocks: a snapshot rescues a claim only when cut this long after its orphaned-since (0s..5m)"},
 		{name: "trust-existing-snapshots", group: groupClassify, cmds: forReading, field: func(c *Config) any { return &c.TrustExistingSnapshots },
 			usage: "count any ready snapshot of a claim as its rescue, whenever it was taken"},
 		{name: "superseded", group: groupClassify, def: rescue.SupersededKeep, cmds: forRescuing | forReap | forRun | forExplain, field: func(c *Config) any { return &c.Superseded },
@@ -296,7 +298,7 @@ func runOptions() []option {
 			usage: "accept rescues whose VolumeSnapshotContent has deletionPolicy Delete"},
 		{name: "rescue", group: groupGate, cmds: forGuard, field: func(c *Config) any { return &c.Rescue },
 			usage: "run snapshot first"},
-		{name: "min-claims", group: groupGate, def: "0", cmds: forGuard, field: func(c *Config) any { return &c.MinClaims }, check: nonNegative,
+		{name: "min-claims", group: groupGate, def: "1", cmds: forGuard, field: func(c *Config) any { return &c.MinClaims }, check: nonNegative,
 			usage: "fail the gate when fewer claims than this are in scope (a mistyped selector cannot pass it)"},
 		{name: "metrics-file", group: groupPublish, cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.MetricsFile },
 			usage: "write the run's Prometheus metrics to this file, atomically (node-exporter textfile collector)"},
@@ -460,6 +462,18 @@ func positive(name string, v any, from string) error {
 		if !(x > 0) {
 			return fail(name, "--%s: must be greater than 0, got %g%s", name, x, from)
 		}
+	}
+	return nil
+}
+
+// MaxClockSkew bounds --clock-skew: a rescue waits twice the skew past
+// orphaned-since before its create, and clocks further apart than minutes
+// are broken, not skewed.
+const MaxClockSkew = 5 * time.Minute
+
+func clockSkew(name string, v any, from string) error {
+	if d := v.(time.Duration); d < 0 || d > MaxClockSkew {
+		return fail(name, "--%s: must be between 0s and %s, got %s%s", name, MaxClockSkew, d, from)
 	}
 	return nil
 }

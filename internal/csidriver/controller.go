@@ -81,6 +81,9 @@ func (s *controllerServer) CreateSnapshot(_ context.Context, req *csi.CreateSnap
 			// equal and creation_time never changes across a restart.
 			CreatedAt: time.Now().UTC().Round(time.Microsecond),
 		}
+		if fault.CutOffset != 0 {
+			rec.CutAt = rec.CreatedAt.Add(fault.CutOffset)
+		}
 		if vol, ok := d.volumes[source]; ok {
 			rec.SizeBytes = vol.CapacityBytes
 		}
@@ -202,10 +205,14 @@ func (d *Driver) snapshotProto(rec *snapshotRecord, f Fault) (*csi.Snapshot, err
 		}
 		*rec = latched
 	}
+	cut := rec.CreatedAt
+	if !rec.CutAt.IsZero() {
+		cut = rec.CutAt
+	}
 	return &csi.Snapshot{
 		SnapshotId:     rec.ID,
 		SourceVolumeId: rec.SourceVolumeID,
-		CreationTime:   timestamppb.New(rec.CreatedAt),
+		CreationTime:   timestamppb.New(cut),
 		ReadyToUse:     rec.ReadyToUse,
 		SizeBytes:      rec.SizeBytes,
 	}, nil

@@ -516,3 +516,40 @@ func TestLogsOneLinePerRPC(t *testing.T) {
 		}
 	}
 }
+
+// TestCutOffset: a storage clock behind (or ahead of) the API server's is
+// modelled by the fault's CutOffset: the creation_time of the snapshots
+// created under it moves by the offset, durably, and later snapshots are
+// not moved once the fault is cleared.
+func TestCutOffset(t *testing.T) {
+	stateDir := t.TempDir()
+	h := start(t, stateDir)
+	if err := SetFault(stateDir, "vol-a", Fault{CutOffset: -time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	s := h.mustCreate("snapshot-behind", "vol-a")
+	cut := s.GetCreationTime().AsTime()
+	if d := before.Sub(cut); d < 59*time.Minute || d > 61*time.Minute {
+		t.Fatalf("creation_time %s is not an hour behind %s", cut, before)
+	}
+	if err := ClearFault(stateDir, "vol-a"); err != nil {
+		t.Fatal(err)
+	}
+	h.stop()
+	h = start(t, stateDir)
+	if got := h.listOne(s.GetSnapshotId()).GetCreationTime().AsTime(); !got.Equal(cut) {
+		t.Errorf("after a restart and the fault cleared, creation_time %s, want %s", got, cut)
+	}
+	if got := h.mustCreate("snapshot-now", "vol-a").GetCreationTime().AsTime(); got.Before(before) {
+		t.Errorf("a snapshot taken without the fault is cut at %s, before %s", got, before)
+	}
+	b, err := os.ReadFile(filepath.Join(stateDir, "faults", "vol-a.json"))
+	if err == nil {
+		t.Errorf("fault file left after ClearFault: %s", b)
+	}
+	var f Fault
+	if err := f.UnmarshalJSON([]byte(`{"cutOffset":"-3s"}`)); err != nil || f.CutOffset != -3*time.Second {
+		t.Errorf("cutOffset JSON: %+v, %v", f, err)
+	}
+}

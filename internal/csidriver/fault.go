@@ -20,7 +20,7 @@ import (
 // change it while the driver runs. The zero Fault injects nothing.
 //
 // JSON form: {"readyAfter":"5s","transientFailures":2,
-// "transientCode":"Unavailable","permanentError":"..."}.
+// "transientCode":"Unavailable","permanentError":"...","cutOffset":"-3s"}.
 type Fault struct {
 	// ReadyAfter keeps snapshots of the volume at ready_to_use=false until
 	// this long after they were first created, to exercise the
@@ -39,6 +39,12 @@ type Fault struct {
 	// volume fail with InvalidArgument and this message until the fault is
 	// cleared, which the snapshotter surfaces as status.error.
 	PermanentError string
+	// CutOffset moves the creation_time the driver reports for the
+	// snapshots it creates from then on: a storage system whose clock is
+	// ahead (positive) or behind (negative) the API server's. It is
+	// recorded with each snapshot, so it stays across restarts and a later
+	// change of the fault.
+	CutOffset time.Duration
 }
 
 // faultJSON is the on-disk form. Revision is not part of Fault: SetFault
@@ -50,6 +56,7 @@ type faultJSON struct {
 	TransientFailures int    `json:"transientFailures,omitempty"`
 	TransientCode     string `json:"transientCode,omitempty"`
 	PermanentError    string `json:"permanentError,omitempty"`
+	CutOffset         string `json:"cutOffset,omitempty"`
 	Revision          string `json:"revision,omitempty"`
 }
 
@@ -90,6 +97,9 @@ func (f Fault) toJSON() faultJSON {
 	if f.ReadyAfter != 0 {
 		j.ReadyAfter = f.ReadyAfter.String()
 	}
+	if f.CutOffset != 0 {
+		j.CutOffset = f.CutOffset.String()
+	}
 	return j
 }
 
@@ -105,6 +115,13 @@ func (j faultJSON) fault() (Fault, error) {
 			return Fault{}, fmt.Errorf("csidriver: fault readyAfter: %w", err)
 		}
 		f.ReadyAfter = d
+	}
+	if j.CutOffset != "" {
+		d, err := time.ParseDuration(j.CutOffset)
+		if err != nil {
+			return Fault{}, fmt.Errorf("csidriver: fault cutOffset: %w", err)
+		}
+		f.CutOffset = d
 	}
 	return f, nil
 }

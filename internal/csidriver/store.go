@@ -19,6 +19,10 @@ type snapshotRecord struct {
 	Name           string    `json:"name"`
 	SourceVolumeID string    `json:"sourceVolumeId"`
 	CreatedAt      time.Time `json:"createdAt"`
+	// CutAt, when set, is the creation_time reported instead of
+	// CreatedAt: CreatedAt moved by the fault's CutOffset (a storage clock
+	// ahead or behind).
+	CutAt time.Time `json:"cutAt,omitzero"`
 	// ReadyToUse latches once the snapshot has been reported ready, because
 	// the snapshotter treats readiness as one-way and a later, longer
 	// ReadyAfter fault must not take it back.

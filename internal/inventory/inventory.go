@@ -18,6 +18,10 @@ const (
 	Prefix = "pvc-janitor.io/"
 	// AnnotationOrphanedSince is the janitor's own mark (RFC 3339).
 	AnnotationOrphanedSince = Prefix + "orphaned-since"
+	// AnnotationLastUsed on a claim is the API server's time (RFC 3339,
+	// rounded up) of the last use the janitor saw: no evidence older than
+	// it may date an orphan period (docs/spec.md#rule-last-used).
+	AnnotationLastUsed = Prefix + "last-used"
 	// LabelPhase mirrors the claim's state, from Attached on.
 	LabelPhase = Prefix + "phase"
 	// KeyHold, as a label or an annotation with value "true", holds a claim.

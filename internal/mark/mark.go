@@ -82,6 +82,10 @@ func Patch(m classify.Marks, uid types.UID, rv string) ([]byte, error) {
 		ann[inventory.AnnotationRescueAttempts] = nil
 		ann[inventory.AnnotationNextAttempt] = nil
 	}
+	if m.LastUsed == classify.Set {
+		// docs/spec.md#rule-last-used: the use seen, on the server's clock.
+		ann[inventory.AnnotationLastUsed] = m.LastUsedValue.UTC().Format(time.RFC3339)
+	}
 	if len(ann) > 0 {
 		meta["annotations"] = ann
 	}
@@ -114,10 +118,11 @@ func OtherClaim(err error) bool {
 	return false
 }
 
-// Removals keeps only the removals of m. A removal records a use the
-// janitor saw: it is always safe to apply on a newer version of the same
-// claim (it only restarts the claim's clock), unlike a Set, whose evidence
-// the newer version may contradict.
+// Removals keeps only the removals of m and its record of a use
+// (last-used). Both record a use the janitor saw: they are always safe to
+// apply on a newer version of the same claim (they only restart the
+// claim's clock), unlike a Set of the mark or the phase, whose evidence the
+// newer version may contradict.
 func Removals(m classify.Marks) classify.Marks {
 	var r classify.Marks
 	if m.OrphanedSince == classify.Remove {
@@ -126,17 +131,25 @@ func Removals(m classify.Marks) classify.Marks {
 	if m.Phase == classify.Remove {
 		r.Phase = classify.Remove
 	}
+	if m.Attempts == classify.Remove {
+		r.Attempts = classify.Remove
+	}
+	if m.LastUsed == classify.Set {
+		r.LastUsed, r.LastUsedValue = classify.Set, m.LastUsedValue
+	}
 	return r
 }
 
 // RetryRemoval decides what to do after a patch of m on the claim with uid
 // met a conflict: cur is a fresh read of the claim (nil when it is gone).
-// Only a removal of the orphaned-since mark (a use was seen) is retried, on
-// the same claim (same UID, not being deleted) and only while it still
-// carries a key to remove; it returns the marks to patch at cur's
-// resourceVersion. A Set is left for the next run, which classifies afresh.
+// Only marks that record a use the janitor saw (the orphaned-since mark
+// removed, the last use recorded) are retried, on the same claim (same UID,
+// not being deleted) and only while it still carries a key to remove or an
+// older last use; it returns the marks to patch at cur's resourceVersion.
+// A Set of the mark or the phase is left for the next run, which
+// classifies afresh.
 func RetryRemoval(m classify.Marks, uid types.UID, cur *corev1.PersistentVolumeClaim) (classify.Marks, bool) {
-	if m.OrphanedSince != classify.Remove || cur == nil || cur.UID != uid || cur.DeletionTimestamp != nil {
+	if !m.RecordsUse() || cur == nil || cur.UID != uid || cur.DeletionTimestamp != nil {
 		return classify.Marks{}, false
 	}
 	r := Removals(m)
@@ -145,6 +158,18 @@ func RetryRemoval(m classify.Marks, uid types.UID, cur *corev1.PersistentVolumeC
 	}
 	if _, ok := cur.Labels[inventory.LabelPhase]; !ok {
 		r.Phase = classify.Keep
+	}
+	_, a := cur.Annotations[inventory.AnnotationRescueAttempts]
+	_, n := cur.Annotations[inventory.AnnotationNextAttempt]
+	if !a && !n {
+		r.Attempts = classify.Keep
+	}
+	if raw, ok := cur.Annotations[inventory.AnnotationLastUsed]; ok && r.LastUsed == classify.Set {
+		// Never move the record of a use back: another run may have
+		// seen a later one.
+		if t, err := time.Parse(time.RFC3339, raw); err == nil && !t.Before(r.LastUsedValue) {
+			r.LastUsed = classify.Keep
+		}
 	}
 	return r, r.Changed()
 }
@@ -199,7 +224,7 @@ func feed(ctx context.Context, c *kube.Clients, ds []classify.Decision, opts Opt
 	stopped := false
 	for _, removal := range []bool{true, false} {
 		for i := range ds {
-			if !ds[i].Marks.Changed() || (ds[i].Marks.OrphanedSince == classify.Remove) != removal {
+			if !ds[i].Marks.Changed() || ds[i].Marks.RecordsUse() != removal {
 				continue
 			}
 			if removal {
@@ -237,7 +262,7 @@ const removalRetries = 3
 func one(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Options) (Outcome, error) {
 	cl := d.Claim
 	log := zerolog.Ctx(ctx).With().Str("namespace", cl.Namespace).Str("claim", cl.Name).Str("state", string(d.State)).Logger()
-	if d.Marks.OrphanedSince == classify.Remove {
+	if d.Marks.RecordsUse() {
 		// See Apply: a use is written down even when the run is ending.
 		ctx = context.WithoutCancel(ctx)
 		o, err := write(ctx, c, d, opts, &log)
@@ -260,7 +285,7 @@ func write(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Opti
 		return Failed, fmt.Errorf("mark claim %s/%s: %w", cl.Namespace, cl.Name, err)
 	}
 	err = patchClaim(ctx, c, cl, patch, opts)
-	if OtherClaim(err) && d.Marks.OrphanedSince == classify.Remove {
+	if OtherClaim(err) && d.Marks.RecordsUse() {
 		// A use was seen: its clock must restart even though the claim
 		// changed since it was read (docs/spec.md#marks).
 		var done bool
@@ -355,16 +380,34 @@ func retryRemoval(ctx context.Context, c *kube.Clients, cl *inventory.Claim, m c
 }
 
 // Clear removes the janitor's marks (orphaned-since and phase) from the
-// claim, for a use seen after the scan (a re-check before a snapshot or a
-// delete): the claim's clock restarts. The patch carries cl's UID; a
-// conflict is retried on a fresh read of the same claim. Nothing is written
-// in dry run.
+// claim and records the use (last-used, the API server's clock rounded up),
+// for a use seen after the scan (a re-check before a snapshot or a delete):
+// the claim's clock restarts. The patch carries cl's UID; a conflict is
+// retried on a fresh read of the same claim. Nothing is written in dry run.
 func Clear(ctx context.Context, c *kube.Clients, cl *inventory.Claim, opts Options) (Outcome, error) {
 	if opts.DryRun {
 		return WouldMark, nil
 	}
 	d := &classify.Decision{Claim: cl, State: classify.InUse,
 		Marks: classify.Marks{OrphanedSince: classify.Remove, Phase: classify.Remove, Attempts: classify.Remove}}
+	if t := UseTime(c.Clock.Latest()); !t.IsZero() {
+		d.Marks.LastUsed, d.Marks.LastUsedValue = classify.Set, t
+	}
 	c.Uses.Record(cl.UID, "in use")
 	return one(ctx, c, d, opts)
+}
+
+// UseTime is the last-used value of a use seen when the API server's clock
+// was at most latest (kube.ServerClock.Latest): rounded up to the second,
+// so that no orphan period dated from it can start before the use
+// (docs/spec.md#rule-last-used). Zero when the clock is unknown.
+func UseTime(latest time.Time) time.Time {
+	if latest.IsZero() {
+		return time.Time{}
+	}
+	t := latest.Truncate(time.Second)
+	if t.Before(latest) {
+		t = t.Add(time.Second)
+	}
+	return t.UTC()
 }

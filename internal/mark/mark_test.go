@@ -43,6 +43,9 @@ func TestPatch(t *testing.T) {
 			wantLab: map[string]any{inventory.LabelPhase: "Rescued"}, noAnn: true},
 		{name: "mark only", m: classify.Marks{OrphanedSince: classify.Remove},
 			wantAnn: map[string]any{inventory.AnnotationOrphanedSince: nil}, noLabels: true},
+		{name: "a use seen: mark removed, last use recorded in UTC", m: classify.Marks{OrphanedSince: classify.Remove,
+			LastUsed: classify.Set, LastUsedValue: t0.In(time.FixedZone("x", 3600))},
+			wantAnn: map[string]any{inventory.AnnotationOrphanedSince: nil, inventory.AnnotationLastUsed: "2026-01-02T03:04:05Z"}, noLabels: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b, err := Patch(c.m, "uid-1", "42")
@@ -122,6 +125,11 @@ func TestRetryRemoval(t *testing.T) {
 		return p
 	}
 	remove := classify.Marks{OrphanedSince: classify.Remove, Phase: classify.Remove}
+	used := classify.Marks{LastUsed: classify.Set, LastUsedValue: t0}
+	withLastUsed := func(p *corev1.PersistentVolumeClaim, v string) *corev1.PersistentVolumeClaim {
+		p.Annotations[inventory.AnnotationLastUsed] = v
+		return p
+	}
 	for _, c := range []struct {
 		name  string
 		m     classify.Marks
@@ -142,6 +150,12 @@ func TestRetryRemoval(t *testing.T) {
 			claim(uid, false, false, false), classify.Marks{}, false},
 		{"a phase removal alone (no use seen) is left for the next run", classify.Marks{Phase: classify.Remove},
 			claim(uid, true, true, false), classify.Marks{}, false},
+		{"a last use alone is retried", used, claim(uid, false, false, false), used, true},
+		{"a last use is retried with the removal", classify.Marks{OrphanedSince: classify.Remove, LastUsed: classify.Set, LastUsedValue: t0},
+			claim(uid, true, false, false), classify.Marks{OrphanedSince: classify.Remove, LastUsed: classify.Set, LastUsedValue: t0}, true},
+		{"an older last use is moved forward", used, withLastUsed(claim(uid, false, false, false), "2026-01-02T03:00:00Z"), used, true},
+		{"a later last use is never moved back", used, withLastUsed(claim(uid, false, false, false), "2026-01-02T03:05:00Z"), classify.Marks{}, false},
+		{"a last use that does not parse is overwritten", used, withLastUsed(claim(uid, false, false, false), "soon"), used, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, retry := RetryRemoval(c.m, uid, c.cur)
@@ -182,6 +196,21 @@ func TestOtherClaim(t *testing.T) {
 	} {
 		if got := OtherClaim(c.err); got != c.want {
 			t.Errorf("%s: OtherClaim = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestUseTime: a use seen by a read the server answered at most at latest is
+// recorded rounded up, never down (docs/spec.md#rule-last-used).
+func TestUseTime(t *testing.T) {
+	for _, c := range []struct{ latest, want time.Time }{
+		{t0, t0},
+		{t0.Add(time.Millisecond), t0.Add(time.Second)},
+		{t0.Add(999 * time.Millisecond).In(time.FixedZone("x", 3600)), t0.Add(time.Second)},
+		{time.Time{}, time.Time{}},
+	} {
+		if got := UseTime(c.latest); !got.Equal(c.want) || (!got.IsZero() && got.Location() != time.UTC) {
+			t.Errorf("UseTime(%s) = %s, want %s in UTC", c.latest, got, c.want)
 		}
 	}
 }

@@ -146,7 +146,7 @@ func newPlan(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]
 	for i := range p.ds {
 		d := &p.ds[i]
 		k := d.Claim.Key()
-		if d.Marks.OrphanedSince == classify.Remove || d.Marks.Attempts == classify.Remove {
+		if d.Marks.RecordsUse() || d.Marks.Attempts == classify.Remove {
 			// The re-read saw a use, of a candidate or not: the claim's
 			// clock restarts now, not at the next scan (docs/spec.md#marks).
 			// On a cluster without the Unused condition the next scan
@@ -194,6 +194,10 @@ func (p *plan) clearUses(ctx context.Context, c *kube.Clients, o Options, podsSe
 			u := *d
 			u.State = classify.InUse
 			u.Marks = classify.Marks{OrphanedSince: classify.Remove, Phase: classify.Remove, Attempts: classify.Remove}
+			if t := mark.UseTime(c.Clock.Latest()); !t.IsZero() {
+				// docs/spec.md#rule-last-used.
+				u.Marks.LastUsed, u.Marks.LastUsedValue = classify.Set, t
+			}
 			used = append(used, u)
 		}
 	}

@@ -119,10 +119,11 @@ func (c *claimRescue) round(ctx context.Context) (Outcome, bool) {
 		return o, true
 	}
 	since := *fd.OrphanedSince
-	wait, ok := clockWait(c.r.now(), since, maxClockWait)
+	skew := c.r.o.Policy.ClockSkew
+	wait, ok := clockWait(c.r.now(), since, skew, maxClockWait)
 	if !ok {
-		return c.r.fail(ctx, c.cl, "", fmt.Sprintf("the API server's clock (%s) is more than %s behind the claim's orphaned-since %s",
-			c.r.now().Format(time.RFC3339), maxClockWait, since.Format(time.RFC3339)), nil), true
+		return c.r.fail(ctx, c.cl, "", fmt.Sprintf("the API server's clock (%s) is more than %s behind the claim's orphaned-since %s plus twice --clock-skew %s",
+			c.r.now().Format(time.RFC3339), maxClockWait, since.Format(time.RFC3339), skew), nil), true
 	}
 	if wait > 0 {
 		// Wait, then re-check again: the read above would be older than
@@ -135,7 +136,13 @@ func (c *claimRescue) round(ctx context.Context) (Outcome, bool) {
 	c.since = since
 	name := c.snapshotName(ctx, fd, since)
 	log := zerolog.Ctx(ctx).With().Str("snapshot", name).Logger()
-	return c.createAndWait(log.WithContext(ctx), fd, name)
+	ctx = log.WithContext(ctx)
+	if own := fd.Snapshot; fd.State == classify.SnapshotFailed && fd.CutBehind && own != nil && own.Name == name {
+		// docs/spec.md#rescue-behind-clock: ours for this orphaned-since,
+		// intact, but cut too early to count: an attempt that failed.
+		return c.persistedError(ctx, fd.Reason, name, own.UID)
+	}
+	return c.createAndWait(ctx, fd, name)
 }
 
 // snapshotName names the snapshot that rescues the claim for since: its
@@ -209,6 +216,11 @@ func (c *claimRescue) recordCreated(ctx context.Context, name string) {
 func (c *claimRescue) settle(ctx context.Context, v verdict, name string, uid types.UID, archive bool) (Outcome, bool) {
 	switch v.Result {
 	case waitReady:
+		if why, behind := cutBehind(v.Cut, c.since, c.r.o.Policy.ClockSkew); behind && !archive {
+			// Intact, but it would not count as the rescue: never
+			// reported Rescued (docs/spec.md#rescue-behind-clock).
+			return c.persistedError(ctx, why, name, uid)
+		}
 		return c.ready(ctx, name, archive), true
 	case waitInterrupted:
 		return Outcome{Snapshot: name, Action: ActionPending, State: classify.Snapshotting, Message: "interrupted while waiting"}, true

@@ -3,6 +3,7 @@ package rescue
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/rs/zerolog"
 	"k8s.io/apimachinery/pkg/types"
@@ -64,7 +65,9 @@ func (r *rescuer) recheckClaim(ctx context.Context, d *classify.Decision) (*clas
 
 // seenInUse records every claim of the namespace read that a pod references
 // as seen in use this run, and returns decisions removing the marks of
-// those that carry any.
+// those that carry any and recording the use (docs/spec.md#rule-last-used)
+// where the scan would: with a removal, or on a claim whose Unused
+// condition says True against the use.
 func (r *rescuer) seenInUse(nr *kube.NamespaceRead) []classify.Decision {
 	var out []classify.Decision
 	for i := range nr.Claims {
@@ -75,25 +78,39 @@ func (r *rescuer) seenInUse(nr *kube.NamespaceRead) []classify.Decision {
 		}
 		what := "pod " + refs[0].Name + " (re-check before a snapshot)"
 		r.c.Uses.Record(cl.UID, what)
-		_, mark := cl.Annotations[inventory.AnnotationOrphanedSince]
-		_, attempts := cl.Annotations[inventory.AnnotationRescueAttempts]
-		_, next := cl.Annotations[inventory.AnnotationNextAttempt]
-		if !mark && !attempts && !next && !cl.Labels.HasPhase {
-			continue
+		if m, ok := useMarks(cl, mark.UseTime(nr.ServerTime)); ok {
+			out = append(out, classify.Decision{Claim: cl, State: classify.InUse, Reason: "used by " + what, Marks: m})
 		}
-		m := classify.Marks{OrphanedSince: classify.Remove, Attempts: classify.Remove}
-		if cl.Labels.HasPhase {
-			m.Phase = classify.Remove
-		}
-		if !mark {
-			m.OrphanedSince = classify.Keep
-		}
-		if !attempts && !next {
-			m.Attempts = classify.Keep
-		}
-		out = append(out, classify.Decision{Claim: cl, State: classify.InUse, Reason: "used by " + what, Marks: m})
 	}
 	return out
+}
+
+// useMarks are the marks that write down a use of cl seen at the server
+// time at (rounded up): the removal of the marks it carries, and its
+// last-used when they are written anyway or its Unused condition says True
+// (classify's rule, for a claim read by a re-check). ok is false when
+// there is nothing to write.
+func useMarks(cl *inventory.Claim, at time.Time) (classify.Marks, bool) {
+	var m classify.Marks
+	if _, ok := cl.Annotations[inventory.AnnotationOrphanedSince]; ok {
+		m.OrphanedSince = classify.Remove
+	}
+	_, attempts := cl.Annotations[inventory.AnnotationRescueAttempts]
+	_, next := cl.Annotations[inventory.AnnotationNextAttempt]
+	if attempts || next {
+		m.Attempts = classify.Remove
+	}
+	if cl.Labels.HasPhase {
+		m.Phase = classify.Remove
+	}
+	stale := cl.Unused != nil && cl.Unused.Status == "True"
+	if (m.Changed() || stale) && !at.IsZero() {
+		prev, err := time.Parse(time.RFC3339, cl.Annotations[inventory.AnnotationLastUsed])
+		if err != nil || prev.Before(at) {
+			m.LastUsed, m.LastUsedValue = classify.Set, at
+		}
+	}
+	return m, m.Changed()
 }
 
 // clearUsed removes the marks of every claim the re-check read shows in use
@@ -106,7 +123,7 @@ func (r *rescuer) clearUsed(ctx context.Context, ds []classify.Decision) {
 	r.mu.Lock()
 	for i := range ds {
 		d := &ds[i]
-		if d.Marks.OrphanedSince != classify.Remove && d.Marks.Attempts != classify.Remove {
+		if !d.Marks.RecordsUse() && d.Marks.Attempts != classify.Remove {
 			continue
 		}
 		if r.cleared[d.Claim.UID] == d.Claim.ResourceVersion {

@@ -114,18 +114,34 @@ func nextAttempt(now time.Time, failed, perRun int, base time.Duration) time.Tim
 }
 
 // clockWait says how long to wait until the API server's clock has passed
-// the orphaned-since a rescue is for, so that the snapshot's cut time can
-// never precede it (this matters with --grace-period 0s, where the mark is
-// the present second rounded up). ok is false when that is more than limit
-// away: the run does not wait on a clock that far behind.
-func clockWait(now, orphanedSince time.Time, limit time.Duration) (wait time.Duration, ok bool) {
-	if now.After(orphanedSince) {
+// the orphaned-since a rescue is for plus twice the clock skew
+// (docs/spec.md#rescue-after-orphaned-since), so that the snapshot's cut
+// time, on a storage clock up to skew behind the server's, is still at
+// least skew after it and counts as the rescue (docs/spec.md#rule-clock-skew).
+// This matters with --grace-period 0s, where the mark is the present second
+// rounded up. ok is false when the wait is more than limit plus twice the
+// skew: the run does not wait on a clock that far behind.
+func clockWait(now, orphanedSince time.Time, skew, limit time.Duration) (wait time.Duration, ok bool) {
+	target := orphanedSince.Add(2 * skew)
+	if now.After(target) {
 		return 0, true
 	}
-	// now is whole seconds: the first moment it is after orphanedSince is
-	// the next whole second after it.
-	wait = orphanedSince.Truncate(time.Second).Add(time.Second).Sub(now)
-	return wait, wait <= limit
+	// now is whole seconds: the first moment it is after target is the
+	// next whole second after it.
+	wait = target.Truncate(time.Second).Add(time.Second).Sub(now)
+	return wait, wait <= limit+2*skew
+}
+
+// cutBehind says, for a rescue that became intact, whether its cut is too
+// close to the orphaned-since it is for to count (docs/spec.md#rescue-behind-clock):
+// the storage clock is more than the skew behind the server's. It returns
+// the reason, which names the cut, the orphaned-since and the skew.
+func cutBehind(cut, orphanedSince time.Time, skew time.Duration) (string, bool) {
+	if !cut.Before(orphanedSince.Add(skew)) {
+		return "", false
+	}
+	return fmt.Sprintf("cut %s is within --clock-skew %s of orphaned-since %s: not trusted as the rescue; the next attempt takes a new one",
+		cut.UTC().Format(time.RFC3339), skew, orphanedSince.UTC().Format(time.RFC3339)), true
 }
 
 // stillTarget decides the pre-create re-check from the claim's re-classified

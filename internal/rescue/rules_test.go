@@ -107,27 +107,62 @@ func TestAttemptsAndBackoff(t *testing.T) {
 }
 
 func TestClockWait(t *testing.T) {
+	const skew = 2 * time.Second
 	cases := []struct {
-		name     string
-		now      time.Time
-		since    time.Time
-		wait     time.Duration
-		ok       bool
-		describe string
+		name  string
+		now   time.Time
+		since time.Time
+		skew  time.Duration
+		wait  time.Duration
+		ok    bool
 	}{
-		{"passed", t0, t0.Add(-time.Second), 0, true, ""},
-		{"equal is not passed", t0, t0, time.Second, true, ""},
-		{"mark rounded up, one second ahead", t0, t0.Add(time.Second), 2 * time.Second, true, ""},
-		{"fractional orphaned-since", t0, t0.Add(500 * time.Millisecond), time.Second, true, ""},
-		{"far ahead", t0, t0.Add(time.Hour), time.Hour + time.Second, false, ""},
+		{"passed, no skew", t0, t0.Add(-time.Second), 0, 0, true},
+		{"equal is not passed, no skew", t0, t0, 0, time.Second, true},
+		{"passed by twice the skew", t0, t0.Add(-2*skew - time.Second), skew, 0, true},
+		// docs/spec.md#rescue-after-orphaned-since: the server's clock must
+		// pass orphaned-since + 2 x skew, so that a storage clock skew
+		// behind still cuts at orphaned-since + skew or later.
+		{"passed orphaned-since but not twice the skew", t0, t0.Add(-time.Second), skew, 4 * time.Second, true},
+		{"equal waits twice the skew and a second", t0, t0, skew, 2*skew + time.Second, true},
+		{"mark rounded up, one second ahead", t0, t0.Add(time.Second), skew, 2*skew + 2*time.Second, true},
+		{"fractional orphaned-since", t0, t0.Add(500 * time.Millisecond), skew, 2*skew + time.Second, true},
+		{"the largest skew is waited for", t0, t0, 5 * time.Minute, 10*time.Minute + time.Second, true},
+		{"far ahead", t0, t0.Add(time.Hour), skew, time.Hour + 2*skew + time.Second, false},
 	}
 	for _, c := range cases {
-		w, ok := clockWait(c.now, c.since, 5*time.Second)
+		w, ok := clockWait(c.now, c.since, c.skew, 5*time.Second)
 		if w != c.wait || ok != c.ok {
 			t.Errorf("%s: clockWait = %s, %v; want %s, %v", c.name, w, ok, c.wait, c.ok)
 		}
-		if ok && !c.now.Add(w).After(c.since) && w > 0 {
-			t.Errorf("%s: after waiting %s the clock (%s) has not passed %s", c.name, w, c.now.Add(w), c.since)
+		if target := c.since.Add(2 * c.skew); ok && w > 0 && !c.now.Add(w).After(target) {
+			t.Errorf("%s: after waiting %s the clock (%s) has not passed %s", c.name, w, c.now.Add(w), target)
+		}
+	}
+}
+
+// TestCutBehind: a rescue that became intact counts only when cut at or
+// after orphaned-since + skew (docs/spec.md#rescue-behind-clock).
+func TestCutBehind(t *testing.T) {
+	const skew = 2 * time.Second
+	for _, c := range []struct {
+		name   string
+		cut    time.Time
+		skew   time.Duration
+		behind bool
+	}{
+		{"cut at orphaned-since + skew counts", t0.Add(skew), skew, false},
+		{"cut later counts", t0.Add(time.Minute), skew, false},
+		{"cut within the skew does not", t0.Add(time.Second), skew, true},
+		{"cut at orphaned-since does not", t0, skew, true},
+		{"cut before orphaned-since does not", t0.Add(-time.Second), skew, true},
+		{"no skew: the same second counts", t0, 0, false},
+	} {
+		why, behind := cutBehind(c.cut, t0, c.skew)
+		if behind != c.behind {
+			t.Errorf("%s: cutBehind = %v (%q), want %v", c.name, behind, why, c.behind)
+		}
+		if behind && !strings.Contains(why, "is within --clock-skew "+c.skew.String()+" of orphaned-since "+t0.Format(time.RFC3339)) {
+			t.Errorf("%s: reason %q does not name the cut, the skew and orphaned-since", c.name, why)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
 	"github.com/rs/zerolog"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 )
 
@@ -74,6 +75,8 @@ type verdict struct {
 	// Next is when to decide again if nothing changes: the end of the
 	// error's grace or of the wait, whichever comes first.
 	Next time.Duration
+	// Cut is the ready snapshot's cut time (waitReady only).
+	Cut time.Time
 }
 
 // readRetry is how soon a snapshot that could not be read is read again.
@@ -112,7 +115,7 @@ func decide(ob observation, st waitState, now time.Time, o waitOptions) verdict 
 	}
 	ok, why := intact(s, ob.Content)
 	if ok {
-		return verdict{Result: waitReady}
+		return verdict{Result: waitReady, Cut: classify.CutTime(s)}
 	}
 	var v verdict
 	deadline := st.Started.Add(o.Timeout)
