@@ -112,7 +112,11 @@ func TestSafetyV3Finding4ForeignDeleteSnapshotKeepsGateShut(t *testing.T) {
 	f := fixtures(t)
 	ns := env.Namespace(t)
 	uid := orphan(t, f, ns, "ws-f", "f", "")
-	nextSecond(time.Now())
+	// Cut past the claim's orphaned-since by more than --clock-skew, so
+	// that it counts as the rescue (docs/spec.md#rule-clock-skew).
+	if err := f.WaitServerAfter(ctx, ns, unusedSince(t, f, ns, "ws-f").Add(defaultClockSkew)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := f.Snapshot(ctx, ns, "backup-tool-ws-f", "ws-f", testenv.SnapshotClassDelete, nil, nil); err != nil {
 		t.Fatal(err)
 	}
