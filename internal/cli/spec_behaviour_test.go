@@ -176,6 +176,7 @@ func TestRestoreProvisioningFailureExitsFour(t *testing.T) {
 	}
 	const why = "block access is not supported"
 	_, act, reason := entry(t, parse(t, out), "ws-blk-back")
+	t.Logf("restore: exit %d, %s: %s", code, act, reason)
 	if code != 4 || act == "restored" || !strings.Contains(reason, "ProvisioningFailed") || !strings.Contains(reason, why) ||
 		!strings.Contains(stderr, why) {
 		t.Errorf("restore the driver cannot provision: exit %d, %s (%s); want 4 and the ProvisioningFailed event's message: %s", code, act, reason, stderr)
@@ -252,6 +253,7 @@ func TestRestoreWithoutSizeIsRefused(t *testing.T) {
 	}
 	code, out, stderr := restore()
 	line := strings.TrimSpace(stderr)
+	t.Logf("restore without --size (restoreSize %v): exit %d: %s", vs.Status.RestoreSize, code, line)
 	if code != 2 || out != "" || strings.Contains(line, "\n") || !strings.Contains(line, "--size") || !strings.Contains(line, "snapshot "+ns+"/manual") {
 		t.Errorf("restore without --size: exit %d, stdout %q, stderr %q; want 2 and one line naming the snapshot and --size", code, out, stderr)
 	}
