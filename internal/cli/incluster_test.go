@@ -17,7 +17,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
 )
 
-// TestInClusterConfig (docs/spec.md#configuration): a janitor process with
+// TestInClusterConfig (docs/spec.md#config-kubeconfig): a janitor process with
 // no --kubeconfig, no KUBECONFIG and a HOME without ~/.kube/config, run
 // where a pod runs (KUBERNETES_SERVICE_HOST and _PORT set, a ServiceAccount
 // token, CA and namespace under /var/run/secrets/kubernetes.io/serviceaccount),

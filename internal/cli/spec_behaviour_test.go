@@ -106,7 +106,7 @@ func (l *requestLog) span() (int, time.Duration) {
 	return len(l.times), l.times[len(l.times)-1].Sub(l.times[0])
 }
 
-// TestQPSAndBurstBoundTheRequests (docs/spec.md#rate): --qps and --burst
+// TestQPSAndBurstBoundTheRequests (docs/spec.md#rescue-concurrency): --qps and --burst
 // reach the janitor's one shared client rate limiter, observed at the
 // proxy, with lower bounds only (a loaded machine makes a run slower, never
 // faster). With --qps 1 --burst 1, the N requests of a scan cannot arrive
@@ -152,7 +152,7 @@ func TestQPSAndBurstBoundTheRequests(t *testing.T) {
 	t.Logf("--qps 0.001 --burst 1000: %d requests over %s", n, span.Round(time.Millisecond))
 }
 
-// TestRestoreProvisioningFailureExitsFour (docs/spec.md#restore): a rescue
+// TestRestoreProvisioningFailureExitsFour (docs/spec.md#restore-wait): a rescue
 // of a Block claim is restored through a driver that serves folders only:
 // CreateVolume refuses block access, csi-provisioner records a
 // ProvisioningFailed event on the new claim, and the restore fails after
@@ -225,7 +225,7 @@ func blockClaim(t *testing.T, f *testenv.Fixtures, ns, name, ws string) {
 	}
 }
 
-// TestRestoreWithoutSizeIsRefused (docs/spec.md#restore): a snapshot that
+// TestRestoreWithoutSizeIsRefused (docs/spec.md#restore-refusals): a snapshot that
 // carries no claim template (one made by hand) and no restoreSize (the
 // driver did not know its volume's size) cannot be restored without
 // --size: exit 2, one line naming the snapshot and --size, nothing

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// TestPlanSizeOfASnapshotWithoutTemplate (docs/spec.md#restore): a snapshot
+// TestPlanSizeOfASnapshotWithoutTemplate (docs/spec.md#restore-refusals): a snapshot
 // that carries no claim template restores only at a size someone knows:
 // --size, or the snapshot's restoreSize (the larger wins). Without either
 // (or with a restoreSize of zero) the plan is refused, naming --size.
