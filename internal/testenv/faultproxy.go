@@ -100,6 +100,11 @@ type Faults struct {
 	// a request (and has injections left) supplies the faults for it
 	// instead of the fields above.
 	Rules []Rule
+
+	// DateOffset moves the Date header of every response the proxy sends
+	// (forwarded or injected) by this much: an API server whose clock is
+	// skewed from the janitor host's. Rules do not change it.
+	DateOffset time.Duration
 }
 
 // Rule is a set of faults for the requests it matches.
@@ -217,6 +222,10 @@ func (c *Cluster) StartFaultProxyWith(t testing.TB, seed int64, o ProxyOptions) 
 		Transport:     tr,
 		FlushInterval: -1, // stream watches
 		ErrorLog:      quiet,
+		ModifyResponse: func(resp *http.Response) error {
+			p.skewDate(resp.Header)
+			return nil
+		},
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.serve(rp, w, r)
@@ -355,6 +364,10 @@ func (p *FaultProxy) serve(rp *httputil.ReverseProxy, w http.ResponseWriter, r *
 	}
 	info := ParseRequest(r)
 	pl := p.decide(r, info)
+	switch pl.kind {
+	case Kind429, Kind500, Kind503, Kind404, KindGone:
+		p.skewDate(w.Header()) // an injected answer comes from the same skewed server
+	}
 	if pl.latency > 0 {
 		t := time.NewTimer(pl.latency)
 		select {
@@ -450,6 +463,21 @@ func (p *FaultProxy) serve(rp *httputil.ReverseProxy, w http.ResponseWriter, r *
 	default:
 		rp.ServeHTTP(w, r)
 	}
+}
+
+// skewDate moves h's Date (now when it has none) by Faults.DateOffset.
+func (p *FaultProxy) skewDate(h http.Header) {
+	p.mu.Lock()
+	off := p.faults.DateOffset
+	p.mu.Unlock()
+	if off == 0 {
+		return
+	}
+	d, err := http.ParseTime(h.Get("Date"))
+	if err != nil {
+		d = time.Now()
+	}
+	h.Set("Date", d.Add(off).UTC().Format(http.TimeFormat))
 }
 
 // decide draws the faults for one request.
