@@ -18,7 +18,6 @@ import (
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
@@ -52,29 +51,10 @@ func idle(t *testing.T, f *testenv.Fixtures, ns, name string) *corev1.Persistent
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !f.UnusedCondition {
-		markAsAFirstRun(t, f, ns, name)
+	if err := f.MarkIdle(context.Background(), ns, name); err != nil {
+		t.Fatal(err)
 	}
 	return c
-}
-
-// markAsAFirstRun writes the orphaned-since mark a first scan would on a
-// stack without the Unused condition (docs/spec.md#rule-mark-time): the API
-// server's clock, rounded up to the next second. There a claim's first run
-// only marks it; the tests written for the condition's stack rescue an
-// orphan in one run, and so start from the mark.
-func markAsAFirstRun(t *testing.T, f *testenv.Fixtures, ns, name string) {
-	t.Helper()
-	ctx := context.Background()
-	now, err := f.ServerNow(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mark := now.Truncate(time.Second).Add(time.Second).UTC().Format(time.RFC3339)
-	patch := []byte(`{"metadata":{"annotations":{"pvc-janitor.io/orphaned-since":"` + mark + `"}}}`)
-	if _, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, name, k8stypes.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // unusedSince is the claim's orphaned-since before any run has marked it:
@@ -93,7 +73,7 @@ func unusedSince(t *testing.T, f *testenv.Fixtures, ns, name string) time.Time {
 		}
 	}
 	if m, err := time.Parse(time.RFC3339, c.Annotations["pvc-janitor.io/orphaned-since"]); err == nil && !f.UnusedCondition {
-		return m // markAsAFirstRun's
+		return m // MarkIdle's
 	}
 	t.Fatalf("claim %s has no Unused: True condition", name)
 	return time.Time{}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
@@ -116,7 +117,11 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 		func() error { return claim("ws-sybil", "sybil", "Grace", nil) },
 		func() error { return pod("ide-sybil", "ws-sybil") },
 		// Wait for the orphaned-since of the idle claims (their Unused
-		// condition), then take the snapshots after it.
+		// condition, or on a stack without it the mark a first scan
+		// would write), then take the snapshots after it.
+		func() error {
+			return f.MarkIdle(ctx, ns, "ws-judy", "ws-mallory", "ws-niaj", "ws-olivia", "ws-peggy", "ws-rupert")
+		},
 		func() error {
 			_, err := f.WaitOrphanedSince(ctx, ns, "ws-judy", "ws-mallory", "ws-niaj", "ws-olivia", "ws-peggy", "ws-rupert")
 			return err
@@ -154,13 +159,45 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 		return nil, err
 	}
 	// The controller manager flips ws-sybil's Unused condition to True now:
-	// wait for it so the scan sees a fresh orphaned-since. (A control plane
-	// without the condition has nothing to wait for: there the first scan
-	// marks every idle claim, so the fleet starts in Grace.)
+	// wait for it so the scan sees a fresh orphaned-since (on a stack
+	// without the condition: mark it as a first scan would).
 	if _, err := f.WaitIdle(ctx, ns, "ws-sybil"); err != nil {
 		return nil, err
 	}
+	if err := f.MarkIdle(ctx, ns, "ws-sybil"); err != nil {
+		return nil, err
+	}
 	return want, nil
+}
+
+// ClockSkew is the janitor's default --clock-skew: a snapshot counts as a
+// rescue only when cut that long after its claim's orphaned-since
+// (docs/spec.md#rule-clock-skew).
+const ClockSkew = 2 * time.Second
+
+// MarkIdle, on a control plane without the Unused condition, writes on each
+// claim the orphaned-since mark a first scan would (docs/spec.md#rule-mark-time):
+// the API server's clock, rounded up to the next second. There a claim's
+// first run only marks it; the demo and the tests written for the
+// condition's stack start from the mark, so that one run can rescue it. On
+// a stack with the condition it does nothing: the condition dates the
+// orphan.
+func (f *Fixtures) MarkIdle(ctx context.Context, ns string, names ...string) error {
+	if f.UnusedCondition {
+		return nil
+	}
+	for _, name := range names {
+		now, err := f.ServerNow(ctx, ns)
+		if err != nil {
+			return err
+		}
+		mark := now.Truncate(time.Second).Add(time.Second).UTC().Format(time.RFC3339)
+		patch := []byte(`{"metadata":{"annotations":{"pvc-janitor.io/orphaned-since":"` + mark + `"}}}`)
+		if _, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("mark %s/%s: %w", ns, name, err)
+		}
+	}
+	return nil
 }
 
 // clockPoll is how often the demo's waits look at the clock and the claims.
@@ -197,11 +234,15 @@ func (f *Fixtures) WaitOrphanedSince(ctx context.Context, ns string, names ...st
 			// The end of the condition's second, as the janitor dates it.
 			since = cond.LastTransitionTime.Time.Truncate(time.Second).Add(time.Second)
 		}
+		if m, err := time.Parse(time.RFC3339, c.Annotations["pvc-janitor.io/orphaned-since"]); err == nil && m.After(since) {
+			since = m // MarkIdle's, or a scan's
+		}
 		if since.After(latest) {
 			latest = since
 		}
 	}
-	return latest, waitClock(ctx, latest.Add(time.Second))
+	// Past the clock skew too: a snapshot taken from then on rescues.
+	return latest, waitClock(ctx, latest.Add(ClockSkew+time.Second))
 }
 
 // waitGraceOver waits until the latest orphaned-since of the claims is more
@@ -244,6 +285,11 @@ func (f *Fixtures) janitorSnapshot(ctx context.Context, ns, claim string, labels
 		"pvc-janitor.io/source-name": claim,
 	}
 	var since time.Time
+	if m, err := time.Parse(time.RFC3339, c.Annotations["pvc-janitor.io/orphaned-since"]); err == nil {
+		// MarkIdle's, on a stack without the condition.
+		since = m
+		ann["pvc-janitor.io/orphaned-since"] = m.UTC().Format(time.RFC3339)
+	}
 	for _, cond := range c.Status.Conditions {
 		if cond.Type == "Unused" && cond.Status == corev1.ConditionTrue {
 			// The janitor dates the use by the end of the second the
