@@ -35,6 +35,9 @@ func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Opt
 		x.out.State = classify.InUse
 		return x.skip("seen in use earlier in this run (" + what + "); not deleted")
 	}
+	if o.BeforeDelete != nil {
+		o.BeforeDelete(ctx, cl.Key())
+	}
 	rv := cl.ResourceVersion
 	maybeApplied := false
 	for try := 0; ; try++ {

@@ -39,6 +39,10 @@ type Options struct {
 	// Confirm, when set, is asked before the first delete with the number of
 	// claims; false deletes nothing.
 	Confirm func(n int) (bool, error)
+	// BeforeDelete, when set, is called for each claim between the
+	// decision and its delete: the tests' way to act as a second actor at
+	// that moment, deterministically. Nil in the command.
+	BeforeDelete func(ctx context.Context, claim inventory.Key)
 }
 
 // Outcome is what happened to one claim.
