@@ -38,11 +38,22 @@ func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Opt
 	if o.BeforeDelete != nil {
 		o.BeforeDelete(ctx, cl.Key())
 	}
+	ev := EvidenceOf(d)
+	x.out.Evidence = ev
 	rv := cl.ResourceVersion
 	maybeApplied := false
 	for try := 0; ; try++ {
 		applied, err := deleteClaim(ctx, c, o.Retry, cl, rv, func(ctx context.Context) error {
-			return inUseNow(ctx, c, cl, seen)
+			if err := inUseNow(ctx, c, cl, seen); err != nil {
+				return err
+			}
+			if ev == nil {
+				return nil
+			}
+			// The claim's preconditions cannot see its rescue: a user or
+			// the workspace manager may have deleted it since the read
+			// (docs/spec.md#reap-rescue-reread).
+			return stillJustified(ctx, c, ev, o.Policy.WorkspaceLabel)
 		})
 		maybeApplied = maybeApplied || applied
 		if err == nil {
@@ -54,6 +65,9 @@ func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Opt
 			// the claim's resourceVersion when a pod starts using it:
 			// the precondition cannot see that use, the pod list can.
 			return x.inUse(used.pods)
+		}
+		if why, ok := isNotJustified(err); ok && !maybeApplied {
+			return x.skip(why + "; not deleted")
 		}
 		out, next, done := x.settle(err, rv, maybeApplied, try)
 		if done {

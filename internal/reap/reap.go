@@ -53,6 +53,9 @@ type Outcome struct {
 	State   classify.State
 	Message string
 	Err     error
+	// Evidence is the snapshot the decision relied on, read again before
+	// every attempt of the delete; nil when it relied on none.
+	Evidence *Evidence
 }
 
 // Block says why a reap deleted nothing although it had claims to delete.
