@@ -4,15 +4,22 @@ package prune_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/prune"
+	"github.com/pvc-janitor/pvc-janitor/internal/restore"
 	"github.com/pvc-janitor/pvc-janitor/internal/retention"
 	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
 )
@@ -87,4 +94,90 @@ func TestSafetyV3Finding7KilledPruneIsSettled(t *testing.T) {
 		t.Fatalf("p1: %s (%s), want kept", o.Action, o.Reason)
 	}
 	w.settled("p1", content, "the next prune")
+}
+
+// TestSafetyV3Finding8RestoreProtectsItsSource (docs/spec.md#restore-protects-source):
+// prune has read the namespace and decided to delete x1; before its delete
+// a restore from x1 begins. Prune keeps x1: a restore marks its source
+// before it creates the claim, and prune reads each rescue and the claims
+// again right before its delete. A mark older than restore.RestoringFor
+// does not keep it on its own.
+func TestSafetyV3Finding8RestoreProtectsItsSource(t *testing.T) {
+	del := testenv.SnapshotClassDelete
+	none, group := "no-such-class", "snapshot.storage.k8s.io"
+	pending := func(w *world, name, from string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: &none,
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				DataSourceRef:    &corev1.TypedObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: from}}}
+	}
+	mark := func(w *world, name string, at time.Time) {
+		patch := []byte(`{"metadata":{"annotations":{"pvc-janitor.io/restoring":"` + w.ns + `/elsewhere@` + at.UTC().Format(time.RFC3339) + `"}}}`)
+		if _, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		actor  func(ctx context.Context, w *world)
+		pruned bool
+		reason string
+	}{
+		{"janitor restore", func(ctx context.Context, w *world) {
+			// Its claim's class never binds: the restore ends Pending
+			// (a timeout, exit 4), its mark left on x1.
+			_, err := restore.Do(ctx, w.c, restore.Request{Namespace: w.ns, From: "x1", As: "x-back", AllowOlder: true,
+				StorageClass: none, Size: "1Gi", WorkspaceLabel: "workspace"},
+				restore.Options{Policy: classify.Policy{WorkspaceLabel: "workspace"}, Timeout: time.Millisecond, Retry: kube.DefaultRetry})
+			var pe *restore.ProvisionError
+			if !errors.As(err, &pe) {
+				w.t.Errorf("restore: %v, want a provisioning timeout", err)
+			}
+		}, false, "restor"},
+		{"a restore's mark, before its claim", func(ctx context.Context, w *world) { mark(w, "x1", time.Now()) }, false, "pvc-janitor.io/restoring"},
+		{"another tool's restore: a Pending claim", func(ctx context.Context, w *world) {
+			if _, err := w.c.Kube.CoreV1().PersistentVolumeClaims(w.ns).Create(ctx, pending(w, "x-kubectl", "x1"), metav1.CreateOptions{}); err != nil {
+				w.t.Fatal(err)
+			}
+		}, false, "claim x-kubectl restores from it"},
+		// Left by a restore killed two days ago, before prune's read: it
+		// keeps x1 no more.
+		{"a stale mark alone", nil, true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.rescue("x1", "x", 2*time.Hour, del, false, false)
+			w.rescue("x2", "x", time.Hour, del, false, false)
+			acted := false
+			if c.actor == nil {
+				mark(w, "x1", time.Now().Add(-48*time.Hour))
+				acted = true
+			}
+			res, err := prune.Prune(context.Background(), w.c, prune.Options{
+				Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
+				Policy:    classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
+				Retention: retention.Policy{KeepLast: 1}, MaxDeletions: 10, MaxDeletionPercent: 100,
+				Retry: kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second},
+				BeforeDelete: func(ctx context.Context, k inventory.Key) {
+					if k.Name == "x1" && c.actor != nil && !acted {
+						acted = true
+						c.actor(ctx, w)
+					}
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !acted {
+				t.Fatal("prune never came to delete x1: the test proves nothing")
+			}
+			o := outcomes(res)["x1"]
+			if got := !w.exists("x1"); got != c.pruned {
+				t.Fatalf("x1 pruned %v, want %v: %s (%s)", got, c.pruned, o.Action, o.Reason)
+			}
+			if !c.pruned && (o.Action != prune.ActionKept || !strings.Contains(o.Reason, c.reason)) {
+				t.Errorf("x1: %s (%s), want kept, saying %q", o.Action, o.Reason, c.reason)
+			}
+		})
+	}
 }

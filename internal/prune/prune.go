@@ -44,6 +44,10 @@ type Options struct {
 	// Confirm, when set, is asked before the first delete with the number
 	// of rescues; false deletes nothing.
 	Confirm func(n int) (bool, error)
+	// BeforeDelete, when set, is called for each rescue between prune's
+	// read and its delete: the tests' way to act as a second actor (a
+	// restore) at that moment, deterministically. Nil in the command.
+	BeforeDelete func(ctx context.Context, snapshot inventory.Key)
 }
 
 // Outcome is what became of one of the janitor's rescues.
@@ -386,6 +390,9 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, patched
 	s := r.snap
 	log := zerolog.Ctx(ctx).With().Str("namespace", s.Namespace).Str("snapshot", s.Name).Logger()
 	uid := s.UID
+	if o.BeforeDelete != nil {
+		o.BeforeDelete(ctx, s.Key())
+	}
 	var err error
 	for try := 0; ; try++ {
 		err = o.Retry.Do(ctx, "delete snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
