@@ -94,6 +94,30 @@ func TestSafetyV3Finding7KilledPruneIsSettled(t *testing.T) {
 		t.Fatalf("p1: %s (%s), want kept", o.Action, o.Reason)
 	}
 	w.settled("p1", content, "the next prune")
+
+	// And prune writes the intent before the content's Delete: at the
+	// moment of the delete, q1 carries it.
+	w.rescue("q1", "q", 2*time.Hour, retain, false, false)
+	w.rescue("q2", "q", time.Hour, retain, false, false)
+	seen := false
+	res, err := prune.Prune(context.Background(), w.c, prune.Options{
+		Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
+		Policy:    classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
+		Retention: retention.Policy{KeepLast: 1, DeleteContents: true}, MaxDeletions: 10, MaxDeletionPercent: 100, Retry: retry,
+		BeforeDelete: func(ctx context.Context, k inventory.Key) {
+			vs, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Get(ctx, k.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, seen = vs.Annotations[annPruneIntent]
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := outcomes(res)["q1"]; o.Action != prune.ActionPruned || !seen {
+		t.Errorf("q1: %s (%s), intent seen before its delete %v; want pruned, with the intent", o.Action, o.Reason, seen)
+	}
 }
 
 // TestSafetyV3Finding8RestoreProtectsItsSource (docs/spec.md#restore-protects-source):

@@ -396,9 +396,18 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, patched
 	var err error
 	for try := 0; ; try++ {
 		err = o.Retry.Do(ctx, "delete snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
+			// A restore may have begun since prune read the claims
+			// (docs/spec.md#restore-protects-source): read again first.
+			if err := stillPrunable(ctx, c, s); err != nil {
+				return err
+			}
 			return c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Delete(ctx, s.Name,
 				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &r.rv}})
 		})
+		if why, ok := isKeep(err); ok {
+			out.Action, out.Reason = ActionKept, why
+			return out
+		}
 		if !apierrors.IsConflict(err) || !patched || try == 2 {
 			break
 		}
