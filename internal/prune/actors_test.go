@@ -205,3 +205,139 @@ func TestSafetyV3Finding8RestoreProtectsItsSource(t *testing.T) {
 		})
 	}
 }
+
+// pruneWithHook prunes w's namespace with --keep-last 1, calling at before
+// each rescue's delete.
+func (w *world) pruneWithHook(deleteContents bool, at func(ctx context.Context, k inventory.Key)) map[string]prune.Outcome {
+	w.t.Helper()
+	res, err := prune.Prune(context.Background(), w.c, prune.Options{
+		Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
+		Policy:    classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
+		Retention: retention.Policy{KeepLast: 1, DeleteContents: deleteContents}, MaxDeletions: 10, MaxDeletionPercent: 100,
+		Retry:        kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second},
+		BeforeDelete: at})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return outcomes(res)
+}
+
+// TestSafetyR5SnapshotChangedBeforePruneDelete (docs/spec.md#retention-preconditions):
+// a rescue changed between prune's read and its delete (a label someone
+// added; the name taken by a new snapshot) is kept.
+func TestSafetyR5SnapshotChangedBeforePruneDelete(t *testing.T) {
+	del := testenv.SnapshotClassDelete
+	for _, c := range []struct {
+		name   string
+		change func(ctx context.Context, w *world)
+		reason string
+	}{
+		{"a label added", func(ctx context.Context, w *world) {
+			if _, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Patch(ctx, "x1", types.MergePatchType,
+				[]byte(`{"metadata":{"labels":{"example.com/owner":"someone"}}}`), metav1.PatchOptions{}); err != nil {
+				w.t.Fatal(err)
+			}
+		}, "changed since it was read"},
+		{"recreated under its name", func(ctx context.Context, w *world) {
+			if err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Delete(ctx, "x1", metav1.DeleteOptions{}); err != nil {
+				w.t.Fatal(err)
+			}
+			old, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Get(ctx, "x1", metav1.GetOptions{})
+			if err == nil {
+				if err := kube.WaitSnapshotGone(ctx, w.c, kube.DefaultRetry, w.ns, "x1", old.UID, time.Now().Add(time.Minute)); err != nil {
+					w.t.Fatal(err)
+				}
+			}
+			w.rescue("x1", "x", 3*time.Hour, del, false, false)
+		}, "another snapshot has its name now"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.rescue("x1", "x", 2*time.Hour, del, false, false)
+			w.rescue("x2", "x", time.Hour, del, false, false)
+			acted := false
+			got := w.pruneWithHook(false, func(ctx context.Context, k inventory.Key) {
+				if k.Name == "x1" && !acted {
+					acted = true
+					c.change(ctx, w)
+				}
+			})
+			if !acted {
+				t.Fatal("prune never came to delete x1: the test proves nothing")
+			}
+			if !w.exists("x1") {
+				t.Fatalf("x1 was deleted although it changed since prune read it: %+v", got["x1"])
+			}
+			if o := got["x1"]; o.Action != prune.ActionKept || !strings.Contains(o.Reason, c.reason) {
+				t.Errorf("x1: %s (%s), want kept, saying %q", o.Action, o.Reason, c.reason)
+			}
+		})
+	}
+}
+
+// TestSafetyR6ContentOfAnotherSnapshotIsNotSetToDelete (docs/spec.md#retention-contents):
+// the patch that sets a content to Delete tests its volumeSnapshotRef's
+// UID: asked for another snapshot's UID, the API server refuses it and the
+// content stays Retain.
+func TestSafetyR6ContentOfAnotherSnapshotIsNotSetToDelete(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	w.rescue("r1", "r", time.Hour, testenv.SnapshotClassRetain, false, false)
+	vs, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Get(ctx, "r1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := *vs.Status.BoundVolumeSnapshotContentName
+	t.Cleanup(func() { _ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(context.Background(), content, metav1.DeleteOptions{}) })
+	retry := kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 5 * time.Second}
+	if err := kube.SetContentDelete(ctx, w.c, retry, content, "another-snapshots-uid"); err == nil {
+		t.Error("SetContentDelete for another snapshot's UID succeeded")
+	}
+	vc, err := w.f.Snap.SnapshotV1().VolumeSnapshotContents().Get(ctx, content, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vc.Spec.DeletionPolicy != "Retain" {
+		t.Errorf("content %s bound to %s is %s after a patch for another UID, want Retain", content, vc.Spec.VolumeSnapshotRef.UID, vc.Spec.DeletionPolicy)
+	}
+}
+
+// TestSafetyR6bPruneSetsBackWhatItKeeps (docs/spec.md#retention-contents):
+// prune set x1's content to Delete, then x1 is held before its delete:
+// prune keeps it, puts its content back to Retain and removes its intent,
+// in the same run.
+func TestSafetyR6bPruneSetsBackWhatItKeeps(t *testing.T) {
+	w := newWorld(t)
+	retain := testenv.SnapshotClassRetain
+	w.rescue("x1", "x", 2*time.Hour, retain, false, false)
+	w.rescue("x2", "x", time.Hour, retain, false, false)
+	vs, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Get(context.Background(), "x1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := *vs.Status.BoundVolumeSnapshotContentName
+	t.Cleanup(func() { _ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(context.Background(), content, metav1.DeleteOptions{}) })
+	policy := ""
+	got := w.pruneWithHook(true, func(ctx context.Context, k inventory.Key) {
+		if k.Name != "x1" {
+			return
+		}
+		vc, err := w.f.Snap.SnapshotV1().VolumeSnapshotContents().Get(ctx, content, metav1.GetOptions{})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		policy = string(vc.Spec.DeletionPolicy)
+		if _, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Patch(ctx, "x1", types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"pvc-janitor.io/hold":"true"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+	if policy != "Delete" {
+		t.Fatalf("x1's content was %q before the delete, want Delete: the test proves nothing", policy)
+	}
+	if o := got["x1"]; o.Action != prune.ActionKept || !w.exists("x1") {
+		t.Fatalf("x1: %s (%s), want kept", o.Action, o.Reason)
+	}
+	w.settled("x1", content, "a prune that kept it")
+}
