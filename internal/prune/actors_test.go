@@ -288,7 +288,9 @@ func TestSafetyR6ContentOfAnotherSnapshotIsNotSetToDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	content := *vs.Status.BoundVolumeSnapshotContentName
-	t.Cleanup(func() { _ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(context.Background(), content, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(context.Background(), content, metav1.DeleteOptions{})
+	})
 	retry := kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 5 * time.Second}
 	if err := kube.SetContentDelete(ctx, w.c, retry, content, "another-snapshots-uid"); err == nil {
 		t.Error("SetContentDelete for another snapshot's UID succeeded")
@@ -316,7 +318,9 @@ func TestSafetyR6bPruneSetsBackWhatItKeeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	content := *vs.Status.BoundVolumeSnapshotContentName
-	t.Cleanup(func() { _ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(context.Background(), content, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(context.Background(), content, metav1.DeleteOptions{})
+	})
 	policy := ""
 	got := w.pruneWithHook(true, func(ctx context.Context, k inventory.Key) {
 		if k.Name != "x1" {
