@@ -158,7 +158,7 @@ func TestSafetyV3Finding8RestoreProtectsItsSource(t *testing.T) {
 			if !errors.As(err, &pe) {
 				w.t.Errorf("restore: %v, want a provisioning timeout", err)
 			}
-		}, false, "restor"},
+		}, false, "/x-back@"},
 		{"a restore's mark, before its claim", func(ctx context.Context, w *world) { mark(w, "x1", time.Now()) }, false, "pvc-janitor.io/restoring"},
 		{"another tool's restore: a Pending claim", func(ctx context.Context, w *world) {
 			if _, err := w.c.Kube.CoreV1().PersistentVolumeClaims(w.ns).Create(ctx, pending(w, "x-kubectl", "x1"), metav1.CreateOptions{}); err != nil {
