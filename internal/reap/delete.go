@@ -26,7 +26,7 @@ const changedMsg = "changed since it was read (delete precondition failed)"
 // deleteOne deletes one claim with Preconditions{UID, ResourceVersion} of
 // the fresh read, settles a delete whose response was lost, and retries
 // once after a change that says nothing about use (docs/spec.md#reap).
-func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Options, log *zerolog.Logger, seen *uses) Outcome {
+func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, ev *Evidence, o Options, log *zerolog.Logger, seen *uses) Outcome {
 	cl := d.Claim
 	x := &deleter{ctx: ctx, c: c, d: d, o: o, seen: seen,
 		out: Outcome{Namespace: cl.Namespace, Name: cl.Name, State: d.State},
@@ -38,7 +38,6 @@ func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Opt
 	if o.BeforeDelete != nil {
 		o.BeforeDelete(ctx, cl.Key())
 	}
-	ev := EvidenceOf(d)
 	x.out.Evidence = ev
 	rv := cl.ResourceVersion
 	maybeApplied := false
