@@ -69,7 +69,9 @@ func TestEvidenceOf(t *testing.T) {
 	cut := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := inventory.Snapshot{Namespace: "ns", Name: "r", UID: "uid-r", ContentName: "c", CutTime: &cut}
 	other := inventory.Snapshot{Namespace: "ns", Name: "r-2", UID: "uid-r2", ContentName: "c2", CutTime: &cut}
-	durable := func(name string) string { return "newer data of the workspace is in intact rescue " + name + " (data time 2026-01-02T03:04:05Z)" }
+	durable := func(name string) string {
+		return "newer data of the workspace is in intact rescue " + name + " (data time 2026-01-02T03:04:05Z)"
+	}
 	evR := &Evidence{Namespace: "ns", Snapshot: "r", UID: "uid-r", Content: "c", Cut: cut}
 	evOther := &Evidence{Namespace: "ns", Snapshot: "r-2", UID: "uid-r2", Content: "c2", Cut: cut}
 	snaps := []inventory.Snapshot{r, other}
