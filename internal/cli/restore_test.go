@@ -146,6 +146,15 @@ func TestRestoreRoundTrip(t *testing.T) {
 	if c.Labels["workspace"] != "a" || c.Annotations["pvc-janitor.io/restored-from"] != first[0].Name {
 		t.Errorf("restored claim labels %v annotations %v", c.Labels, c.Annotations)
 	}
+	// Bound: the restore removed its mark from the source
+	// (docs/spec.md#restore-protects-source).
+	src, err := f.Snap.SnapshotV1().VolumeSnapshots(ns).Get(ctx, first[0].Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := src.Annotations["pvc-janitor.io/restoring"]; ok {
+		t.Errorf("the source %s still carries pvc-janitor.io/restoring=%s after a Bound restore", src.Name, v)
+	}
 }
 
 // TestRestoreWaitsForBindingOrTimesOut (docs/spec.md#restore): a restore into a

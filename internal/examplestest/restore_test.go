@@ -49,7 +49,8 @@ func (a access) String() string {
 // run.go, and internal/kube's read of one namespace): the namespace read as
 // scan reads it, the snapshots listed again with their templates, the
 // claim created and read until Bound, its StorageClass read, the Restored
-// Event created and Events listed for a provisioning failure.
+// Event created and Events listed for a provisioning failure, and the
+// source snapshot patched with its restoring mark.
 var restoreNeeds = func() []access {
 	var out []access
 	add := func(namespaced bool, group string, resources []string, verbs ...string) {
@@ -63,7 +64,7 @@ var restoreNeeds = func() []access {
 	add(true, "", []string{"pods"}, "list")
 	add(true, "apps", []string{"deployments", "replicasets", "daemonsets", "statefulsets"}, "list")
 	add(true, "batch", []string{"jobs", "cronjobs"}, "list")
-	add(true, "snapshot.storage.k8s.io", []string{"volumesnapshots"}, "list")
+	add(true, "snapshot.storage.k8s.io", []string{"volumesnapshots"}, "list", "patch")
 	add(true, "", []string{"events"}, "create", "list")
 	add(false, "", []string{"persistentvolumes"}, "list")
 	add(false, "storage.k8s.io", []string{"volumeattachments"}, "list")
@@ -86,7 +87,8 @@ func restoreRBAC(t *testing.T) (*rbacv1.Role, *rbacv1.RoleBinding, *rbacv1.Clust
 
 // TestRestoreRoleGrantsOnlyWhatRestoreUses checks restore-role.yaml rule by
 // rule: it grants every call `janitor restore` makes and nothing else (no
-// wildcard, no delete or patch, no Secrets, namespaced kinds only in the
+// wildcard, no delete, no patch but of VolumeSnapshots (the restoring
+// mark), no Secrets, namespaced kinds only in the
 // Role), and each binding binds the file's own role.
 func TestRestoreRoleGrantsOnlyWhatRestoreUses(t *testing.T) {
 	role, rb, cr, crb := restoreRBAC(t)

@@ -42,6 +42,15 @@ const (
 	// once a rescue of a later one is ready (docs/spec.md#retention): it holds data from
 	// before the claim's last use and is left to prune.
 	LabelStale = Prefix + "stale"
+	// AnnotationPruneIntent on a VolumeSnapshot: a prune set, or was about
+	// to set, its content to Delete in order to delete it; a kept rescue
+	// carrying it is put back to Retain by the next run
+	// (docs/spec.md#retention-intent).
+	AnnotationPruneIntent = Prefix + "prune-intent"
+	// AnnotationRestoring on a VolumeSnapshot: a restore is creating a claim
+	// from it, "<namespace>/<claim>@<RFC 3339>"; prune keeps it
+	// (docs/spec.md#restore-protects-source).
+	AnnotationRestoring = Prefix + "restoring"
 	// LabelManagedBy and ManagedByValue mark the janitor's own snapshots.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedByValue = "pvc-janitor"
@@ -183,6 +192,10 @@ type Snapshot struct {
 	ClassName   string
 	// RestoreSize is status.restoreSize in bytes (0 while unknown).
 	RestoreSize int64
+	// PruneIntent and Restoring are the pvc-janitor.io/prune-intent and
+	// pvc-janitor.io/restoring annotations, if any.
+	PruneIntent string
+	Restoring   string
 }
 
 // Key returns the snapshot's namespace/name.

@@ -21,6 +21,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/mark"
+	"github.com/pvc-janitor/pvc-janitor/internal/prune"
 )
 
 // ScanOptions configure a scan.
@@ -73,6 +74,11 @@ func Scan(ctx context.Context, c *kube.Clients, o ScanOptions) (*ScanResult, err
 	inv, err := kube.Read(ctx, c, o.Scope)
 	if err != nil {
 		return nil, err
+	}
+	if !o.DryRun {
+		// Every run that writes settles what a killed prune left
+		// (docs/spec.md#retention-intent).
+		prune.SettleIntents(ctx, c, o.Retry, inv.Snapshots, inv.Contents)
 	}
 	res := &ScanResult{Inventory: inv, Now: inv.ServerTime, ReadTime: time.Since(start)}
 	if res.Now.IsZero() {

@@ -77,6 +77,8 @@ func Snapshot(vs *snapv1.VolumeSnapshot, workspaceLabel string) inventory.Snapsh
 		ManagedByJanitor:  vs.Labels[inventory.LabelManagedBy] == inventory.ManagedByValue,
 		Superseded:        vs.Labels[inventory.LabelSuperseded] == "true",
 		Stale:             vs.Labels[inventory.LabelStale] == "true",
+		PruneIntent:       vs.Annotations[inventory.AnnotationPruneIntent],
+		Restoring:         vs.Annotations[inventory.AnnotationRestoring],
 	}
 	if workspaceLabel != "" {
 		s.Workspace = vs.Labels[workspaceLabel]

@@ -44,6 +44,10 @@ type Options struct {
 	// Confirm, when set, is asked before the first delete with the number
 	// of rescues; false deletes nothing.
 	Confirm func(n int) (bool, error)
+	// BeforeDelete, when set, is called for each rescue between prune's
+	// read and its delete: the tests' way to act as a second actor (a
+	// restore) at that moment, deterministically. Nil in the command.
+	BeforeDelete func(ctx context.Context, snapshot inventory.Key)
 }
 
 // Outcome is what became of one of the janitor's rescues.
@@ -88,6 +92,11 @@ func Prune(ctx context.Context, c *kube.Clients, o Options) (*Result, error) {
 		return nil, err
 	}
 	now := c.Clock.Latest()
+	if !o.DryRun {
+		// A prune killed after setting a content to Delete left its
+		// intent: put the kept rescues back first (docs/spec.md#retention-intent).
+		SettleIntents(ctx, c, o.Retry, inv.Snapshots, inv.Contents)
+	}
 	ds := classify.Classify(inv, o.Policy, now)
 	raw, err := rescues(ctx, c, o)
 	if err != nil {
@@ -262,7 +271,7 @@ func pruneAll(ctx context.Context, c *kube.Clients, o Options, del []int, meta [
 	var ready []int
 	patched := map[int]string{} // outcome → its content, set to Delete
 	for _, i := range del {
-		content, out := release(ctx, c, o, meta[i].snap, contents, outs[i])
+		content, out := release(ctx, c, o, &meta[i], contents, outs[i])
 		outs[i] = out
 		if out.Action != ActionWouldPrune {
 			continue // kept or failed
@@ -322,7 +331,13 @@ func unpatch(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapsh
 		return
 	}
 	if err := kube.SetContentRetain(ctx, c, o.Retry, content, s.UID); err != nil {
-		log.Error().Err(err).Msg("the rescue was kept but its content stays Delete: set it back to Retain by hand")
+		log.Error().Err(err).Msg("the rescue was kept but its content stays Delete: the next run sets it back to Retain (its prune intent stays)")
+		return
+	}
+	if v, ok := vs.Annotations[inventory.AnnotationPruneIntent]; ok {
+		if err := kube.UnannotateSnapshot(ctx, c, o.Retry, s.Namespace, s.Name, s.UID, inventory.AnnotationPruneIntent, v); err != nil {
+			log.Warn().Err(err).Msg("remove the prune intent: the next run does")
+		}
 	}
 }
 
@@ -330,7 +345,13 @@ func unpatch(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapsh
 // kept without --delete-contents and set to Delete with it. It returns the
 // content it patched, if any, and the outcome (still would-prune when the
 // snapshot may be deleted).
-func release(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot, contents map[string]inventory.Content, out Outcome) (string, Outcome) {
+//
+// The intent (pvc-janitor.io/prune-intent) goes on the rescue before its
+// content is set to Delete, at the resourceVersion prune read (r.rv moves
+// to the patched one): a run killed before the delete leaves a record that
+// the next run settles (docs/spec.md#retention-intent).
+func release(ctx context.Context, c *kube.Clients, o Options, r *rawRescue, contents map[string]inventory.Content, out Outcome) (string, Outcome) {
+	s := r.snap
 	ct, ok := contents[s.ContentName]
 	if !ok || ct.DeletionPolicy != "Retain" {
 		return "", out
@@ -339,9 +360,24 @@ func release(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapsh
 		out.Action, out.Reason = ActionKept, "its content is Retain and --delete-contents is off"
 		return "", out
 	}
+	log := zerolog.Ctx(ctx).With().Str("namespace", s.Namespace).Str("snapshot", s.Name).Logger()
+	intent := intentValue(c.Clock.Latest())
+	vs, err := kube.AnnotateSnapshot(ctx, c, o.Retry, s.Namespace, s.Name, s.UID, r.rv, inventory.AnnotationPruneIntent, intent)
+	switch {
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		out.Action, out.Reason = ActionKept, "changed since it was read; left for the next prune"
+		return "", out
+	case err != nil:
+		out.Action, out.Reason, out.Err = ActionFailed, "record the prune intent on it: "+err.Error(), err
+		log.Error().Err(err).Msg("prune")
+		return "", out
+	}
+	r.rv = vs.ResourceVersion
 	if err := kube.SetContentDelete(ctx, c, o.Retry, ct.Name, s.UID); err != nil {
 		out.Action, out.Reason, out.Err = ActionFailed, "set content "+ct.Name+" to Delete: "+err.Error(), err
-		zerolog.Ctx(ctx).Error().Err(err).Str("namespace", s.Namespace).Str("snapshot", s.Name).Msg("prune")
+		log.Error().Err(err).Msg("prune")
+		// The content may be Delete all the same (a lost response): the
+		// intent stays for the next run to settle.
 		return "", out
 	}
 	return ct.Name, out
@@ -354,12 +390,24 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, patched
 	s := r.snap
 	log := zerolog.Ctx(ctx).With().Str("namespace", s.Namespace).Str("snapshot", s.Name).Logger()
 	uid := s.UID
+	if o.BeforeDelete != nil {
+		o.BeforeDelete(ctx, s.Key())
+	}
 	var err error
 	for try := 0; ; try++ {
 		err = o.Retry.Do(ctx, "delete snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
+			// A restore may have begun since prune read the claims
+			// (docs/spec.md#restore-protects-source): read again first.
+			if err := stillPrunable(ctx, c, s); err != nil {
+				return err
+			}
 			return c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Delete(ctx, s.Name,
 				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &r.rv}})
 		})
+		if why, ok := isKeep(err); ok {
+			out.Action, out.Reason = ActionKept, why
+			return out
+		}
 		if !apierrors.IsConflict(err) || !patched || try == 2 {
 			break
 		}

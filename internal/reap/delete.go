@@ -26,7 +26,7 @@ const changedMsg = "changed since it was read (delete precondition failed)"
 // deleteOne deletes one claim with Preconditions{UID, ResourceVersion} of
 // the fresh read, settles a delete whose response was lost, and retries
 // once after a change that says nothing about use (docs/spec.md#reap).
-func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Options, log *zerolog.Logger, seen *uses) Outcome {
+func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, ev *Evidence, o Options, log *zerolog.Logger, seen *uses) Outcome {
 	cl := d.Claim
 	x := &deleter{ctx: ctx, c: c, d: d, o: o, seen: seen,
 		out: Outcome{Namespace: cl.Namespace, Name: cl.Name, State: d.State},
@@ -35,11 +35,24 @@ func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Opt
 		x.out.State = classify.InUse
 		return x.skip("seen in use earlier in this run (" + what + "); not deleted")
 	}
+	if o.BeforeDelete != nil {
+		o.BeforeDelete(ctx, cl.Key())
+	}
+	x.out.Evidence = ev
 	rv := cl.ResourceVersion
 	maybeApplied := false
 	for try := 0; ; try++ {
 		applied, err := deleteClaim(ctx, c, o.Retry, cl, rv, func(ctx context.Context) error {
-			return inUseNow(ctx, c, cl, seen)
+			if err := inUseNow(ctx, c, cl, seen); err != nil {
+				return err
+			}
+			if ev == nil {
+				return nil
+			}
+			// The claim's preconditions cannot see its rescue: a user or
+			// the workspace manager may have deleted it since the read
+			// (docs/spec.md#reap-rescue-reread).
+			return stillJustified(ctx, c, ev, o.Policy.WorkspaceLabel)
 		})
 		maybeApplied = maybeApplied || applied
 		if err == nil {
@@ -51,6 +64,9 @@ func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, o Opt
 			// the claim's resourceVersion when a pod starts using it:
 			// the precondition cannot see that use, the pod list can.
 			return x.inUse(used.pods)
+		}
+		if why, ok := isNotJustified(err); ok && !maybeApplied {
+			return x.skip(why + "; not deleted")
 		}
 		out, next, done := x.settle(err, rv, maybeApplied, try)
 		if done {

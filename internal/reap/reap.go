@@ -39,6 +39,10 @@ type Options struct {
 	// Confirm, when set, is asked before the first delete with the number of
 	// claims; false deletes nothing.
 	Confirm func(n int) (bool, error)
+	// BeforeDelete, when set, is called for each claim between the
+	// decision and its delete: the tests' way to act as a second actor at
+	// that moment, deterministically. Nil in the command.
+	BeforeDelete func(ctx context.Context, claim inventory.Key)
 }
 
 // Outcome is what happened to one claim.
@@ -49,6 +53,9 @@ type Outcome struct {
 	State   classify.State
 	Message string
 	Err     error
+	// Evidence is the snapshot the decision relied on, read again before
+	// every attempt of the delete; nil when it relied on none.
+	Evidence *Evidence
 }
 
 // Block says why a reap deleted nothing although it had claims to delete.
@@ -115,7 +122,7 @@ func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]boo
 			res.Outcomes = append(res.Outcomes, Outcome{Namespace: d.Claim.Namespace, Name: d.Claim.Name, Action: ActionSkipped, State: d.State, Message: "interrupted before deleting"})
 			continue
 		}
-		res.Outcomes = append(res.Outcomes, deleteOne(ctx, c, d, o, log, podsSeen))
+		res.Outcomes = append(res.Outcomes, deleteOne(ctx, c, d, p.evidence[d], o, log, podsSeen))
 	}
 	return res, nil
 }
@@ -128,6 +135,8 @@ type plan struct {
 	skipped []Outcome
 	// used are claims the re-read saw in use: their marks are removed.
 	used []classify.Decision
+	// evidence is the snapshot each claim to delete relies on.
+	evidence map[*classify.Decision]*Evidence
 }
 
 // newPlan re-reads the cluster and sorts the candidates into the claims to
@@ -141,7 +150,7 @@ func newPlan(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]
 		return nil, fmt.Errorf("re-read before deleting: no server time")
 	}
 	now := inv.ServerTime
-	p := &plan{ds: classify.Classify(inv, o.Policy, now)}
+	p := &plan{ds: classify.Classify(inv, o.Policy, now), evidence: map[*classify.Decision]*Evidence{}}
 	seen := map[inventory.Key]bool{}
 	for i := range p.ds {
 		d := &p.ds[i]
@@ -163,6 +172,7 @@ func newPlan(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]
 			continue
 		}
 		p.del = append(p.del, d)
+		p.evidence[d] = EvidenceOf(d, inv.Snapshots[k.Namespace])
 	}
 	for k := range candidates {
 		if !seen[k] {

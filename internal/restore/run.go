@@ -65,15 +65,29 @@ func Do(ctx context.Context, c *kube.Clients, req Request, opts Options) (*Outco
 		out.Message = "would restore claim " + req.Namespace + "/" + plan.Claim.Name + " from snapshot " + plan.Snapshot.Name
 		return out, nil
 	}
+	mark, err := markSource(ctx, c, plan, opts)
+	if err != nil {
+		return nil, err
+	}
 	created, err := create(ctx, c, plan, opts)
 	if err != nil {
+		if IsRefusal(err) {
+			unmarkSource(ctx, c, plan, mark, opts) // nothing was created
+		}
 		return nil, err
 	}
 	out.Created = true
 	cl := kube.Claim(created, opts.Policy.WorkspaceLabel)
 	msg := fmt.Sprintf("restored from snapshot %s (data time %s)", plan.Snapshot.Name, plan.DataTime.UTC().Format(time.RFC3339))
 	_ = c.Event(ctx, opts.Retry, &cl, corev1.EventTypeNormal, "Restored", msg)
-	return wait(ctx, c, created, out, opts)
+	out, err = wait(ctx, c, created, out, opts)
+	if err == nil && out.Bound {
+		// Bound: the volume holds the data, the source is free again.
+		// Otherwise the mark stays: the claim that is not Bound keeps the
+		// source too, and the mark expires (RestoringFor).
+		unmarkSource(ctx, c, plan, mark, opts)
+	}
+	return out, err
 }
 
 // read lists what Plan needs: the namespace's claims, classified, and its

@@ -164,7 +164,8 @@ get and patch on VolumeSnapshotContents only with contents.delete. */}}
 {{- if include "pvc-janitor.deleteContents" . }}
 # contents.delete: set a Retain content of the janitor's own rescue to
 # Delete (a JSON patch that first tests the content's volumeSnapshotRef UID)
-# just before deleting the rescue.
+# just before deleting the rescue, and back to Retain for a rescue kept after
+# all (in the same run, or by the next run from its prune-intent).
 - apiGroups: ["snapshot.storage.k8s.io"]
   resources: ["volumesnapshotcontents"]
   verbs: ["get", "patch"]

@@ -1,0 +1,158 @@
+package reap
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+)
+
+// Evidence is the snapshot a reap decision relies on: the rescue of a
+// Rescued claim, or the newer snapshot of the workspace that makes a
+// Superseded claim's discard durable. It is read again before every
+// attempt of the claim's delete (docs/spec.md#reap-rescue-reread).
+type Evidence struct {
+	Namespace string
+	Snapshot  string
+	UID       types.UID
+	Content   string
+	// Cut is the snapshot's cut time as the decision read it.
+	Cut time.Time
+}
+
+// EvidenceOf is the snapshot d relies on, nil when it relies on none (a
+// discard whose durable evidence is a claim in use). snaps are the
+// snapshots of the claim's namespace in the read d comes from.
+//
+// A Rescued claim relies on its rescue (d.Snapshot). A discard relies on
+// the intact rescue its DiscardReason names, which need not be d.Snapshot
+// (the newer snapshot that made it Superseded): it is found among snaps by
+// that name. The decision has no field for it (classify owns Decision).
+func EvidenceOf(d *classify.Decision, snaps []inventory.Snapshot) *Evidence {
+	var s *inventory.Snapshot
+	switch d.State {
+	case classify.Rescued:
+		s = d.Snapshot
+	case classify.Superseded:
+		if d.Snapshot != nil && namesDurable(d.DiscardReason, d.Snapshot.Name) {
+			s = d.Snapshot
+		}
+		for i := range snaps {
+			if s == nil && namesDurable(d.DiscardReason, snaps[i].Name) {
+				s = &snaps[i]
+			}
+		}
+	}
+	if s == nil {
+		return nil
+	}
+	return &Evidence{Namespace: s.Namespace, Snapshot: s.Name, UID: s.UID, Content: s.ContentName, Cut: classify.CutTime(s)}
+}
+
+// durablePrefix opens classify's DiscardReason when the durable evidence of
+// a discard is an intact rescue: "... intact rescue <name> (data time ...)".
+const durablePrefix = "newer data of the workspace is in intact rescue "
+
+func namesDurable(reason, name string) bool {
+	return strings.HasPrefix(reason, durablePrefix+name+" (")
+}
+
+// StillJustified decides, from a fresh read of the evidence's snapshot
+// (nil: gone) and of its content (nil: gone or not bound), whether the
+// decision still stands: the same snapshot (UID), still intact
+// (classify.Intact: ready, no error, not being deleted, its content exists,
+// bound to its UID, with a handle, not being deleted), bound to the same
+// content and cut at the time the decision used. A snapshot replaced,
+// re-bound or re-dated is evidence the decision did not see.
+func StillJustified(e Evidence, s *inventory.Snapshot, c *inventory.Content) (bool, string) {
+	if s == nil {
+		return false, "its VolumeSnapshot " + e.Snapshot + " is gone since it was read"
+	}
+	if s.UID != e.UID {
+		return false, "another VolumeSnapshot has the name " + e.Snapshot + " now (UID " + string(s.UID) + ")"
+	}
+	contents := map[string]inventory.Content{}
+	if c != nil {
+		contents[c.Name] = *c
+	}
+	if ok, why := classify.Intact(s, contents); !ok {
+		return false, "its VolumeSnapshot " + e.Snapshot + " is no longer intact: " + why
+	}
+	if s.ContentName != e.Content {
+		return false, "its VolumeSnapshot " + e.Snapshot + " is bound to another VolumeSnapshotContent (" + s.ContentName + ") since it was read"
+	}
+	if cut := classify.CutTime(s); !cut.Equal(e.Cut) {
+		return false, "its VolumeSnapshot " + e.Snapshot + " is dated " + cut.UTC().Format(time.RFC3339) +
+			" now, not " + e.Cut.UTC().Format(time.RFC3339) + " as when it was read"
+	}
+	return true, ""
+}
+
+// errNotJustified: the fresh read of the evidence does not justify the delete.
+type errNotJustified struct{ why string }
+
+func (e *errNotJustified) Error() string { return e.why }
+
+// stillJustified reads the evidence again (one GET of the snapshot, one
+// list of its content by name: the role grants list on contents, not get)
+// and fails with errNotJustified unless StillJustified. A failed read is
+// returned as it is, so that a claim is never deleted on a check that did
+// not happen.
+func stillJustified(ctx context.Context, c *kube.Clients, e *Evidence, workspaceLabel string) error {
+	vs, err := c.Snap.SnapshotV1().VolumeSnapshots(e.Namespace).Get(ctx, e.Snapshot, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		vs, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	var snap *inventory.Snapshot
+	var content *inventory.Content
+	if vs != nil {
+		s := kube.Snapshot(vs, workspaceLabel)
+		snap = &s
+		if s.ContentName != "" {
+			if content, err = readContent(ctx, c, s.ContentName); err != nil {
+				return err
+			}
+		}
+	}
+	if ok, why := StillJustified(*e, snap, content); !ok {
+		return &errNotJustified{why: why}
+	}
+	return nil
+}
+
+// readContent is one list of the content by name; nil when it does not exist.
+func readContent(ctx context.Context, c *kube.Clients, name string) (*inventory.Content, error) {
+	l, err := c.Snap.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		return nil, err
+	}
+	for i := range l.Items {
+		if l.Items[i].Name == name {
+			ct := kube.Content(&l.Items[i])
+			return &ct, nil
+		}
+	}
+	return nil, nil
+}
+
+// isNotJustified reports whether err is a failed re-read of the evidence.
+func isNotJustified(err error) (string, bool) {
+	var nj *errNotJustified
+	if errors.As(err, &nj) {
+		return nj.why, true
+	}
+	return "", false
+}
