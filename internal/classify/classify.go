@@ -715,6 +715,7 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time,
 		d.Discard = true
 		d.DiscardReason = "newer data of the workspace is in intact rescue " + durable.Name + " (data time " +
 			durT.UTC().Format(time.RFC3339) + ")"
+		d.Durable = durable
 		if d.Snapshot == nil {
 			d.Snapshot = durable
 		}

@@ -839,6 +839,12 @@ func checkDecision(t *testing.T, d Decision, w want) {
 	if w.discard != nil && (d.Discard != *w.discard || !strings.Contains(d.DiscardReason, w.discardWhy)) {
 		t.Errorf("discard = %v (%q), want %v (%q)", d.Discard, d.DiscardReason, *w.discard, w.discardWhy)
 	}
+	// A discard on an intact rescue names it as Durable (reap reads that
+	// one again before the delete); any other decision names none.
+	if onRescue := d.Discard && strings.HasPrefix(d.DiscardReason, "newer data of the workspace is in intact rescue "); onRescue != (d.Durable != nil) ||
+		(onRescue && !strings.Contains(d.DiscardReason, " "+d.Durable.Name+" ")) {
+		t.Errorf("durable = %v for discard %v (%q)", d.Durable, d.Discard, d.DiscardReason)
+	}
 }
 
 func TestClassify(t *testing.T) {

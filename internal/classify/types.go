@@ -121,6 +121,10 @@ type Decision struct {
 	// DiscardReason says why or why not.
 	Discard       bool
 	DiscardReason string
+	// Durable is the intact rescue a discard relies on, when that is its
+	// durable evidence (nil for a claim in use, or no discard): reap reads
+	// it again right before the delete (docs/spec.md#reap-rescue-reread).
+	Durable *inventory.Snapshot
 	// CutBehind is true for a SnapshotFailed claim whose Snapshot is the
 	// janitor's own intact rescue of this orphan period cut within
 	// Policy.ClockSkew of its orphaned-since (docs/spec.md#rescue-behind-clock):

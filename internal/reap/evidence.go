@@ -3,7 +3,6 @@ package reap
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,33 +36,20 @@ type Evidence struct {
 // the intact rescue its DiscardReason names, which need not be d.Snapshot
 // (the newer snapshot that made it Superseded): it is found among snaps by
 // that name. The decision has no field for it (classify owns Decision).
-func EvidenceOf(d *classify.Decision, snaps []inventory.Snapshot) *Evidence {
+func EvidenceOf(d *classify.Decision) *Evidence {
 	var s *inventory.Snapshot
 	switch d.State {
 	case classify.Rescued:
 		s = d.Snapshot
 	case classify.Superseded:
-		if d.Snapshot != nil && namesDurable(d.DiscardReason, d.Snapshot.Name) {
-			s = d.Snapshot
-		}
-		for i := range snaps {
-			if s == nil && namesDurable(d.DiscardReason, snaps[i].Name) {
-				s = &snaps[i]
-			}
+		if d.Discard {
+			s = d.Durable
 		}
 	}
 	if s == nil {
 		return nil
 	}
 	return &Evidence{Namespace: s.Namespace, Snapshot: s.Name, UID: s.UID, Content: s.ContentName, Cut: classify.CutTime(s)}
-}
-
-// durablePrefix opens classify's DiscardReason when the durable evidence of
-// a discard is an intact rescue: "... intact rescue <name> (data time ...)".
-const durablePrefix = "newer data of the workspace is in intact rescue "
-
-func namesDurable(reason, name string) bool {
-	return strings.HasPrefix(reason, durablePrefix+name+" (")
 }
 
 // StillJustified decides, from a fresh read of the evidence's snapshot

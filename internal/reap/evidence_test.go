@@ -62,32 +62,29 @@ func TestStillJustified(t *testing.T) {
 }
 
 // TestEvidenceOf: a Rescued claim relies on its rescue; a discard on the
-// intact rescue its DiscardReason names (d.Snapshot, or another snapshot of
-// the namespace), never on a newer snapshot that is only why it is
-// Superseded; a discard on a claim in use and other states on none.
+// intact rescue classify named as its durable evidence (Decision.Durable),
+// never on a newer snapshot that is only why it is Superseded (Snapshot); a
+// discard on a claim in use, a Superseded claim kept, and other states on
+// none.
 func TestEvidenceOf(t *testing.T) {
 	cut := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := inventory.Snapshot{Namespace: "ns", Name: "r", UID: "uid-r", ContentName: "c", CutTime: &cut}
 	other := inventory.Snapshot{Namespace: "ns", Name: "r-2", UID: "uid-r2", ContentName: "c2", CutTime: &cut}
-	durable := func(name string) string {
-		return "newer data of the workspace is in intact rescue " + name + " (data time 2026-01-02T03:04:05Z)"
-	}
 	evR := &Evidence{Namespace: "ns", Snapshot: "r", UID: "uid-r", Content: "c", Cut: cut}
 	evOther := &Evidence{Namespace: "ns", Snapshot: "r-2", UID: "uid-r2", Content: "c2", Cut: cut}
-	snaps := []inventory.Snapshot{r, other}
 	for _, c := range []struct {
 		name string
 		d    classify.Decision
 		want *Evidence
 	}{
 		{"rescued: its rescue", classify.Decision{State: classify.Rescued, Snapshot: &r}, evR},
-		{"discard on its Snapshot", classify.Decision{State: classify.Superseded, Snapshot: &r, Discard: true, DiscardReason: durable("r")}, evR},
-		{"discard on another rescue than its Snapshot", classify.Decision{State: classify.Superseded, Snapshot: &r, Discard: true, DiscardReason: durable("r-2")}, evOther},
-		{"r is not r-2 (looked up among the namespace's)", classify.Decision{State: classify.Superseded, Discard: true, DiscardReason: durable("r-2")}, evOther},
-		{"discard on a claim in use", classify.Decision{State: classify.Superseded, Snapshot: &r, Discard: true, DiscardReason: "claim b of the workspace is in use now"}, nil},
+		{"discard on its Snapshot", classify.Decision{State: classify.Superseded, Snapshot: &r, Discard: true, Durable: &r}, evR},
+		{"discard on another rescue than its Snapshot", classify.Decision{State: classify.Superseded, Snapshot: &r, Discard: true, Durable: &other}, evOther},
+		{"kept (no discard): none", classify.Decision{State: classify.Superseded, Snapshot: &r, Durable: &other}, nil},
+		{"discard on a claim in use", classify.Decision{State: classify.Superseded, Snapshot: &r, Discard: true}, nil},
 		{"snapshotting: none", classify.Decision{State: classify.Snapshotting, Snapshot: &r}, nil},
 	} {
-		got := EvidenceOf(&c.d, snaps)
+		got := EvidenceOf(&c.d)
 		if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
 			t.Errorf("%s: EvidenceOf = %+v, want %+v", c.name, got, c.want)
 		}

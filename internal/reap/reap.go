@@ -172,7 +172,7 @@ func newPlan(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]
 			continue
 		}
 		p.del = append(p.del, d)
-		p.evidence[d] = EvidenceOf(d, inv.Snapshots[k.Namespace])
+		p.evidence[d] = EvidenceOf(d)
 	}
 	for k := range candidates {
 		if !seen[k] {
