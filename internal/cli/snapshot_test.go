@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -552,9 +553,13 @@ func TestFailedOwnSnapshotIsRecreatedNotDuplicated(t *testing.T) {
 		t.Fatal(err)
 	}
 	uid := orphan(t, f, ns, "ws-sick", "s", handle)
-	// Past the end of the condition's second: a snapshot made within it may
-	// predate the end of the use (the janitor counts it as stale).
-	nextSecond(unusedSince(t, f, ns, "ws-sick"))
+	// Past orphaned-since by more than --clock-skew: a snapshot cut within
+	// the skew would not count as this period's rescue
+	// (docs/spec.md#rescue-behind-clock), and the janitor would take a new
+	// one beside it (the snapshotter retries the failed one by itself).
+	if err := f.WaitServerAfter(ctx, ns, unusedSince(t, f, ns, "ws-sick").Add(defaultClockSkew)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := f.Snapshot(ctx, ns, "legacy-rescue", "ws-sick", "", map[string]string{"app.kubernetes.io/managed-by": "pvc-janitor"},
 		map[string]string{"pvc-janitor.io/source-uid": uid}); err != nil {
 		t.Fatal(err)
@@ -574,7 +579,11 @@ func TestFailedOwnSnapshotIsRecreatedNotDuplicated(t *testing.T) {
 	}
 	snaps := snapshots(t, f, ns)
 	if len(snaps) != 1 || snaps[0].Name != "legacy-rescue" || !testenv.Ready(&snaps[0]) {
-		t.Fatalf("want legacy-rescue recreated and ready, alone; got %d snapshots", len(snaps))
+		var names []string
+		for _, s := range snaps {
+			names = append(names, fmt.Sprintf("%s (ready %v, deleting %v, orphaned-since %q)", s.Name, testenv.Ready(&s), s.DeletionTimestamp != nil, s.Annotations["pvc-janitor.io/orphaned-since"]))
+		}
+		t.Fatalf("want legacy-rescue recreated and ready, alone; got %d snapshots: %v\n%s\n%s", len(snaps), names, out, stderr)
 	}
 }
 

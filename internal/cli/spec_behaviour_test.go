@@ -58,6 +58,14 @@ func TestMarkTakesTheServerClockNotTheHost(t *testing.T) {
 		}
 		names = append(names, "ws-idle")
 	}
+	// The controller manager's first update of a new claim (its Unused
+	// condition) must land first: a mark patch racing it is skipped for
+	// the next run (resourceVersion precondition).
+	for _, name := range names {
+		if _, err := f.WaitIdle(ctx, ns, name); err != nil {
+			t.Fatal(err)
+		}
+	}
 	p := env.StartFaultProxy(t, 1)
 	p.Set(testenv.Faults{DateOffset: skew})
 
