@@ -457,10 +457,7 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 	if rescue != nil {
 		d.State = Rescued
 		d.Snapshot = rescue
-		c.buf = append(c.buf[:0], "rescued by snapshot "...)
-		c.buf = append(c.buf, cl.Namespace...)
-		c.buf = append(c.buf, '/')
-		c.buf = append(c.buf, rescue.Name...)
+		c.startReason("rescued by snapshot ", cl.Namespace, rescue.Name)
 		c.buf = append(c.buf, " (intact, cut "...)
 		c.buf = appendTime(c.buf, CutTime(rescue))
 		c.buf = append(c.buf, ')')
@@ -477,10 +474,7 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 	if own != nil && own.Error != nil {
 		d.Snapshot = own
 		d.State = SnapshotFailed
-		c.buf = append(c.buf[:0], "snapshot "...)
-		c.buf = append(c.buf, cl.Namespace...)
-		c.buf = append(c.buf, '/')
-		c.buf = append(c.buf, own.Name...)
+		c.startReason("snapshot ", cl.Namespace, own.Name)
 		c.buf = append(c.buf, " failed: "...)
 		msg := own.Error.Message
 		if msg == "" {
@@ -497,10 +491,7 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 		d.Snapshot = behind
 		d.State = SnapshotFailed
 		d.CutBehind = true
-		c.buf = append(c.buf[:0], "snapshot "...)
-		c.buf = append(c.buf, cl.Namespace...)
-		c.buf = append(c.buf, '/')
-		c.buf = append(c.buf, behind.Name...)
+		c.startReason("snapshot ", cl.Namespace, behind.Name)
 		c.buf = append(c.buf, ": cut "...)
 		c.buf = appendTime(c.buf, CutTime(behind))
 		c.buf = append(c.buf, " is within --clock-skew "...)
@@ -522,10 +513,7 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 	if own != nil {
 		d.Snapshot = own
 		d.State = Snapshotting
-		c.buf = append(c.buf[:0], "snapshot "...)
-		c.buf = append(c.buf, cl.Namespace...)
-		c.buf = append(c.buf, '/')
-		c.buf = append(c.buf, own.Name...)
+		c.startReason("snapshot ", cl.Namespace, own.Name)
 		if own.ReadyToUse {
 			_, why := Intact(own, c.inv.Contents)
 			c.buf = append(c.buf, " is ready but not intact: "...)
@@ -555,6 +543,14 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 		c.buf = appendTime(c.buf, eff)
 	}
 	d.Reason = c.withNote(note)
+}
+
+// startReason starts a reason in c.buf: prefix, then namespace/name.
+func (c *classifier) startReason(prefix, namespace, name string) {
+	c.buf = append(c.buf[:0], prefix...)
+	c.buf = append(c.buf, namespace...)
+	c.buf = append(c.buf, '/')
+	c.buf = append(c.buf, name...)
 }
 
 // withNote finishes the reason in c.buf with the evidence note, if any.
