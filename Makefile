@@ -26,6 +26,12 @@ GATED_FEATURE_GATES ?= PersistentVolumeClaimUnusedSinceTime=false
 # Feature gates of make chaos's control plane ("" for the defaults), e.g.
 # CHAOS_FEATURE_GATES=$(GATED_FEATURE_GATES).
 CHAOS_FEATURE_GATES ?=
+# KUBE_VERSION=v1.35.4 on any target (cluster-up, demo, test, contract)
+# picks the control plane's minor, as JANITOR_KUBE_VERSION does in the
+# environment (scripts/cluster/versions.sh lists the supported ones).
+ifdef KUBE_VERSION
+export JANITOR_KUBE_VERSION := $(KUBE_VERSION)
+endif
 
 .PHONY: help build test unit race contract matrix lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check bench chaos
 
@@ -73,7 +79,7 @@ OLDEST_KUBE_VERSION := $(firstword $(KUBE_VERSIONS))
 CONTRACT_TESTS ?= ^(TestRandomizedSafety|TestChaos|TestBadInputExitsTwoAndWritesNothing|TestBehaviourWorkloadTemplatesMakeInUse|TestPruneReportSaysWhatEachRescueIs|TestExplainEachStateOfTheDemoFleet|TestRunScansSnapshotsAndReaps|TestReapSettlesALostDeleteResponse|TestReapRetriesAfterFinalizerChurn|TestGuardPassesOnlyWhenNothingIsLost|TestRestoreRoundTrip|TestPruneCommand|TestBehaviourSupersededDiscardReapsWithDurableNewerClaim|TestSafetyV3Finding[2345].*)$$
 
 contract: control-plane ## the contract suite on one minor: make contract KUBE_VERSION=v1.35.4 (default: versions.sh's)
-	@start=$$SECONDS; v="$(KUBE_VERSION)"; \
+	@start=$$SECONDS; v="$${JANITOR_KUBE_VERSION:-}"; \
 	JANITOR_KUBE_VERSION="$$v" bash scripts/cluster/build.sh kube && \
 	JANITOR_KUBE_VERSION="$$v" go test $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '$(CONTRACT_TESTS)' ./internal/cli/ && \
 	echo "contract suite passed on Kubernetes $${v:-(default)} in $$((SECONDS - start)) s"
@@ -121,7 +127,7 @@ lint: ## repocheck (no tracked binaries, every relative link resolves), go vet (
 	@out="$$(gofmt -l cmd internal scripts)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	"$$(bash scripts/lint/build-staticcheck.sh)" $(INTEGRATION) ./...
 
-cluster-up: control-plane ## start the local cluster in the background (JANITOR_CLUSTER_FEATURE_GATES=… for --feature-gates); prints export KUBECONFIG=…
+cluster-up: control-plane ## start the local cluster in the background (KUBE_VERSION=v1.35.4 for another minor, JANITOR_CLUSTER_FEATURE_GATES=… for --feature-gates); prints export KUBECONFIG=…
 	@go run $(INTEGRATION) ./cmd/localcluster up
 
 cluster-down: ## stop the local cluster's processes and remove its folder
