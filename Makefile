@@ -19,6 +19,9 @@ TEST_TIMEOUT ?= 40m
 # `integration`, as internal/testenv itself does: without the tag they do not
 # compile, with it ./... is the whole suite (docs/testing.md).
 INTEGRATION := -tags integration
+# go test through scripts/testsum: go test's own lines, then every skipped
+# test with its reason and a closing "N passed, N failed, N skipped".
+GOTEST := go run ./scripts/testsum
 # The control plane of make test's second run: kube-controller-manager
 # without the Unused condition (KEP-5541 gate off), where the janitor's own
 # marks are its only clock.
@@ -45,12 +48,12 @@ control-plane: ## build the pinned control-plane binaries and csi-sanity into th
 	bash scripts/cluster/build.sh all sanity
 
 test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration, chart and chaos (short) tests, race detector, csi-sanity, fuzzing, release check; safety and chaos again without the Unused condition
-	go test $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GOTEST) $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory race
 	@echo "the contract suite on the oldest supported minor, $(OLDEST_KUBE_VERSION)"
 	$(MAKE) --no-print-directory contract KUBE_VERSION=$(OLDEST_KUBE_VERSION)
 	@echo "safety and chaos (short) on a control plane with --feature-gates=$(GATED_FEATURE_GATES)"
-	JANITOR_CLUSTER_FEATURE_GATES='$(GATED_FEATURE_GATES)' go test $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestRandomizedSafety|TestChaos)$$' ./internal/cli/
+	JANITOR_CLUSTER_FEATURE_GATES='$(GATED_FEATURE_GATES)' $(GOTEST) $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestRandomizedSafety|TestChaos)$$' ./internal/cli/
 	$(MAKE) --no-print-directory sanity
 	$(MAKE) --no-print-directory fuzz
 	bash scripts/release/check.sh
@@ -81,7 +84,7 @@ CONTRACT_TESTS ?= ^(TestRandomizedSafety|TestChaos|TestBadInputExitsTwoAndWrites
 contract: control-plane ## the contract suite on one minor: make contract KUBE_VERSION=v1.35.4 (default: versions.sh's)
 	@start=$$SECONDS; v="$${JANITOR_KUBE_VERSION:-}"; \
 	JANITOR_KUBE_VERSION="$$v" bash scripts/cluster/build.sh kube && \
-	JANITOR_KUBE_VERSION="$$v" go test $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '$(CONTRACT_TESTS)' ./internal/cli/ && \
+	JANITOR_KUBE_VERSION="$$v" $(GOTEST) $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '$(CONTRACT_TESTS)' ./internal/cli/ && \
 	echo "contract suite passed on Kubernetes $${v:-(default)} in $$((SECONDS - start)) s"
 
 matrix: control-plane ## the contract suite on every supported minor (KUBE_VERSIONS in scripts/cluster/versions.sh), with the wall time of each
@@ -117,8 +120,8 @@ RACE_CLUSTER_TESTS ?= ^(TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing|Test
 RACE_SAFETY_ENV := PVC_JANITOR_SAFETY_SCENARIOS=1 PVC_JANITOR_SAFETY_RUNS=3 PVC_JANITOR_SAFETY_MIN_DELETIONS=0
 
 race: control-plane ## the race detector (cgo on) over every unit test and the rescue, reap, lease and fleet cluster tests
-	CGO_ENABLED=1 go test -race -count=1 ./...
-	$(RACE_SAFETY_ENV) CGO_ENABLED=1 go test $(INTEGRATION) -race -count=1 -timeout $(TEST_TIMEOUT) -run '$(RACE_CLUSTER_TESTS)' ./internal/cli/
+	CGO_ENABLED=1 $(GOTEST) -race -count=1 ./...
+	$(RACE_SAFETY_ENV) CGO_ENABLED=1 $(GOTEST) $(INTEGRATION) -race -count=1 -timeout $(TEST_TIMEOUT) -run '$(RACE_CLUSTER_TESTS)' ./internal/cli/
 
 lint: ## repocheck (no tracked binaries, every relative link resolves), go vet (with and without the integration tag), gofmt and the pinned staticcheck (built into the cache on first use)
 	go run ./scripts/lint/repocheck

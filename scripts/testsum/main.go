@@ -1,0 +1,179 @@
+// Command testsum runs `go test -json` and prints what a plain `go test`
+// prints (each package's ok/FAIL line, and the whole output of a failing
+// test or package), then a summary a reader cannot miss: every skipped test
+// with its reason, and one closing line "N passed, N failed, N skipped".
+// Its exit code is go test's (1 when go test passed but the summary holds a
+// failure it saw).
+//
+// make test runs its go test commands through it, so that a test skipped
+// for a missing precondition is said in the run's summary, never hidden in
+// a verbose log (docs/testing.md).
+//
+// Usage: go run ./scripts/testsum [go test flags and packages]
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+)
+
+func main() {
+	args := append([]string{"test", "-json"}, os.Args[1:]...)
+	cmd := exec.Command("go", args...)
+	cmd.Stdin, cmd.Stderr = os.Stdin, os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testsum: %v\n", err)
+		os.Exit(1)
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "testsum: start go test: %v\n", err)
+		os.Exit(1)
+	}
+	s := newSummary(os.Stdout)
+	s.read(out)
+	werr := cmd.Wait()
+	s.close()
+	code := 0
+	if werr != nil {
+		code = 1
+		if ee, ok := werr.(*exec.ExitError); ok && ee.ExitCode() > 0 {
+			code = ee.ExitCode()
+		}
+	} else if s.failed > 0 {
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// event is one line of `go test -json` (cmd/test2json).
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+type key struct{ pkg, test string }
+
+// summary turns the event stream into go test's plain output plus a summary.
+type summary struct {
+	w                       io.Writer
+	output                  map[key][]string // output so far of each running test and package
+	skips                   []string
+	passed, failed, skipped int
+}
+
+func newSummary(w io.Writer) *summary {
+	return &summary{w: w, output: map[key][]string{}}
+}
+
+func (s *summary) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		var e event
+		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &e) != nil {
+			fmt.Fprintln(s.w, line) // not an event: say it as it came
+			continue
+		}
+		s.event(e)
+	}
+	if err := sc.Err(); err != nil {
+		fmt.Fprintf(s.w, "testsum: reading go test's output: %v\n", err)
+		s.failed++
+	}
+}
+
+func (s *summary) event(e event) {
+	k := key{e.Package, e.Test}
+	switch e.Action {
+	case "build-output":
+		fmt.Fprint(s.w, e.Output)
+	case "output":
+		if e.Test == "" && isResultLine(e.Output) {
+			fmt.Fprint(s.w, e.Output)
+			return
+		}
+		s.output[k] = append(s.output[k], e.Output)
+	case "pass":
+		if topLevel(e.Test) {
+			s.passed++
+		}
+		delete(s.output, k)
+	case "skip":
+		if e.Test == "" {
+			delete(s.output, k) // a package without test files
+			return
+		}
+		if topLevel(e.Test) {
+			s.skipped++
+		}
+		s.skips = append(s.skips, e.Package+" "+e.Test+": "+reason(s.output[k]))
+		delete(s.output, k)
+	case "fail":
+		if topLevel(e.Test) {
+			s.failed++
+		}
+		// A failing test's output is printed whole, as go test does; a
+		// failing package's too (its TestMain, a panic, a timeout).
+		fmt.Fprint(s.w, strings.Join(s.output[k], ""))
+		delete(s.output, k)
+	}
+}
+
+// topLevel reports whether test is a test function (subtests are counted
+// through their test, but each skipped one is listed).
+func topLevel(test string) bool { return test != "" && !strings.Contains(test, "/") }
+
+// isResultLine reports whether a package-level line is go test's own
+// result line for the package.
+func isResultLine(out string) bool {
+	for _, p := range []string{"ok  \t", "FAIL\t", "?   \t", "--- FAIL", "FAIL\n", "PASS\n"} {
+		if strings.HasPrefix(out, p) {
+			return p != "PASS\n" && p != "FAIL\n"
+		}
+	}
+	return false
+}
+
+// reason is the last line a skipped test logged before its "--- SKIP".
+func reason(lines []string) string {
+	r := "no reason given"
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- SKIP") {
+			continue
+		}
+		r = t
+	}
+	return r
+}
+
+func (s *summary) close() {
+	// Output of tests that never ended (a crash, a timeout) is evidence.
+	var left []key
+	for k := range s.output {
+		if k.test != "" {
+			left = append(left, k)
+		}
+	}
+	sort.Slice(left, func(i, j int) bool { return left[i].pkg+left[i].test < left[j].pkg+left[j].test })
+	for _, k := range left {
+		fmt.Fprintf(s.w, "%s %s did not finish; its output:\n%s", k.pkg, k.test, strings.Join(s.output[k], ""))
+	}
+	if len(s.skips) > 0 {
+		fmt.Fprintf(s.w, "skipped tests (%d), each with its reason:\n", len(s.skips))
+		for _, l := range s.skips {
+			fmt.Fprintf(s.w, "  SKIP %s\n", l)
+		}
+	}
+	fmt.Fprintf(s.w, "%d passed, %d failed, %d skipped\n", s.passed, s.failed, s.skipped)
+}
