@@ -199,7 +199,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 
 	// 7–12: orphaned.
 	if ev.Known {
-		*since = ev.Since
+		*since = ev.At
 		d.OrphanedSince = since
 	}
 	if ev.Mark {
@@ -256,11 +256,12 @@ func contradicts(cl *inventory.Claim, refs []inventory.Referrer) bool {
 	return false
 }
 
-// Since is a claim's orphaned-since as decided from its evidence (docs/spec.md#marks), with the mark to write.
-type Since struct {
-	// Since is the effective orphaned-since; Known is false when no
+// Dating is how OrphanedSince dates a claim's orphan period from its
+// evidence (docs/spec.md#marks): the orphaned-since, and the marks to write.
+type Dating struct {
+	// At is the effective orphaned-since; Known is false when no
 	// trustworthy evidence exists yet.
-	Since time.Time
+	At    time.Time
 	Known bool
 	// Mark: write MarkValue as the claim's pvc-janitor.io/orphaned-since.
 	Mark      bool
@@ -319,8 +320,8 @@ func lastUsed(cl *inventory.Claim, now time.Time) lastUse {
 // Without evidence, the claim is marked with now (the API server's clock
 // after the use lists were read) rounded up to the next second, never
 // earlier than its last use, and its orphaned-since is not known yet.
-func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted bool, now time.Time) Since {
-	var out Since
+func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted bool, now time.Time) Dating {
+	var out Dating
 	var notes []string
 	var floor time.Time // the latest use the attachments show
 	var floorBy string
@@ -386,16 +387,16 @@ func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted
 	}
 	switch {
 	case markOK && condOK:
-		out.Since, out.Known = mark, true
+		out.At, out.Known = mark, true
 		if cond.After(mark) {
 			// Used again between two runs: the condition moved forward.
-			out.Since = cond
+			out.At = cond
 			out.Mark, out.MarkValue = true, cond
 		}
 	case markOK:
-		out.Since, out.Known = mark, true
+		out.At, out.Known = mark, true
 	case condOK:
-		out.Since, out.Known = cond, true
+		out.At, out.Known = cond, true
 		out.Mark, out.MarkValue = true, cond
 	default:
 		out.Mark, out.MarkValue = true, ceilSecs(now)
