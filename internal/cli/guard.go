@@ -43,10 +43,10 @@ func (sess *session) guard() error {
 	cfg := sess.cfg
 	o := janitor.GuardOptions{Scan: sess.scanOptions(true), AllowDeletePolicy: cfg.AllowDeletePolicy, MinClaims: cfg.MinClaims}
 	if cfg.Rescue {
-		if err := sess.lock(!cfg.DryRun, sess.snapshotOptions(nil).Validate); err != nil {
+		if err := sess.lock(!cfg.DryRun, sess.rescueOptions(nil).Validate); err != nil {
 			return err
 		}
-		so := sess.snapshotOptions(newProgress(sess.s.ErrOut, zerolog.Ctx(sess.ctx)))
+		so := sess.rescueOptions(newProgress(sess.s.ErrOut, zerolog.Ctx(sess.ctx)))
 		o.Rescue = &so
 	}
 	res, err := janitor.Guard(sess.ctx, sess.clients, o)
@@ -61,7 +61,7 @@ func (sess *session) guard() error {
 	var rescued *report.Report
 	if res.Rescue != nil {
 		rescued = sess.newReport(config.CommandSnapshot, cfg.DryRun)
-		_ = addSnapshot(rescued, res.Rescue) // failed rescues are judged below, as SnapshotFailed claims
+		_ = addRescue(rescued, res.Rescue) // failed rescues are judged below, as SnapshotFailed claims
 	}
 	// guard itself only reads; with --rescue the report says what the
 	// rescue did (actions, snapshotsCreated) and is not a dry run.

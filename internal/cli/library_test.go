@@ -41,7 +41,7 @@ func TestLibraryRunsWithoutTheCommandLine(t *testing.T) {
 	scan := janitor.ScanOptions{Scope: kube.Scope{Namespaces: []string{ns}, Selector: sel, WorkspaceLabel: "workspace", Retry: retry},
 		Policy: classify.Policy{WorkspaceLabel: "workspace"}, Concurrency: 2, Retry: retry}
 	o := janitor.RunOptions{
-		Snapshot: janitor.SnapshotOptions{Scan: scan, Rescue: rescue.Options{Superseded: rescue.SupersededKeep,
+		Rescue: janitor.RescueOptions{Scan: scan, Rescue: rescue.Options{Superseded: rescue.SupersededKeep,
 			Timeout: time.Minute, ErrorGrace: 30 * time.Second, Attempts: 2, RetryBackoff: time.Minute}},
 		Reap: janitor.ReapOptions{Superseded: rescue.SupersededKeep, MaxDeletions: 10, MaxDeletionPercent: 100},
 	}
@@ -57,8 +57,8 @@ func TestLibraryRunsWithoutTheCommandLine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if run == 1 && (len(res.Snapshot.Outcomes) != 1 || res.Snapshot.Outcomes[0].Action != rescue.ActionCreated) {
-			t.Fatalf("rescue outcomes %+v, want ws-a's snapshot created", res.Snapshot.Outcomes)
+		if run == 1 && (len(res.Rescue.Outcomes) != 1 || res.Rescue.Outcomes[0].Action != rescue.ActionCreated) {
+			t.Fatalf("rescue outcomes %+v, want ws-a's snapshot created", res.Rescue.Outcomes)
 		}
 		if res.Reap.Blocked != reap.NotBlocked || len(res.Reap.Failures) > 0 || res.Reap.Err != nil || len(res.Reap.Outcomes) != 1 {
 			t.Fatalf("reap: blocked %v (%s), failures %v, error %v, outcomes %+v", res.Reap.Blocked, res.Reap.BlockedWhy, res.Reap.Failures, res.Reap.Err, res.Reap.Outcomes)

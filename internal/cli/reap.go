@@ -70,12 +70,12 @@ Lease and with one report. Without a terminal, or over several clusters
 
 // runOn is run's run on one cluster.
 func runOn(sess *session, confirm func(int) (bool, error)) error {
-	if err := sess.lock(!sess.cfg.DryRun, sess.snapshotOptions(nil).Validate); err != nil {
+	if err := sess.lock(!sess.cfg.DryRun, sess.rescueOptions(nil).Validate); err != nil {
 		return err
 	}
 	prog := newProgress(sess.s.ErrOut, zerolog.Ctx(sess.ctx))
 	res, err := janitor.Run(sess.ctx, sess.clients, janitor.RunOptions{
-		Snapshot: sess.snapshotOptions(prog), Reap: sess.reapOptions(confirm), Prune: sess.pruneOptions(nil)})
+		Rescue: sess.rescueOptions(prog), Reap: sess.reapOptions(confirm), Prune: sess.pruneOptions(nil)})
 	if err != nil {
 		if lerr := sess.leaseErr(); lerr != nil {
 			err = lerr
@@ -83,7 +83,7 @@ func runOn(sess *session, confirm func(int) (bool, error)) error {
 		return sess.failed(exitError(err))
 	}
 	r := sess.newReport(config.CommandRun, sess.cfg.DryRun)
-	stepErr := addSnapshot(r, res.Snapshot)
+	stepErr := addRescue(r, res.Rescue)
 	reapErr := addReap(r, res.Reap)
 	if pruneErr := addRunPrune(r, res); reapErr == nil {
 		reapErr = pruneErr

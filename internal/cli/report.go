@@ -40,9 +40,9 @@ func addScan(r *report.Report, res *janitor.ScanResult) {
 	}
 }
 
-// addSnapshot records a scan-then-rescue and returns its error: the one
+// addRescue records a scan-then-rescue and returns its error: the one
 // that cut the rescues short, or its failures (exit 4).
-func addSnapshot(r *report.Report, res *janitor.SnapshotResult) error {
+func addRescue(r *report.Report, res *janitor.RescueResult) error {
 	addScan(r, res.Scan)
 	for _, o := range res.Outcomes {
 		d := &res.Scan.Decisions[o.Index]

@@ -179,9 +179,9 @@ func (sess *session) scanOptions(dryRun bool) janitor.ScanOptions {
 }
 
 // snapshotOptions are the options of a rescue; progress shows its counters.
-func (sess *session) snapshotOptions(p *progress) janitor.SnapshotOptions {
+func (sess *session) rescueOptions(p *progress) janitor.RescueOptions {
 	cfg := sess.cfg
-	o := janitor.SnapshotOptions{Scan: sess.scanOptions(cfg.DryRun), Rescue: rescue.Options{
+	o := janitor.RescueOptions{Scan: sess.scanOptions(cfg.DryRun), Rescue: rescue.Options{
 		Class: cfg.SnapshotClass, Superseded: cfg.Superseded, Timeout: cfg.SnapshotTimeout,
 		ErrorGrace: cfg.SnapshotErrorGrace, Attempts: cfg.SnapshotAttempts, RetryBackoff: cfg.SnapshotRetryBackoff,
 		DeleteContents: cfg.DeleteContents}}

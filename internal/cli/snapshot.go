@@ -35,14 +35,14 @@ newer work. --dry-run creates nothing.`,
 
 // snapshot is snapshot's run on one cluster.
 func snapshot(sess *session) error {
-	if err := sess.lock(!sess.cfg.DryRun, sess.snapshotOptions(nil).Validate); err != nil {
+	if err := sess.lock(!sess.cfg.DryRun, sess.rescueOptions(nil).Validate); err != nil {
 		return err
 	}
 	prog := newProgress(sess.s.ErrOut, zerolog.Ctx(sess.ctx))
-	res, err := janitor.Snapshot(sess.ctx, sess.clients, sess.snapshotOptions(prog))
+	res, err := janitor.Rescue(sess.ctx, sess.clients, sess.rescueOptions(prog))
 	if err != nil {
 		return sess.failed(exitError(err))
 	}
 	r := sess.newReport(config.CommandSnapshot, sess.cfg.DryRun)
-	return sess.finish(r, addSnapshot(r, res))
+	return sess.finish(r, addRescue(r, res))
 }

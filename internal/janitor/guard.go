@@ -29,7 +29,7 @@ type GuardOptions struct {
 	// MinClaims fails the gate when fewer claims are in scope.
 	MinClaims int
 	// Rescue, when set, runs Snapshot with it first (guard --rescue).
-	Rescue *SnapshotOptions
+	Rescue *RescueOptions
 }
 
 // ClaimRisk is a claim whose data a teardown would lose.
@@ -49,7 +49,7 @@ type SnapshotRisk struct {
 // GuardResult is the gate's verdict and its evidence.
 type GuardResult struct {
 	// Rescue is what --rescue did, nil without it.
-	Rescue *SnapshotResult
+	Rescue *RescueResult
 	// Scan is the judging scan.
 	Scan *ScanResult
 	// AtRisk lists the claims at risk, in decision order.
@@ -78,7 +78,7 @@ func Guard(ctx context.Context, c *kube.Clients, o GuardOptions) (*GuardResult, 
 	if o.Rescue != nil {
 		// Failed rescues show up in the judgement as SnapshotFailed
 		// claims, at risk.
-		snap, err := Snapshot(ctx, c, *o.Rescue)
+		snap, err := Rescue(ctx, c, *o.Rescue)
 		if err == nil {
 			err = snap.Err
 		}

@@ -13,7 +13,7 @@ import (
 
 var t0 = time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 
-func rescue(name, source string, uid types.UID, data time.Time, policy string, intact bool) (inventory.Snapshot, inventory.Content) {
+func rescueOf(name, source string, uid types.UID, data time.Time, policy string, intact bool) (inventory.Snapshot, inventory.Content) {
 	d := data
 	s := inventory.Snapshot{Namespace: "ws", Name: name, UID: types.UID("u-" + name), SourceClaim: source, SourceUID: uid,
 		ManagedByJanitor: true, OrphanedSince: &d, ReadyToUse: true, ContentName: "c-" + name,
@@ -24,9 +24,9 @@ func rescue(name, source string, uid types.UID, data time.Time, policy string, i
 
 // TestAtRisk is the list of docs/spec.md#guard-at-risk, one row per state and per rescue condition.
 func TestAtRisk(t *testing.T) {
-	retain, retainC := rescue("r", "a", "ua", t0, "Retain", true)
-	del, delC := rescue("d", "a", "ua", t0, "Delete", true)
-	broken, brokenC := rescue("b", "a", "ua", t0, "Retain", false)
+	retain, retainC := rescueOf("r", "a", "ua", t0, "Retain", true)
+	del, delC := rescueOf("d", "a", "ua", t0, "Delete", true)
+	broken, brokenC := rescueOf("b", "a", "ua", t0, "Retain", false)
 	inv := &inventory.Inventory{Contents: map[string]inventory.Content{retainC.Name: retainC, delC.Name: delC, brokenC.Name: brokenC}}
 	for _, tc := range []struct {
 		state classify.State
@@ -66,14 +66,14 @@ func TestAtRisk(t *testing.T) {
 // ones, are not.
 func TestOnlyCopies(t *testing.T) {
 	foreignOf := func(name, source string, data time.Time) inventory.Snapshot {
-		s, _ := rescue(name, source, "", data, "Delete", true)
+		s, _ := rescueOf(name, source, "", data, "Delete", true)
 		s.ManagedByJanitor, s.OrphanedSince = false, nil
 		s.CutTime = &data
 		return s
 	}
-	old, _ := rescue("gone-old", "gone", "u-gone", t0.Add(-2*time.Hour), "Retain", true)
-	newer, _ := rescue("gone-new", "gone", "u-gone", t0.Add(-time.Hour), "Retain", true)
-	live, _ := rescue("live", "live", "u-live", t0, "Retain", true)
+	old, _ := rescueOf("gone-old", "gone", "u-gone", t0.Add(-2*time.Hour), "Retain", true)
+	newer, _ := rescueOf("gone-new", "gone", "u-gone", t0.Add(-time.Hour), "Retain", true)
+	live, _ := rescueOf("live", "live", "u-live", t0, "Retain", true)
 	for _, tc := range []struct {
 		name  string
 		snaps []inventory.Snapshot

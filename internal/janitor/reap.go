@@ -8,14 +8,14 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/prune"
 	"github.com/pvc-janitor/pvc-janitor/internal/reap"
-	rsc "github.com/pvc-janitor/pvc-janitor/internal/rescue"
+	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
 )
 
 // ReapOptions configure a scan-then-reap (janitor reap), and the reap step
 // of Run.
 type ReapOptions struct {
 	Scan ScanOptions
-	// Superseded is the --superseded policy; rsc.SupersededDiscard also
+	// Superseded is the --superseded policy; rescue.SupersededDiscard also
 	// deletes Superseded claims without a snapshot (docs/spec.md#states).
 	Superseded string
 	// MaxDeletions and MaxDeletionPercent are the blast radius (docs/spec.md#reap).
@@ -63,7 +63,7 @@ func Reap(ctx context.Context, c *kube.Clients, o ReapOptions) (*ReapResult, err
 
 // reapStep deletes the candidates of scan, and the claims in also.
 func reapStep(ctx context.Context, c *kube.Clients, o ReapOptions, scan *ScanResult, also map[inventory.Key]bool) ReapStep {
-	discard := o.Superseded == rsc.SupersededDiscard
+	discard := o.Superseded == rescue.SupersededDiscard
 	step := ReapStep{Candidates: map[inventory.Key]bool{}}
 	for i := range scan.Decisions {
 		d := &scan.Decisions[i]
@@ -98,9 +98,9 @@ func reapStep(ctx context.Context, c *kube.Clients, o ReapOptions, scan *ScanRes
 
 // RunOptions configure a whole run (janitor run): scan, snapshot, reap.
 type RunOptions struct {
-	// Snapshot's Scan is the run's scan; Reap's Scan is ignored.
-	Snapshot SnapshotOptions
-	Reap     ReapOptions
+	// Rescue's Scan is the run's scan; Reap's Scan is ignored.
+	Rescue RescueOptions
+	Reap   ReapOptions
 	// Prune is the retention step after the reap, when set (docs/spec.md#retention);
 	// its Scan is the run's.
 	Prune PruneOptions
@@ -108,8 +108,8 @@ type RunOptions struct {
 
 // RunResult is what a run did.
 type RunResult struct {
-	Snapshot *SnapshotResult
-	Reap     ReapStep
+	Rescue *RescueResult
+	Reap   ReapStep
 	// Prune is the retention step's result (nil without retention, or
 	// when PruneErr says why it has none).
 	Prune    *prune.Result
@@ -120,16 +120,16 @@ type RunResult struct {
 // rescue left Rescued are reaped in the same run. An error means there is
 // no result: bad input (*InputError) or a failed scan.
 func Run(ctx context.Context, c *kube.Clients, o RunOptions) (*RunResult, error) {
-	snap, err := Snapshot(ctx, c, o.Snapshot)
+	snap, err := Rescue(ctx, c, o.Rescue)
 	if err != nil {
 		return nil, err
 	}
 	ro := o.Reap
-	ro.Scan = o.Snapshot.Scan
-	res := &RunResult{Snapshot: snap, Reap: reapStep(ctx, c, ro, snap.Scan, snap.rescued())}
+	ro.Scan = o.Rescue.Scan
+	res := &RunResult{Rescue: snap, Reap: reapStep(ctx, c, ro, snap.Scan, snap.rescued())}
 	if o.Prune.Set() && ctx.Err() == nil {
 		po := o.Prune
-		po.Scan = o.Snapshot.Scan
+		po.Scan = o.Rescue.Scan
 		res.Prune, res.PruneErr = Prune(ctx, c, po)
 	}
 	return res, nil

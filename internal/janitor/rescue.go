@@ -7,23 +7,23 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
-	rsc "github.com/pvc-janitor/pvc-janitor/internal/rescue"
+	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
 )
 
-// SnapshotOptions configure a scan-then-rescue (janitor snapshot).
-type SnapshotOptions struct {
+// RescueOptions configure a scan-then-rescue (janitor snapshot).
+type RescueOptions struct {
 	Scan ScanOptions
 	// Rescue configures the rescues. The settings it shares with Scan
 	// (policy, workspace label, selector, concurrency, dry run, retries)
 	// are taken from Scan: one source for each.
-	Rescue rsc.Options
-	// Done, when set, is called once when Snapshot returns (the CLI ends
+	Rescue rescue.Options
+	// Done, when set, is called once when Rescue returns (the CLI ends
 	// its progress line there, before a reap's prompt or guard's scan).
 	Done func()
 }
 
 // rescueOptions are o.Rescue completed from o.Scan.
-func (o SnapshotOptions) rescueOptions() rsc.Options {
+func (o RescueOptions) rescueOptions() rescue.Options {
 	r := o.Rescue
 	r.Policy = o.Scan.Policy
 	r.WorkspaceLabel = o.Scan.Policy.WorkspaceLabel
@@ -37,20 +37,20 @@ func (o SnapshotOptions) rescueOptions() rsc.Options {
 // Validate checks what only the cluster can tell, before anything is
 // written (the run's Lease included): the snapshot class exists. Its error
 // is an *InputError.
-func (o SnapshotOptions) Validate(ctx context.Context, c *kube.Clients) error {
-	if err := rsc.ValidateClass(ctx, c, o.rescueOptions()); err != nil {
+func (o RescueOptions) Validate(ctx context.Context, c *kube.Clients) error {
+	if err := rescue.ValidateClass(ctx, c, o.rescueOptions()); err != nil {
 		return &InputError{Err: err}
 	}
 	return nil
 }
 
-// SnapshotResult is what a scan-then-rescue did.
-type SnapshotResult struct {
+// RescueResult is what a scan-then-rescue did.
+type RescueResult struct {
 	Scan *ScanResult
 	// Targets are the indexes (into Scan.Decisions) of the claims the
 	// rescue acted on; Outcomes has one entry per target, by Index.
 	Targets  []int
-	Outcomes []rsc.Outcome
+	Outcomes []rescue.Outcome
 	// Failures are the failed rescues ("namespace/name: message") and
 	// then the failed marks. A claim skipped by rule (used again,
 	// superseded, next attempt not due) is not a failure.
@@ -60,10 +60,10 @@ type SnapshotResult struct {
 	Err error
 }
 
-// Snapshot scans (and marks), then rescues every Orphaned claim, and every
+// Rescue scans (and marks), then rescues every Orphaned claim, and every
 // Superseded one under the archive policy (docs/spec.md#commands). An error means there
 // is no result: bad input (*InputError) or a failed scan.
-func Snapshot(ctx context.Context, c *kube.Clients, o SnapshotOptions) (*SnapshotResult, error) {
+func Rescue(ctx context.Context, c *kube.Clients, o RescueOptions) (*RescueResult, error) {
 	if o.Done != nil {
 		defer o.Done()
 	}
@@ -74,13 +74,13 @@ func Snapshot(ctx context.Context, c *kube.Clients, o SnapshotOptions) (*Snapsho
 	if err != nil {
 		return nil, err
 	}
-	res := &SnapshotResult{Scan: scan, Failures: scan.Marks.Errors}
+	res := &RescueResult{Scan: scan, Failures: scan.Marks.Errors}
 	ro := o.rescueOptions()
-	res.Targets = rsc.Targets(scan.Decisions, ro.Superseded)
+	res.Targets = rescue.Targets(scan.Decisions, ro.Superseded)
 	if len(res.Targets) == 0 {
 		return res, nil
 	}
-	outcomes, err := rsc.Rescue(ctx, c, scan.Inventory, scan.Decisions, res.Targets, ro)
+	outcomes, err := rescue.Rescue(ctx, c, scan.Inventory, scan.Decisions, res.Targets, ro)
 	if err != nil {
 		res.Err = err
 		return res, nil
@@ -100,10 +100,10 @@ func Snapshot(ctx context.Context, c *kube.Clients, o SnapshotOptions) (*Snapsho
 // rescued returns the claims the run's rescue left Rescued: the state the
 // rescue left a claim in where it differs from the scan's, except in a dry
 // run, which changes nothing; otherwise the scan's.
-func (r *SnapshotResult) rescued() map[inventory.Key]bool {
+func (r *RescueResult) rescued() map[inventory.Key]bool {
 	after := make(map[int]classify.State, len(r.Outcomes))
 	for _, out := range r.Outcomes {
-		if out.State != r.Scan.Decisions[out.Index].State && out.Action != rsc.ActionWould {
+		if out.State != r.Scan.Decisions[out.Index].State && out.Action != rescue.ActionWould {
 			after[out.Index] = out.State
 		}
 	}
