@@ -214,7 +214,7 @@ func (sess *session) newReport(command string, dryRun bool) *report.Report {
 func (sess *session) finish(r *report.Report, err error) error {
 	// A use this run saw and could not write down is known to nobody
 	// after it (docs/spec.md#marks): the run says so and does not end well.
-	if lost := sess.clients.Uses.Lost(); len(lost) > 0 && exitcode.Code(err) == exitcode.OK {
+	if lost := sess.clients.Uses.Unrecorded(); len(lost) > 0 && exitcode.Code(err) == exitcode.OK {
 		err = exitcode.New(exitcode.Partial, fmt.Errorf("%d claims were seen in use and their marks could not be removed (%s): a later run cannot see that use on a cluster without the Unused condition", len(lost), strings.Join(lost, ", ")))
 	}
 	// A run that lost its lease stopped acting: that is its outcome,

@@ -76,7 +76,7 @@ func TestUseIsWrittenDownWhenTheRunEnds(t *testing.T) {
 	if v, ok := orphan.Annotations[inventory.AnnotationOrphanedSince]; ok {
 		t.Errorf("a new mark was written after the run ended: %q", v)
 	}
-	if lost := c.Uses.Lost(); len(lost) != 0 {
+	if lost := c.Uses.Unrecorded(); len(lost) != 0 {
 		t.Errorf("lost uses %v, want none", lost)
 	}
 
@@ -95,7 +95,7 @@ func TestUseIsWrittenDownWhenTheRunEnds(t *testing.T) {
 	if len(res.Errors) != 1 {
 		t.Fatalf("errors %v, want the refused removal", res.Errors)
 	}
-	if lost := pc.Uses.Lost(); len(lost) != 1 || lost[0] != ns+"/refused" {
+	if lost := pc.Uses.Unrecorded(); len(lost) != 1 || lost[0] != ns+"/refused" {
 		t.Errorf("lost uses %v, want [%s/refused]", lost, ns)
 	}
 	if _, ok := pc.Uses.Seen(used.UID); ok {

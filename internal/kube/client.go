@@ -80,9 +80,9 @@ func (u *UseLog) Written(uid types.UID) {
 	delete(u.unwritten, uid)
 }
 
-// Lost returns the claims (namespace/name, sorted) whose use this run saw
+// Unrecorded returns the claims (namespace/name, sorted) whose use this run saw
 // and could not write down.
-func (u *UseLog) Lost() []string {
+func (u *UseLog) Unrecorded() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	out := make([]string, 0, len(u.unwritten))

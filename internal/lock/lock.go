@@ -67,10 +67,10 @@ type Lease struct {
 // whole duration has passed on the server's clock.
 func RenewDeadline(duration time.Duration) time.Duration { return duration * 2 / 3 }
 
-// Lost reports whether a lease last renewed successfully at lastRenew (a
+// Expired reports whether a lease last renewed successfully at lastRenew (a
 // renewal sent then and accepted) must count as lost at now: the run can no
 // longer be sure it is alone.
-func Lost(lastRenew, now time.Time, duration time.Duration) bool {
+func Expired(lastRenew, now time.Time, duration time.Duration) bool {
 	return !now.Before(lastRenew.Add(RenewDeadline(duration)))
 }
 
@@ -226,7 +226,7 @@ func (l *Lease) renew(log *zerolog.Logger) {
 			return
 		case <-t.C:
 		}
-		if Lost(l.lastOK, time.Now(), l.duration) {
+		if Expired(l.lastOK, time.Now(), l.duration) {
 			l.lose(log, fmt.Errorf("lease %s/%s not renewed for %s (two thirds of --lock-duration %s): last error: %v",
 				l.ns, Name, RenewDeadline(l.duration), l.duration, lastErr))
 			return

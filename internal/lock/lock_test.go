@@ -23,9 +23,9 @@ import (
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// TestLost is the renew deadline of docs/spec.md#run-lease: two thirds of --lock-duration
+// TestExpired is the renew deadline of docs/spec.md#run-lease: two thirds of --lock-duration
 // after the last successful renewal, the run stops acting.
-func TestLost(t *testing.T) {
+func TestExpired(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		since    time.Duration // now - last successful renewal
@@ -42,7 +42,7 @@ func TestLost(t *testing.T) {
 		{"3s lease, 2s without renewal", 2 * time.Second, 3 * time.Second, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Lost(t0, t0.Add(c.since), c.duration); got != c.want {
+			if got := Expired(t0, t0.Add(c.since), c.duration); got != c.want {
 				t.Fatalf("Lost after %s of a %s lease = %v, want %v", c.since, c.duration, got, c.want)
 			}
 		})
