@@ -73,9 +73,9 @@ func price(raw string) (float64, error) {
 	return v, nil
 }
 
-// Set reports whether any price was given: without one, reports carry no
+// Any reports whether any price was given: without one, reports carry no
 // money at all.
-func (p Prices) Set() bool { return len(p.byClass) > 0 || p.fallback != nil || p.snapshot != nil }
+func (p Prices) Any() bool { return len(p.byClass) > 0 || p.fallback != nil || p.snapshot != nil }
 
 // Claim is the monthly cost of bytes of a volume of class; ok is false when
 // no price applies to the class.

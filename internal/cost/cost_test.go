@@ -31,8 +31,8 @@ func TestParse(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || p.String() != c.str || p.Set() != (c.str != "") {
-			t.Errorf("Parse(%v, %q) = %q set %v, %v; want %q", c.entries, c.snapshot, p.String(), p.Set(), err, c.str)
+		if err != nil || p.String() != c.str || p.Any() != (c.str != "") {
+			t.Errorf("Parse(%v, %q) = %q set %v, %v; want %q", c.entries, c.snapshot, p.String(), p.Any(), err, c.str)
 		}
 	}
 }

@@ -19,9 +19,9 @@ type PruneOptions struct {
 	Confirm            func(n int) (bool, error)
 }
 
-// Set reports whether any retention is configured: without one, prune
+// Enabled reports whether any retention is configured: without one, prune
 // does nothing and Run has no retention step.
-func (o PruneOptions) Set() bool { return o.Retention.KeepFor > 0 || o.Retention.KeepLast > 0 }
+func (o PruneOptions) Enabled() bool { return o.Retention.KeepFor > 0 || o.Retention.KeepLast > 0 }
 
 // Prune deletes the janitor's own rescues by retention (docs/spec.md#retention). An error
 // means nothing was pruned: a read failed.

@@ -127,7 +127,7 @@ func Run(ctx context.Context, c *kube.Clients, o RunOptions) (*RunResult, error)
 	ro := o.Reap
 	ro.Scan = o.Rescue.Scan
 	res := &RunResult{Rescue: snap, Reap: reapStep(ctx, c, ro, snap.Scan, snap.rescued())}
-	if o.Prune.Set() && ctx.Err() == nil {
+	if o.Prune.Enabled() && ctx.Err() == nil {
 		po := o.Prune
 		po.Scan = o.Rescue.Scan
 		res.Prune, res.PruneErr = Prune(ctx, c, po)

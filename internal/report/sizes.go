@@ -13,7 +13,7 @@ var unused = map[string]bool{string(classify.Grace): true, string(classify.Orpha
 
 // sizes fills the summary's bytes and, with prices, its money.
 func (r *Report) sizes(s *Summary) {
-	priced := r.prices.Set()
+	priced := r.prices.Any()
 	var c Cost
 	seenSnap := map[string]bool{}
 	for _, e := range r.Claims {
