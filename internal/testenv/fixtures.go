@@ -421,3 +421,42 @@ func (f *Fixtures) ProtectionBarrier(ctx context.Context, ns string) error {
 	}
 	return nil
 }
+
+// BoundClaimFrom is BoundClaim with the PV's volume source given: a
+// hostPath volume (not CSI), or a CSI volume of another driver. The PV is
+// named "pv-<namespace>-<name>"; s.VolumeHandle and s.Unbound are ignored.
+func (f *Fixtures) BoundClaimFrom(ctx context.Context, s ClaimSpec, src corev1.PersistentVolumeSource) (*corev1.PersistentVolumeClaim, error) {
+	sc := StorageClassName
+	pvName := "pv-" + s.Namespace + "-" + s.Name
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pvName},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              sc,
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: s.Namespace, Name: s.Name},
+			PersistentVolumeSource:        src,
+		},
+	}
+	if _, err := f.Kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create PV %s: %w", pvName, err)
+	}
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels,
+			Annotations: s.Annotations, OwnerReferences: s.OwnerReferences},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &sc,
+			VolumeName:       pvName,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if _, err := f.Kube.CoreV1().PersistentVolumeClaims(s.Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create claim %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return f.WaitClaim(ctx, s.Namespace, s.Name, func(c *corev1.PersistentVolumeClaim) bool {
+		return c.Status.Phase == corev1.ClaimBound
+	})
+}
