@@ -417,10 +417,7 @@ func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted
 
 // orphan decides among states 7–12 for a claim that use found orphaned.
 func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
-	eff, effOK := time.Time{}, d.OrphanedSince != nil
-	if effOK {
-		eff = *d.OrphanedSince
-	}
+	since := d.OrphanedSince // nil: not known yet
 	note := d.Reason
 	d.Reason = ""
 	// One walk over the snapshots whose source has this claim's name finds
@@ -438,16 +435,16 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 			}
 			if ok, _ := Intact(s, c.inv.Contents); ok {
 				switch {
-				case c.rescues(s, cl, eff, effOK):
+				case c.rescues(s, cl, since):
 					if rescue == nil || newerCut(s, rescue) {
 						rescue = s
 					}
-				case c.ownBehind(s, cl, eff, effOK) && (behind == nil || newerCut(s, behind)):
+				case c.ownBehind(s, cl, since) && (behind == nil || newerCut(s, behind)):
 					behind = s
 				}
 				continue
 			}
-			if s.ManagedByJanitor && s.SourceUID == cl.UID && !s.Superseded && c.current(s, eff, effOK) &&
+			if s.ManagedByJanitor && s.SourceUID == cl.UID && !s.Superseded && c.current(s, since) &&
 				(own == nil || newerSnap(s, own)) {
 				own = s
 			}
@@ -467,7 +464,7 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 	}
 
 	// docs/spec.md#rule-superseded.
-	if d.Workspace != "" && c.superseded(d, cl, eff, effOK) {
+	if d.Workspace != "" && c.superseded(d, cl, since) {
 		return
 	}
 
@@ -498,7 +495,7 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 		c.buf = append(c.buf, " is within --clock-skew "...)
 		c.buf = append(c.buf, c.p.ClockSkew.String()...)
 		c.buf = append(c.buf, " of orphaned-since "...)
-		c.buf = appendTime(c.buf, eff)
+		c.buf = appendTime(c.buf, *since)
 		c.buf = append(c.buf, ": not trusted as the rescue; the next attempt takes a new one"...)
 		d.Reason = c.withNote(note)
 		return
@@ -529,19 +526,19 @@ func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
 	// docs/spec.md#rule-grace, docs/spec.md#rule-orphaned.
 	c.buf = append(c.buf[:0], orphanReason...)
 	switch {
-	case !effOK:
+	case since == nil:
 		d.State = Grace
 		c.buf = append(c.buf, "; orphaned-since not known yet, marking it now"...)
-	case c.now.Sub(eff) < c.p.GracePeriod:
+	case c.now.Sub(*since) < c.p.GracePeriod:
 		d.State = Grace
 		c.buf = append(c.buf, "; orphaned since "...)
-		c.buf = appendTime(c.buf, eff)
+		c.buf = appendTime(c.buf, *since)
 		c.buf = append(c.buf, ", within the grace period of "...)
 		c.buf = append(c.buf, c.p.GracePeriod.String()...)
 	default:
 		d.State = Orphaned
 		c.buf = append(c.buf, "; orphaned since "...)
-		c.buf = appendTime(c.buf, eff)
+		c.buf = appendTime(c.buf, *since)
 	}
 	d.Reason = c.withNote(note)
 }
@@ -566,20 +563,20 @@ func (c *classifier) withNote(note string) string {
 // current reports whether the janitor's own snapshot s belongs to the
 // claim's current orphan period: one taken for an earlier period (the claim
 // was used since) is stale, neither progress nor a failure of this period.
-func (c *classifier) current(s *inventory.Snapshot, eff time.Time, effOK bool) bool {
-	if !effOK {
+func (c *classifier) current(s *inventory.Snapshot, since *time.Time) bool {
+	if since == nil {
 		return true
 	}
 	if s.OrphanedSince != nil {
-		return !s.OrphanedSince.Before(eff)
+		return !s.OrphanedSince.Before(*since)
 	}
-	return !s.CreationTimestamp.Before(eff)
+	return !s.CreationTimestamp.Before(*since)
 }
 
 // rescues reports whether the intact snapshot s, whose source is cl, counts
 // as cl's rescue: cut at or after its orphaned-since plus the clocks' margin
 // (docs/spec.md#rule-clock-skew), and created after the claim itself.
-func (c *classifier) rescues(s *inventory.Snapshot, cl *inventory.Claim, eff time.Time, effOK bool) bool {
+func (c *classifier) rescues(s *inventory.Snapshot, cl *inventory.Claim, since *time.Time) bool {
 	// A snapshot older than the claim cannot hold its data: it is of an
 	// earlier claim of the same name, even when trusting existing snapshots.
 	if s.CreationTimestamp.Before(cl.CreationTimestamp) {
@@ -591,7 +588,7 @@ func (c *classifier) rescues(s *inventory.Snapshot, cl *inventory.Claim, eff tim
 	// The cut is on the storage system's clock, orphaned-since on the
 	// controller manager's or the API server's: a cut within the margin
 	// may precede the end of the use.
-	return effOK && !CutTime(s).Before(eff.Add(c.p.ClockSkew))
+	return since != nil && !CutTime(s).Before(since.Add(c.p.ClockSkew))
 }
 
 // ownBehind reports whether the intact snapshot s, which does not rescue
@@ -599,15 +596,15 @@ func (c *classifier) rescues(s *inventory.Snapshot, cl *inventory.Claim, eff tim
 // same: taken for this orphaned-since, but cut before orphaned-since plus
 // the clocks' margin (docs/spec.md#rescue-behind-clock: the storage clock
 // is behind).
-func (c *classifier) ownBehind(s *inventory.Snapshot, cl *inventory.Claim, eff time.Time, effOK bool) bool {
-	return effOK && s.ManagedByJanitor && s.SourceUID == cl.UID && !s.Superseded &&
-		s.OrphanedSince != nil && !s.OrphanedSince.Before(eff) && !s.CreationTimestamp.Before(cl.CreationTimestamp)
+func (c *classifier) ownBehind(s *inventory.Snapshot, cl *inventory.Claim, since *time.Time) bool {
+	return since != nil && s.ManagedByJanitor && s.SourceUID == cl.UID && !s.Superseded &&
+		s.OrphanedSince != nil && !s.OrphanedSince.Before(*since) && !s.CreationTimestamp.Before(cl.CreationTimestamp)
 }
 
 // superseded decides state 8 for a claim of a named workspace: the
 // workspace moved on without this claim's last data. It also decides
 // whether the evidence is durable enough for a discard.
-func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time, effOK bool) bool {
+func (c *classifier) superseded(d *Decision, cl *inventory.Claim, since *time.Time) bool {
 	e, ok := c.ix.ws[nsName{cl.Namespace, d.Workspace}]
 	if !ok {
 		e = emptyWS
@@ -628,7 +625,7 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time,
 	// it is newer only when that data is newer than this claim's
 	// orphaned-since (docs/spec.md#rule-lineage).
 	restoredNewer := false
-	if newer == nil && effOK && e.restored >= 0 && time.Unix(e.restoredT, 0).After(eff) {
+	if newer == nil && since != nil && e.restored >= 0 && time.Unix(e.restoredT, 0).After(*since) {
 		if n := &c.inv.Claims[e.restored]; n.UID != cl.UID {
 			newer, restoredNewer = n, true
 		}
@@ -638,14 +635,14 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time,
 	// one (an intact rescue of the janitor's, whose data time is recorded).
 	var ev, durable *inventory.Snapshot
 	var evT, durT time.Time
-	if effOK {
+	if since != nil {
 		for k := e.snaps; k >= 0; k = c.ix.wsNext[k] {
 			s := c.ix.snaps[k]
 			if !c.fromOtherClaim(s, cl) || s.Error != nil {
 				continue
 			}
 			t := c.dataTime(s)
-			if !c.lineTime(s, t).After(eff) {
+			if !c.lineTime(s, t).After(*since) {
 				continue
 			}
 			if ev == nil || t.After(evT) || (t.Equal(evT) && s.Name > ev.Name) {
@@ -698,15 +695,15 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time,
 		c.buf = append(c.buf, ", data time "...)
 		c.buf = appendTime(c.buf, evT)
 	}
-	if effOK {
+	if since != nil {
 		c.buf = append(c.buf, ", after this claim's orphaned-since "...)
-		c.buf = appendTime(c.buf, eff)
+		c.buf = appendTime(c.buf, *since)
 	}
 	d.Reason = string(c.buf)
 
 	// Durable evidence for a discard.
 	switch {
-	case !effOK:
+	case since == nil:
 		d.DiscardReason = "kept: this claim's orphaned-since is not known yet"
 	case durable != nil:
 		d.Discard = true
@@ -721,7 +718,7 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, eff time.Time,
 		// (a lingering pod) holds none of this claim's data.
 		d.Discard = true
 		d.DiscardReason = "newer claim " + c.inv.Claims[e.inUse].Name + " of the workspace is in use now"
-	case e.inUseRestored >= 0 && time.Unix(e.inUseRestoredT, 0).After(eff):
+	case e.inUseRestored >= 0 && time.Unix(e.inUseRestoredT, 0).After(*since):
 		// In use, a restored claim holds its source's data plus new
 		// writes; it carries this claim's data only when its source's
 		// data is newer than this claim's orphaned-since.
