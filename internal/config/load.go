@@ -138,7 +138,7 @@ func readFile(path string) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	kinds := map[string]kind{}
+	kinds := map[string]valueKind{}
 	var names []string
 	for _, o := range options() {
 		kinds[o.name] = o.kind()
@@ -201,7 +201,7 @@ func decodeOne(path string, data []byte) (map[string]any, error) {
 
 // fileTypeOK checks a config file value against the option's kind. yaml.v3
 // decodes whole numbers as int and others as float64.
-func fileTypeOK(k kind, v any) bool {
+func fileTypeOK(k valueKind, v any) bool {
 	switch k {
 	case kindBool:
 		_, ok := v.(bool)
@@ -242,7 +242,7 @@ func fileTypeOK(k kind, v any) bool {
 	}
 }
 
-func kindWant(k kind) string {
+func kindWant(k valueKind) string {
 	switch k {
 	case kindDuration:
 		return `duration such as "10m"`

@@ -15,13 +15,13 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
 )
 
-// kind is how an option's value is typed, in the environment and in the
+// valueKind is how an option's value is typed, in the environment and in the
 // config file as much as on the command line. It follows from the type of
 // the option's Config field.
-type kind int
+type valueKind int
 
 const (
-	kindString kind = iota
+	kindString valueKind = iota
 	kindBool
 	kindInt     // int
 	kindInt64   // int64
@@ -31,7 +31,7 @@ const (
 	kindList // repeatable, also comma-separated
 )
 
-func (k kind) String() string {
+func (k valueKind) String() string {
 	switch k {
 	case kindBool:
 		return "boolean"
@@ -48,11 +48,11 @@ func (k kind) String() string {
 	}
 }
 
-// commands is a set of commands that take an option.
-type commands uint16
+// commandSet is a set of commands (a bit each) that take an option.
+type commandSet uint16
 
 const (
-	forScan commands = 1 << iota
+	forScan commandSet = 1 << iota
 	forSnapshot
 	forReap
 	forRun
@@ -108,7 +108,7 @@ func FlagGroups() []string {
 // commandBits names the bit of each command.
 var commandBits = []struct {
 	name string
-	bit  commands
+	bit  commandSet
 }{{CommandScan, forScan}, {CommandSnapshot, forSnapshot}, {CommandReap, forReap}, {CommandRun, forRun}, {CommandGuard, forGuard},
 	{CommandRestore, forRestore}, {CommandPrune, forPrune}, {CommandExplain, forExplain}}
 
@@ -123,7 +123,7 @@ type option struct {
 	usage string
 	// group is the section of --help the flag is listed in.
 	group string
-	cmds  commands
+	cmds  commandSet
 	// field returns a pointer to the option's field of c; its type decides
 	// the option's kind.
 	field func(c *Config) any
@@ -137,7 +137,7 @@ type option struct {
 }
 
 // kind is the option's kind, from its field's type.
-func (o option) kind() kind {
+func (o option) kind() valueKind {
 	switch o.field(&Config{}).(type) {
 	case *bool:
 		return kindBool
@@ -372,7 +372,7 @@ func LongName(short string) string {
 	return short
 }
 
-func commandBit(command string) commands {
+func commandBit(command string) commandSet {
 	for _, cb := range commandBits {
 		if cb.name == command {
 			return cb.bit
