@@ -189,7 +189,7 @@ func globalOptions() []option {
 }
 
 func commandOptions() []option {
-	return append(append(append(append(scopeOptions(), rescueOptions()...), runOptions()...), retentionOptions()...), restoreOptions()...)
+	return append(append(append(append(sharedOptions(), rescueOptions()...), runOptions()...), retentionOptions()...), restoreOptions()...)
 }
 
 // retentionOptions prune the janitor's rescues and price what is kept.
@@ -228,8 +228,9 @@ func restoreOptions() []option {
 	}
 }
 
-// scopeOptions decide which claims are looked at and how they are classified.
-func scopeOptions() []option {
+// sharedOptions are those of most commands: how claims are classified, the
+// acting switches (dry run, confirmation, all claims) and the API limits.
+func sharedOptions() []option {
 	return []option{
 		{name: "all-claims", group: groupAct, cmds: forMutating | forPrune, field: func(c *Config) any { return &c.AllClaims },
 			usage: "let mutating commands run without --selector, on every claim in scope"},
