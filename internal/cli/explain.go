@@ -110,10 +110,8 @@ func (sess *session) explain(k inventory.Key) error {
 			doc.ReclaimPolicy = res.Inventory.PVs[cl.VolumeName].ReclaimPolicy
 		}
 	}
-	if p, err := cost.Parse(sess.cfg.Prices, sess.cfg.SnapshotPrice); err == nil {
-		if m, ok := p.Claim(doc.StorageClass, doc.Capacity); ok {
-			doc.MonthlyCost = &m
-		}
+	if m, ok := sess.cfg.PriceTable.Claim(doc.StorageClass, doc.Capacity); ok {
+		doc.MonthlyCost = &m
 	}
 	if sess.fleet != nil {
 		sess.fleet.explained = &doc

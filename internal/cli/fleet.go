@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
-	"github.com/pvc-janitor/pvc-janitor/internal/cost"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
 	"github.com/pvc-janitor/pvc-janitor/internal/fleet"
 	"github.com/pvc-janitor/pvc-janitor/internal/metrics"
@@ -116,8 +115,7 @@ func runFleet(ctx context.Context, s Streams, name string, cfg *config.Config, c
 	if name == config.CommandExplain {
 		return writeExplanations(s.Out, cfg.Output, results)
 	}
-	prices, _ := cost.Parse(cfg.Prices, cfg.SnapshotPrice) // checked by the option table
-	r := report.Merge(name, cfg.DryRun, started, prices, parts)
+	r := report.Merge(name, cfg.DryRun, started, cfg.PriceTable, parts)
 	r.Finish(time.Now())
 	if werr := report.Write(s.Out, r, cfg.Output); werr != nil && err == nil {
 		err = fmt.Errorf("write report: %w", werr)

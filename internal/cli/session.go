@@ -14,7 +14,6 @@ import (
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
-	"github.com/pvc-janitor/pvc-janitor/internal/cost"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
 	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
@@ -201,10 +200,7 @@ func (sess *session) reapOptions(confirm func(int) (bool, error)) janitor.ReapOp
 // newReport starts the report of the command.
 func (sess *session) newReport(command string, dryRun bool) *report.Report {
 	r := report.New(command, dryRun, sess.clients.Cluster, sess.started)
-	// Checked by the option table already: an error here is impossible.
-	if p, err := cost.Parse(sess.cfg.Prices, sess.cfg.SnapshotPrice); err == nil {
-		r.SetPrices(p)
-	}
+	r.SetPrices(sess.cfg.PriceTable)
 	return r
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/cost"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
 )
 
@@ -178,6 +179,8 @@ type Config struct {
 	// SnapshotPrice put money in the report; none given, no money.
 	Prices        []string
 	SnapshotPrice string
+	// PriceTable is Prices and SnapshotPrice parsed, once, by Load.
+	PriceTable cost.Prices
 
 	// Restore (docs/spec.md#restore): by workspace, from a named snapshot, under
 	// another name, beside newer data, with another class or a least size.

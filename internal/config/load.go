@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/cost"
 	"github.com/pvc-janitor/pvc-janitor/internal/term"
 )
 
@@ -48,6 +49,10 @@ func Load(fs *pflag.FlagSet, command string, lookupEnv func(string) (string, boo
 	}
 	if err := validate(c, r.from); err != nil {
 		return nil, err
+	}
+	// Each price was checked by the option table; the table is built once.
+	if c.PriceTable, err = cost.Parse(c.Prices, c.SnapshotPrice); err != nil {
+		return nil, &Error{Flag: "price", Err: err}
 	}
 	return c, nil
 }
