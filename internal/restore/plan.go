@@ -47,8 +47,31 @@ type Claim struct {
 	State             classify.State
 	Created           time.Time
 	DeletionTimestamp *time.Time
-	// OrphanedSince is the claim's effective orphaned-since, if known.
-	OrphanedSince *time.Time
+	// DataTime is the newest moment whose writes the claim can hold, as
+	// the lineage judges it (classify.ClaimDataTime): its last use the
+	// janitor dated, a restored claim's source data time, or, while
+	// nothing dates it (a claim no run has marked yet, a held one), the
+	// time of the read: it may be in use until then. Zero for an undated
+	// claim that is not Bound or is being deleted.
+	DataTime time.Time
+	// Undated: nothing dated DataTime; it is the read's time.
+	Undated bool
+}
+
+// ClaimOf is the claim of decision d as Plan weighs it, read at now (the
+// API server's clock of the classification).
+func ClaimOf(d *classify.Decision, now time.Time) Claim {
+	dt := classify.ClaimDataTime(d.Claim, d, now)
+	// ClaimDataTime answers now itself exactly when no evidence dates the
+	// claim (or it is in use, which conflicts refuses first).
+	undated := dt.Equal(now)
+	if undated && (d.Claim.Phase != "Bound" || d.Claim.DeletionTimestamp != nil) {
+		// Not Bound, it holds no data; being deleted, whoever deleted it
+		// gave its data up. Either is weighed by its creation alone.
+		dt, undated = time.Time{}, false
+	}
+	return Claim{Name: d.Claim.Name, Workspace: d.Workspace, State: d.State, Created: d.Claim.CreationTimestamp,
+		DeletionTimestamp: d.Claim.DeletionTimestamp, DataTime: dt, Undated: undated}
 }
 
 // Result is what to create: the claim and the snapshot it restores.
@@ -190,8 +213,11 @@ func conflicts(r Request, name string, s *Snapshot, dataTime time.Time, claims [
 			return refuse("claim %s/%s of workspace %s is %s: restore beside it with --allow-older (and --as)", r.Namespace, c.Name, s.Workspace, c.State)
 		}
 		newest, what := c.Created, "created"
-		if c.OrphanedSince != nil && c.OrphanedSince.After(newest) {
-			newest, what = *c.OrphanedSince, "last used"
+		switch {
+		case c.Undated && c.DataTime.After(newest):
+			newest, what = c.DataTime, "nothing dates its last use yet, so possibly used until"
+		case c.DataTime.After(newest):
+			newest, what = c.DataTime, "last used"
 		}
 		if newest.After(dataTime) {
 			return refuse("claim %s/%s of workspace %s may hold newer data (%s %s, after the snapshot's data time %s): restore beside it with --allow-older",

@@ -76,13 +76,15 @@ func TestPlan(t *testing.T) {
 		{name: "refused: --from not found", req: Request{From: "nope"}, want: "!snapshot ws/nope not found"},
 		{name: "refused: --from not intact", req: Request{From: "a-rescue-3"}, want: "!snapshot ws/a-rescue-3 is not intact: not ready to use"},
 		{name: "refused: --from without template needs a class", req: Request{From: "manual", As: "x"}, want: "!snapshot ws/manual carries no claim template: --storage-class required"},
-		{name: "refused: a claim of that name exists", req: Request{Claim: "a"}, claims: []Claim{{Name: "a", Workspace: "w", State: classify.Rescued, Created: *at(0), OrphanedSince: at(30)}}, want: "!claim ws/a exists: restore under another name with --as"},
+		{name: "refused: a claim of that name exists", req: Request{Claim: "a"}, claims: []Claim{{Name: "a", Workspace: "w", State: classify.Rescued, Created: *at(0), DataTime: *at(30)}}, want: "!claim ws/a exists: restore under another name with --as"},
 		{name: "refused: a claim of that name is terminating", req: Request{Claim: "a"}, claims: []Claim{{Name: "a", DeletionTimestamp: at(45)}}, want: "!claim ws/a exists and is being deleted"},
-		{name: "the rescued claim itself, still there, does not block --as", req: Request{Claim: "a", As: "a2", AllowOlder: true}, claims: []Claim{{Name: "a", Workspace: "w", State: classify.Rescued, Created: *at(0), OrphanedSince: at(30)}}, want: "a-rescue-2", as: "a2"},
+		{name: "the rescued claim itself, still there, does not block --as", req: Request{Claim: "a", As: "a2", AllowOlder: true}, claims: []Claim{{Name: "a", Workspace: "w", State: classify.Rescued, Created: *at(0), DataTime: *at(30)}}, want: "a-rescue-2", as: "a2"},
 		{name: "refused: a claim of the workspace in use", req: Request{Claim: "a", As: "a2"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.InUse, Created: *at(0)}}, want: "!claim ws/c of workspace w is InUse"},
 		{name: "refused: a claim of the workspace attached", req: Request{Claim: "a", As: "a2"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Attached, Created: *at(0)}}, want: "!claim ws/c of workspace w is Attached"},
 		{name: "refused: a claim of the workspace created after the data", req: Request{Claim: "a"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Young, Created: *at(35)}}, want: "!claim ws/c of workspace w may hold newer data (created 2026-12-01T12:35:00Z"},
-		{name: "refused: a claim of the workspace used after the data", req: Request{Claim: "a"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Orphaned, Created: *at(0), OrphanedSince: at(31)}}, want: "!claim ws/c of workspace w may hold newer data (last used 2026-12-01T12:31:00Z"},
+		{name: "refused: a claim of the workspace used after the data", req: Request{Claim: "a"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Orphaned, Created: *at(0), DataTime: *at(31)}}, want: "!claim ws/c of workspace w may hold newer data (last used 2026-12-01T12:31:00Z"},
+		{name: "refused: a claim of the workspace that nothing dates yet (no run has marked it)", req: Request{Claim: "a"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Grace, Created: *at(0), DataTime: *at(90), Undated: true}}, want: "!claim ws/c of workspace w may hold newer data (nothing dates its last use yet, so possibly used until 2026-12-01T13:30:00Z"},
+		{name: "a claim of the workspace last used before the data does not block", req: Request{Claim: "b"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Orphaned, Created: *at(0), DataTime: *at(49)}}, want: "b-rescue-1", as: "b"},
 		{name: "--allow-older restores beside newer data", req: Request{Claim: "a", AllowOlder: true}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.InUse, Created: *at(0)}}, want: "a-rescue-2", as: "a"},
 		{name: "a claim of another workspace does not block", req: Request{Claim: "b"}, claims: []Claim{{Name: "c", Workspace: "other", State: classify.InUse, Created: *at(99)}}, want: "b-rescue-1", as: "b"},
 	}
@@ -214,5 +216,43 @@ func TestPlanWorkspacePicksARescueBeforeAnArchive(t *testing.T) {
 		if res.Snapshot.Name != "alice-2-rescue" {
 			t.Errorf("--workspace restores %s, want the rescue alice-2-rescue", res.Snapshot.Name)
 		}
+	}
+}
+
+// TestClaimOf: restore weighs a claim of the workspace by the lineage's
+// data time (docs/spec.md#restore-refusals): a claim that nothing dates yet
+// may be in use until the read.
+func TestClaimOf(t *testing.T) {
+	now := *at(90)
+	claim := func(ann map[string]string) *inventory.Claim {
+		return &inventory.Claim{Namespace: "ws", Name: "c", UID: "u-c", CreationTimestamp: *at(0), Phase: "Bound", Annotations: ann}
+	}
+	pending, deleting := claim(nil), claim(nil)
+	pending.Phase, deleting.DeletionTimestamp = "Pending", at(80)
+	for _, c := range []struct {
+		name    string
+		d       classify.Decision
+		want    time.Time
+		undated bool
+	}{
+		{"orphaned: its orphaned-since", classify.Decision{Claim: claim(nil), State: classify.Orphaned, OrphanedSince: at(31)}, *at(31), false},
+		{"marked by this read only: the read's time", classify.Decision{Claim: claim(nil), State: classify.Grace}, now, true},
+		{"held, never dated: the read's time", classify.Decision{Claim: claim(nil), State: classify.Held}, now, true},
+		{"a use the janitor saw, not yet orphaned again", classify.Decision{Claim: claim(map[string]string{inventory.AnnotationLastUsed: at(50).Format(time.RFC3339)}), State: classify.Grace}, *at(50), false},
+		{"never bound, nothing dated: no data, its creation alone", classify.Decision{Claim: pending, State: classify.Unbound}, time.Time{}, false},
+		{"being deleted, nothing dated: given up, its creation alone", classify.Decision{Claim: deleting, State: classify.Terminating}, time.Time{}, false},
+		{"being deleted, its mark dates it", classify.Decision{Claim: func() *inventory.Claim {
+			c := claim(map[string]string{inventory.AnnotationOrphanedSince: at(20).Format(time.RFC3339)})
+			c.DeletionTimestamp = at(80)
+			return c
+		}(), State: classify.Terminating}, *at(20), false},
+		{"restored and not used since: its source's data time", classify.Decision{Claim: claim(map[string]string{classify.AnnotationRestoredDataTime: at(10).Format(time.RFC3339)}), State: classify.Grace}, *at(10), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := ClaimOf(&c.d, now)
+			if !got.DataTime.Equal(c.want) || got.Undated != c.undated || got.Name != "c" || !got.Created.Equal(*at(0)) {
+				t.Fatalf("ClaimOf = data time %s, undated %v; want %s, %v", got.DataTime, got.Undated, c.want, c.undated)
+			}
+		})
 	}
 }

@@ -98,11 +98,11 @@ func read(ctx context.Context, c *kube.Clients, req Request, opts Options) ([]Sn
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ds := classify.Classify(inv, opts.Policy, c.Clock.Latest())
+	now := c.Clock.Latest()
+	ds := classify.Classify(inv, opts.Policy, now)
 	claims := make([]Claim, 0, len(ds))
-	for _, d := range ds {
-		claims = append(claims, Claim{Name: d.Claim.Name, Workspace: d.Workspace, State: d.State,
-			Created: d.Claim.CreationTimestamp, DeletionTimestamp: d.Claim.DeletionTimestamp, OrphanedSince: d.OrphanedSince})
+	for i := range ds {
+		claims = append(claims, ClaimOf(&ds[i], now))
 	}
 	var list *snapv1.VolumeSnapshotList
 	err = opts.Retry.Do(ctx, "list snapshots in "+req.Namespace, func(ctx context.Context) error {
