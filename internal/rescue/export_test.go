@@ -1,0 +1,20 @@
+package rescue
+
+import (
+	"context"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+)
+
+// ErrReplaced and RecordTemplate let the cluster tests (package
+// rescue_test, which imports testenv, which imports rescue) reach the
+// fresh read before a create.
+var ErrReplaced = errReplaced
+
+func RecordTemplate(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *inventory.Claim, vs *snapv1.VolumeSnapshot) error {
+	r := &rescuer{c: c, o: Options{Retry: retry}}
+	return r.template(ctx, cl, vs)
+}
