@@ -492,6 +492,16 @@ func TestSafetyPath04GuardSeesWhatATeardownWouldLose(t *testing.T) {
 			t.Errorf("guard with a claim in use: exit %d, want 3\n%s", code, out)
 		}
 	})
+	t.Run("young claim", func(t *testing.T) {
+		// A claim younger than --min-age may be written to any moment:
+		// nothing it holds is rescued, so a teardown would lose it.
+		w := newPathWorld(t)
+		w.claim("ws-a", "a", "", nil)
+		code, out := guard(w, "--min-age", "1h")
+		if code != 3 || !strings.Contains(out, `"state": "Young"`) {
+			t.Errorf("guard with a claim younger than --min-age: exit %d, want 3 with ws-a Young\n%s", code, out)
+		}
+	})
 	t.Run("empty scope under min-claims", func(t *testing.T) {
 		w := newPathWorld(t)
 		if code, out := guard(w, "--min-claims", "1"); code != 3 {
