@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
@@ -203,5 +204,49 @@ func TestReadKeepsSizesAndClasses(t *testing.T) {
 	s := inv.Snapshots[ns]
 	if len(s) != 1 || vs.Status.RestoreSize == nil || s[0].RestoreSize == 0 || s[0].RestoreSize != vs.Status.RestoreSize.Value() {
 		t.Errorf("snapshots %+v, want restore size %v", s, vs.Status.RestoreSize)
+	}
+}
+
+// TestServerTimeIsTakenAfterThePodList is safety row 7
+// (docs/spec.md#rule-mark-time): the inventory's server time, which dates
+// every fresh mark, is taken after the lists that prove no use. The fault
+// proxy makes the server's clock jump an hour forward for the pod list
+// alone; a server time read before that list (with the claims) would be an
+// hour short of it, and a pod that ended during the list would end after
+// its claim's mark.
+func TestServerTimeIsTakenAfterThePodList(t *testing.T) {
+	ctx := context.Background()
+	f, err := env.NewFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := env.Namespace(t)
+	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "ws-a", Labels: map[string]string{"workspace": "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	const jump = time.Hour
+	p := env.StartFaultProxy(t, 1)
+	p.Set(testenv.Faults{DateOffsetFor: map[string]time.Duration{"pods": jump}})
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kube.NewClients(cfg, kube.ClientOptions{QPS: 100, Burst: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	inv, err := kube.Read(ctx, c, kube.Scope{Namespaces: []string{ns}, WorkspaceLabel: "workspace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Claims) != 1 {
+		t.Fatalf("read %d claims, want ws-a", len(inv.Claims))
+	}
+	// The pod list's Date is cut to the second: its clock read is at least
+	// before+jump-1s.
+	if floor := before.Add(jump - time.Second); inv.ServerTime.Before(floor) {
+		t.Fatalf("server time %s is before the pod list's clock (at least %s): it was taken before the list",
+			inv.ServerTime.UTC().Format(time.RFC3339), floor.UTC().Format(time.RFC3339))
 	}
 }

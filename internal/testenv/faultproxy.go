@@ -105,6 +105,11 @@ type Faults struct {
 	// (forwarded or injected) by this much: an API server whose clock is
 	// skewed from the janitor host's. Rules do not change it.
 	DateOffset time.Duration
+	// DateOffsetFor moves the Date of the responses to requests for these
+	// resources (plural, e.g. "pods") by this much instead: a server clock
+	// that jumps between one list and the next, to tell which list a time
+	// was taken after.
+	DateOffsetFor map[string]time.Duration
 }
 
 // Rule is a set of faults for the requests it matches.
@@ -223,7 +228,7 @@ func (c *Cluster) StartFaultProxyWith(t testing.TB, seed int64, o ProxyOptions) 
 		FlushInterval: -1, // stream watches
 		ErrorLog:      quiet,
 		ModifyResponse: func(resp *http.Response) error {
-			p.skewDate(resp.Header)
+			p.skewDate(resp.Header, resp.Request)
 			return nil
 		},
 	}
@@ -366,7 +371,7 @@ func (p *FaultProxy) serve(rp *httputil.ReverseProxy, w http.ResponseWriter, r *
 	pl := p.decide(r, info)
 	switch pl.kind {
 	case Kind429, Kind500, Kind503, Kind404, KindGone:
-		p.skewDate(w.Header()) // an injected answer comes from the same skewed server
+		p.skewDate(w.Header(), r) // an injected answer comes from the same skewed server
 	}
 	if pl.latency > 0 {
 		t := time.NewTimer(pl.latency)
@@ -465,10 +470,14 @@ func (p *FaultProxy) serve(rp *httputil.ReverseProxy, w http.ResponseWriter, r *
 	}
 }
 
-// skewDate moves h's Date (now when it has none) by Faults.DateOffset.
-func (p *FaultProxy) skewDate(h http.Header) {
+// skewDate moves h's Date (now when it has none), of the response to r, by
+// Faults.DateOffsetFor of r's resource, else by Faults.DateOffset.
+func (p *FaultProxy) skewDate(h http.Header, r *http.Request) {
 	p.mu.Lock()
 	off := p.faults.DateOffset
+	if o, ok := p.faults.DateOffsetFor[ParseRequest(r).Resource]; ok {
+		off = o
+	}
 	p.mu.Unlock()
 	if off == 0 {
 		return
