@@ -32,7 +32,7 @@ func libClients(t *testing.T) *kube.Clients {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := kube.NewClients(rc, kube.ClientOptions{})
+	c, err := kube.NewClients(rc, kube.ClientOptions{Retry: actorRetry})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func actorScope(t *testing.T, ns string) kube.Scope {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kube.Scope{Namespaces: []string{ns}, Selector: sel, WorkspaceLabel: "workspace", Retry: actorRetry}
+	return kube.Scope{Namespaces: []string{ns}, Selector: sel, WorkspaceLabel: "workspace"}
 }
 
 // TestSafetyV3Finding5RescueDeletedBeforeReap (docs/spec.md#reap-rescue-reread):
@@ -58,7 +58,7 @@ func TestSafetyV3Finding5RescueDeletedBeforeReap(t *testing.T) {
 	c := libClients(t)
 	var gone []string
 	o := reap.Options{Scope: actorScope(t, ns), Policy: classify.Policy{WorkspaceLabel: "workspace"},
-		MaxDeletions: 10, MaxDeletionPercent: 100, Retry: actorRetry,
+		MaxDeletions: 10, MaxDeletionPercent: 100,
 		BeforeDelete: func(ctx context.Context, k inventory.Key) {
 			// The workspace manager's cleanup: every snapshot of the claim.
 			for _, s := range snapshots(t, f, ns) {

@@ -37,15 +37,15 @@ func TestLibraryRunsWithoutTheCommandLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retry := kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: 2 * time.Second, MaxElapsed: time.Minute}
-	scan := janitor.ScanOptions{Scope: kube.Scope{Namespaces: []string{ns}, Selector: sel, WorkspaceLabel: "workspace", Retry: retry},
-		Policy: classify.Policy{WorkspaceLabel: "workspace"}, Concurrency: 2, Retry: retry}
+	c.Retry = kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: 2 * time.Second, MaxElapsed: time.Minute}
+	scan := janitor.ScanOptions{Scope: kube.Scope{Namespaces: []string{ns}, Selector: sel, WorkspaceLabel: "workspace"},
+		Policy: classify.Policy{WorkspaceLabel: "workspace"}, Concurrency: 2}
 	o := janitor.RunOptions{
 		Rescue: janitor.RescueOptions{Scan: scan, Rescue: rescue.Options{Superseded: rescue.SupersededKeep,
 			Timeout: time.Minute, ErrorGrace: 30 * time.Second, Attempts: 2, RetryBackoff: time.Minute}},
 		Reap: janitor.ReapOptions{Superseded: rescue.SupersededKeep, MaxDeletions: 10, MaxDeletionPercent: 100},
 	}
-	ctx, release, err := janitor.Lock(context.Background(), c, janitor.LockOptions{Namespace: ns, Duration: 30 * time.Second, Retry: retry})
+	ctx, release, err := janitor.Lock(context.Background(), c, janitor.LockOptions{Namespace: ns, Duration: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

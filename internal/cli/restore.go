@@ -111,7 +111,7 @@ func (sess *session) restore(req restore.Request) error {
 	out, err := restore.Do(sess.ctx, sess.clients, req, restore.Options{
 		Policy: classify.Policy{WorkspaceLabel: cfg.WorkspaceLabel, MinAge: cfg.MinAge, GracePeriod: cfg.GracePeriod,
 			TrustExistingSnapshots: cfg.TrustExistingSnapshots, ClockSkew: cfg.ClockSkew},
-		DryRun: cfg.DryRun, Manifest: manifest, Timeout: cfg.RestoreTimeout, Retry: sess.retry, PageSize: cfg.PageSize})
+		DryRun: cfg.DryRun, Manifest: manifest, Timeout: cfg.RestoreTimeout, PageSize: cfg.PageSize})
 	var refusal *restore.Refusal
 	var readErr *kube.ReadError
 	switch {

@@ -388,7 +388,8 @@ type bytesCheck struct {
 
 // newBytesCheck restores every every-th reaped claim it is shown.
 func newBytesCheck(f *testenv.Fixtures, ns string, every int) (*bytesCheck, error) {
-	c, err := kube.NewClients(env.Config, kube.ClientOptions{QPS: 100, Burst: 200})
+	c, err := kube.NewClients(env.Config, kube.ClientOptions{QPS: 100, Burst: 200,
+		Retry: kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second}})
 	if err != nil {
 		return nil, err
 	}
@@ -428,7 +429,6 @@ func (b *bytesCheck) verify(claim string, gens, held []generation) (string, erro
 		StorageClass: testenv.ProvisionedStorageClassName}, restore.Options{
 		Policy:  classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
 		Timeout: time.Minute, Poll: 50 * time.Millisecond,
-		Retry: kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second},
 	})
 	defer b.remove(as)
 	if err != nil {

@@ -57,7 +57,6 @@ type session struct {
 	cfg     *config.Config
 	clients *kube.Clients
 	scope   kube.Scope
-	retry   kube.RetryPolicy
 	started time.Time
 	release func()
 	// fleet, in a run over several clusters, receives this cluster's
@@ -99,19 +98,20 @@ func (sess *session) connect() error {
 	if err != nil {
 		return exitcode.New(exitcode.Usage, err)
 	}
-	c, err := kube.NewClients(rc, kube.ClientOptions{QPS: cfg.QPS, Burst: cfg.Burst, UserAgent: userAgent()})
+	// Every single API call retries within --api-timeout.
+	retry := kube.RetryPolicy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, MaxElapsed: cfg.APITimeout}
+	c, err := kube.NewClients(rc, kube.ClientOptions{QPS: cfg.QPS, Burst: cfg.Burst, UserAgent: userAgent(), Retry: retry})
 	if err != nil {
 		return exitcode.New(exitcode.Usage, err)
 	}
 	c.Cluster, c.Namespace = cluster, ns
 	sess.clients = c
-	sess.retry = kube.RetryPolicy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, MaxElapsed: cfg.APITimeout}
 	exclude := map[string]bool{}
 	for _, n := range cfg.ExcludeNamespaces {
 		exclude[n] = true
 	}
 	sess.scope = kube.Scope{Exclude: exclude, Selector: cfg.Selector, WorkspaceLabel: cfg.WorkspaceLabel,
-		PageSize: cfg.PageSize, Retry: sess.retry}
+		PageSize: cfg.PageSize}
 	switch {
 	case cfg.AllNamespaces:
 	case len(cfg.Namespaces) > 0:
@@ -138,7 +138,7 @@ func (sess *session) lock(writes bool, validate func(context.Context, *kube.Clie
 		return nil
 	}
 	ctx, release, err := janitor.Lock(sess.ctx, sess.clients, janitor.LockOptions{
-		Namespace: sess.cfg.LockNamespace, Duration: sess.cfg.LockDuration, Retry: sess.retry})
+		Namespace: sess.cfg.LockNamespace, Duration: sess.cfg.LockDuration})
 	if err != nil {
 		return exitError(err)
 	}
@@ -172,7 +172,7 @@ func (sess *session) leaseErr() error {
 // scanOptions are the options of the scan every pipeline starts with.
 func (sess *session) scanOptions(dryRun bool) janitor.ScanOptions {
 	cfg := sess.cfg
-	return janitor.ScanOptions{Scope: sess.scope, Retry: sess.retry, DryRun: dryRun, Concurrency: cfg.Concurrency,
+	return janitor.ScanOptions{Scope: sess.scope, DryRun: dryRun, Concurrency: cfg.Concurrency,
 		Policy: classify.Policy{WorkspaceLabel: cfg.WorkspaceLabel, MinAge: cfg.MinAge,
 			GracePeriod: cfg.GracePeriod, TrustExistingSnapshots: cfg.TrustExistingSnapshots, ClockSkew: cfg.ClockSkew}}
 }

@@ -57,8 +57,9 @@ func TestUseIsWrittenDownWhenTheRunEnds(t *testing.T) {
 	ended, cancel := context.WithCancel(bg)
 	cancel()
 	retry := kube.RetryPolicy{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond, MaxElapsed: 2 * time.Second}
+	c.Retry = retry
 	res := mark.Apply(ended, c, []classify.Decision{decision(c, "orphan", set), decision(c, "used", remove)},
-		mark.Options{Concurrency: 2, Retry: retry})
+		mark.Options{Concurrency: 2})
 	if len(res.Errors) != 0 {
 		t.Fatalf("errors: %v", res.Errors)
 	}
@@ -87,11 +88,11 @@ func TestUseIsWrittenDownWhenTheRunEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := kube.NewClients(rc, kube.ClientOptions{QPS: 100, Burst: 200})
+	pc, err := kube.NewClients(rc, kube.ClientOptions{QPS: 100, Burst: 200, Retry: retry})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res = mark.Apply(bg, pc, []classify.Decision{decision(pc, "refused", remove)}, mark.Options{Concurrency: 1, Retry: retry})
+	res = mark.Apply(bg, pc, []classify.Decision{decision(pc, "refused", remove)}, mark.Options{Concurrency: 1})
 	if len(res.Errors) != 1 {
 		t.Fatalf("errors %v, want the refused removal", res.Errors)
 	}

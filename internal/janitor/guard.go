@@ -99,7 +99,7 @@ func Guard(ctx context.Context, c *kube.Clients, o GuardOptions) (*GuardResult, 
 			res.AtRisk = append(res.AtRisk, ClaimRisk{Index: i, Why: why})
 		}
 	}
-	live, err := LiveClaims(ctx, c, scan.Inventory, o.Scan.Retry)
+	live, err := LiveClaims(ctx, c, scan.Inventory)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +275,7 @@ func dataAfter(a, b *inventory.Snapshot) bool {
 // claim that is not in scope, so that a claim outside the selector is not
 // taken for a reaped one. A claim being deleted does not count: its rescue
 // is about to be the only copy. It reads metadata only.
-func LiveClaims(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, retry kube.RetryPolicy) (Live, error) {
+func LiveClaims(ctx context.Context, c *kube.Clients, inv *inventory.Inventory) (Live, error) {
 	live := Live{UIDs: make(map[types.UID]bool, len(inv.Claims)), Names: make(map[inventory.Key]bool, len(inv.Claims))}
 	for i := range inv.Claims {
 		if cl := &inv.Claims[i]; cl.DeletionTimestamp == nil {
@@ -296,7 +296,7 @@ func LiveClaims(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, 
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
 	for _, ns := range nss {
 		var l *metav1.PartialObjectMetadataList
-		err := retry.Do(ctx, fmt.Sprintf("list claims in %q", ns), func(ctx context.Context) error {
+		err := c.Retry.Do(ctx, fmt.Sprintf("list claims in %q", ns), func(ctx context.Context) error {
 			var err error
 			l, err = c.Meta.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
 			return err

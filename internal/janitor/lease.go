@@ -21,7 +21,6 @@ var ErrLeaseLost = errors.New("the run's lease was lost; stopped acting")
 type LockOptions struct {
 	Namespace string
 	Duration  time.Duration
-	Retry     kube.RetryPolicy
 }
 
 // Lock takes the run's Lease for a mutating pipeline. The returned context
@@ -30,7 +29,7 @@ type LockOptions struct {
 // deadline, so it also works after SIGTERM). A live lease of another run
 // is an error that lock.IsHeld recognises, naming the holder.
 func Lock(ctx context.Context, c *kube.Clients, o LockOptions) (context.Context, func(), error) {
-	l, err := lock.Acquire(ctx, c, o.Namespace, o.Duration, o.Retry)
+	l, err := lock.Acquire(ctx, c, o.Namespace, o.Duration)
 	if err != nil {
 		if lock.IsHeld(err) {
 			return nil, nil, err

@@ -28,5 +28,5 @@ func (o PruneOptions) Enabled() bool { return o.Retention.KeepFor > 0 || o.Reten
 func Prune(ctx context.Context, c *kube.Clients, o PruneOptions) (*prune.Result, error) {
 	return prune.Prune(ctx, c, prune.Options{Scope: o.Scan.Scope, Policy: o.Scan.Policy, Retention: o.Retention,
 		DryRun: o.Scan.DryRun, MaxDeletions: o.MaxDeletions, MaxDeletionPercent: o.MaxDeletionPercent,
-		Retry: o.Scan.Retry, Confirm: o.Confirm})
+		Confirm: o.Confirm})
 }

@@ -81,7 +81,7 @@ func reapStep(ctx context.Context, c *kube.Clients, o ReapOptions, scan *ScanRes
 	res, err := reap.Reap(ctx, c, step.Candidates, reap.Options{
 		Scope: o.Scan.Scope, Policy: o.Scan.Policy, Discard: discard,
 		MaxDeletions: o.MaxDeletions, MaxDeletionPercent: o.MaxDeletionPercent,
-		DryRun: o.Scan.DryRun, Retry: o.Scan.Retry, Confirm: o.Confirm,
+		DryRun: o.Scan.DryRun, Confirm: o.Confirm,
 	})
 	if err != nil {
 		step.Err = err

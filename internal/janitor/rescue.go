@@ -30,7 +30,6 @@ func (o RescueOptions) rescueOptions() rescue.Options {
 	r.Selector = o.Scan.Scope.Selector
 	r.Concurrency = o.Scan.Concurrency
 	r.DryRun = o.Scan.DryRun
-	r.Retry = o.Scan.Retry
 	return r
 }
 

@@ -30,7 +30,6 @@ type ScanOptions struct {
 	Policy      classify.Policy
 	DryRun      bool
 	Concurrency int
-	Retry       kube.RetryPolicy
 }
 
 // ScanResult is what a scan read, decided and marked.
@@ -70,7 +69,6 @@ func logServer(log *zerolog.Logger, version string) {
 func Scan(ctx context.Context, c *kube.Clients, o ScanOptions) (*ScanResult, error) {
 	log := zerolog.Ctx(ctx)
 	start := time.Now()
-	o.Scope.Retry = o.Retry
 	inv, err := kube.Read(ctx, c, o.Scope)
 	if err != nil {
 		return nil, err
@@ -78,7 +76,7 @@ func Scan(ctx context.Context, c *kube.Clients, o ScanOptions) (*ScanResult, err
 	if !o.DryRun {
 		// Every run that writes settles what a killed prune left
 		// (docs/spec.md#retention-intent).
-		prune.SettleIntents(ctx, c, o.Retry, inv.Snapshots, inv.Contents)
+		prune.SettleIntents(ctx, c, inv.Snapshots, inv.Contents)
 	}
 	res := &ScanResult{Inventory: inv, Now: inv.ServerTime, ReadTime: time.Since(start)}
 	if res.Now.IsZero() {
@@ -93,6 +91,6 @@ func Scan(ctx context.Context, c *kube.Clients, o ScanOptions) (*ScanResult, err
 	}
 	res.Decisions = classify.Classify(inv, o.Policy, res.Now)
 	log.Info().Int("claims", len(inv.Claims)).Dur("read", res.ReadTime).Time("server_time", res.Now).Msg("classified")
-	res.Marks = mark.Apply(ctx, c, res.Decisions, mark.Options{DryRun: o.DryRun, Concurrency: o.Concurrency, Retry: o.Retry})
+	res.Marks = mark.Apply(ctx, c, res.Decisions, mark.Options{DryRun: o.DryRun, Concurrency: o.Concurrency})
 	return res, nil
 }

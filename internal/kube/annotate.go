@@ -15,7 +15,7 @@ import (
 // (a merge patch carrying metadata.uid, which the API server refuses to
 // change (422), and metadata.resourceVersion, which it checks (409)). It
 // returns the snapshot as patched. It needs patch on volumesnapshots.
-func AnnotateSnapshot(ctx context.Context, c *Clients, retry RetryPolicy, ns, name string, uid types.UID, rv, key, value string) (*snapv1.VolumeSnapshot, error) {
+func AnnotateSnapshot(ctx context.Context, c *Clients, ns, name string, uid types.UID, rv, key, value string) (*snapv1.VolumeSnapshot, error) {
 	meta := map[string]any{"uid": string(uid), "annotations": map[string]string{key: value}}
 	if rv != "" {
 		meta["resourceVersion"] = rv
@@ -25,7 +25,7 @@ func AnnotateSnapshot(ctx context.Context, c *Clients, retry RetryPolicy, ns, na
 		return nil, err
 	}
 	var vs *snapv1.VolumeSnapshot
-	err = retry.Do(ctx, "annotate VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
+	err = c.Retry.Do(ctx, "annotate VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
 		var err error
 		vs, err = c.Snap.SnapshotV1().VolumeSnapshots(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
@@ -37,7 +37,7 @@ func AnnotateSnapshot(ctx context.Context, c *Clients, retry RetryPolicy, ns, na
 // only while it is the snapshot with uid and the annotation's value is
 // value (a JSON patch whose test operations the API server checks): an
 // annotation someone wrote since is left as it is, and the patch then fails.
-func UnannotateSnapshot(ctx context.Context, c *Clients, retry RetryPolicy, ns, name string, uid types.UID, key, value string) error {
+func UnannotateSnapshot(ctx context.Context, c *Clients, ns, name string, uid types.UID, key, value string) error {
 	path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": "/metadata/uid", "value": string(uid)},
@@ -47,7 +47,7 @@ func UnannotateSnapshot(ctx context.Context, c *Clients, retry RetryPolicy, ns, 
 	if err != nil {
 		return err
 	}
-	return retry.Do(ctx, "remove "+key+" from VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
+	return c.Retry.Do(ctx, "remove "+key+" from VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
 		_, err := c.Snap.SnapshotV1().VolumeSnapshots(ns).Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
 		return err
 	})

@@ -30,6 +30,10 @@ type Clients struct {
 	Cluster string
 	// Namespace is the kubeconfig context's namespace ("default" if unset).
 	Namespace string
+	// Retry is the policy of every single API call made with these
+	// clients (ClientOptions.Retry; zero: DefaultRetry): one budget,
+	// --api-timeout, for the whole run.
+	Retry RetryPolicy
 	// Uses records the claims this run saw in use after its scan (docs/spec.md#rule-use-restarts-clock:
 	// a claim seen in use is never rescued or reaped in that run),
 	// so that the reap honours a use a re-check saw even when writing it
@@ -109,6 +113,7 @@ type ClientOptions struct {
 	QPS        float32
 	Burst      int
 	UserAgent  string
+	Retry      RetryPolicy // the Clients' Retry
 }
 
 // LoadConfig resolves the kubeconfig as kubectl does and returns the REST
@@ -173,7 +178,7 @@ func NewClients(cfg *rest.Config, o ClientOptions) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Kube: kube, Snap: snap, Meta: meta, Clock: clock}, nil
+	return &Clients{Kube: kube, Snap: snap, Meta: meta, Clock: clock, Retry: o.Retry}, nil
 }
 
 // ServerClock tracks the API server's clock from the Date header of its

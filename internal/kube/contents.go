@@ -16,20 +16,20 @@ import (
 // whose test operation the API server checks), so that deleting that
 // snapshot also deletes the content and the storage-side snapshot (docs/spec.md#retention,
 // --delete-contents). It needs patch on volumesnapshotcontents.
-func SetContentDelete(ctx context.Context, c *Clients, retry RetryPolicy, content string, uid types.UID) error {
-	return patchContent(ctx, c, retry, content, uid, "", snapv1.VolumeSnapshotContentDelete)
+func SetContentDelete(ctx context.Context, c *Clients, content string, uid types.UID) error {
+	return patchContent(ctx, c, content, uid, "", snapv1.VolumeSnapshotContentDelete)
 }
 
 // SetContentRetain undoes SetContentDelete for a snapshot that was not
 // deleted after all: Retain again, only while the content is still bound to
 // uid and still Delete (so a policy someone else set since is left as is).
-func SetContentRetain(ctx context.Context, c *Clients, retry RetryPolicy, content string, uid types.UID) error {
-	return patchContent(ctx, c, retry, content, uid, snapv1.VolumeSnapshotContentDelete, snapv1.VolumeSnapshotContentRetain)
+func SetContentRetain(ctx context.Context, c *Clients, content string, uid types.UID) error {
+	return patchContent(ctx, c, content, uid, snapv1.VolumeSnapshotContentDelete, snapv1.VolumeSnapshotContentRetain)
 }
 
 // patchContent sets the content's deletionPolicy to to, testing that it is
 // bound to uid and, unless from is empty, that its policy is from.
-func patchContent(ctx context.Context, c *Clients, retry RetryPolicy, content string, uid types.UID, from, to snapv1.DeletionPolicy) error {
+func patchContent(ctx context.Context, c *Clients, content string, uid types.UID, from, to snapv1.DeletionPolicy) error {
 	ops := []map[string]any{{"op": "test", "path": "/spec/volumeSnapshotRef/uid", "value": string(uid)}}
 	if from != "" {
 		ops = append(ops, map[string]any{"op": "test", "path": "/spec/deletionPolicy", "value": string(from)})
@@ -38,7 +38,7 @@ func patchContent(ctx context.Context, c *Clients, retry RetryPolicy, content st
 	if err != nil {
 		return err
 	}
-	return retry.Do(ctx, "patch VolumeSnapshotContent "+content, func(ctx context.Context) error {
+	return c.Retry.Do(ctx, "patch VolumeSnapshotContent "+content, func(ctx context.Context) error {
 		_, err := c.Snap.SnapshotV1().VolumeSnapshotContents().Patch(ctx, content, types.JSONPatchType, patch, metav1.PatchOptions{})
 		return err
 	})
@@ -64,8 +64,8 @@ const ContentSettle = 2 * time.Second
 // it counts Retain contents, and Delete ones that the controller judged
 // from a copy read before their patch (ContentSettle). It reads through
 // ReadContent (list, not get).
-func ContentLeft(ctx context.Context, c *Clients, retry RetryPolicy, content string, uid types.UID) (bool, error) {
-	vc, err := ReadContent(ctx, c, retry, content)
+func ContentLeft(ctx context.Context, c *Clients, content string, uid types.UID) (bool, error) {
+	vc, err := ReadContent(ctx, c, content)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}

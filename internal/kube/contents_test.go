@@ -51,19 +51,19 @@ func TestContentLeft(t *testing.T) {
 		}
 		return vs.UID, *vs.Status.BoundVolumeSnapshotContentName
 	}
-	retry := kube.RetryPolicy{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond, MaxElapsed: 10 * time.Second}
+	c.Retry = kube.RetryPolicy{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond, MaxElapsed: 10 * time.Second}
 	gone := func(name string) {
 		t.Helper()
 		if err := f.Snap.SnapshotV1().VolumeSnapshots(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := kube.WaitSnapshotGone(ctx, c, retry, ns, name, "", time.Now().Add(time.Minute)); err != nil {
+		if err := kube.WaitSnapshotGone(ctx, c, ns, name, "", time.Now().Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	left := func(content string, uid types.UID) bool {
 		t.Helper()
-		l, err := kube.ContentLeft(ctx, c, retry, content, uid)
+		l, err := kube.ContentLeft(ctx, c, content, uid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestContentLeft(t *testing.T) {
 	uid, content = ready("late")
 	t.Cleanup(func() { deleteContent(content) })
 	gone("late")
-	if err := kube.SetContentDelete(ctx, c, retry, content, uid); err != nil {
+	if err := kube.SetContentDelete(ctx, c, content, uid); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(kube.ContentSettle) // what the controller would need to act, had it a reason

@@ -18,14 +18,14 @@ const EventSource = "pvc-janitor"
 // Event records an action on a claim as a core/v1 Event, so that
 // `kubectl describe pvc` shows what the janitor did. eventType is
 // corev1.EventTypeNormal or corev1.EventTypeWarning.
-func (c *Clients) Event(ctx context.Context, retry RetryPolicy, cl *inventory.Claim, eventType, reason, message string) error {
-	return c.EventOn(ctx, retry, corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
+func (c *Clients) Event(ctx context.Context, cl *inventory.Claim, eventType, reason, message string) error {
+	return c.EventOn(ctx, corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
 		Namespace: cl.Namespace, Name: cl.Name, UID: cl.UID}, eventType, reason, message)
 }
 
 // EventOn records an action on any namespaced object (a VolumeSnapshot the
 // janitor pruned, say) as a core/v1 Event in the object's namespace.
-func (c *Clients) EventOn(ctx context.Context, retry RetryPolicy, obj corev1.ObjectReference, eventType, reason, message string) error {
+func (c *Clients) EventOn(ctx context.Context, obj corev1.ObjectReference, eventType, reason, message string) error {
 	var suffix [8]byte
 	_, _ = rand.Read(suffix[:])
 	now := metav1.NewTime(c.Clock.Now())
@@ -45,7 +45,7 @@ func (c *Clients) EventOn(ctx context.Context, retry RetryPolicy, obj corev1.Obj
 		LastTimestamp:       now,
 		Count:               1,
 	}
-	return retry.Do(ctx, "create event "+reason+" for "+obj.Namespace+"/"+obj.Name, func(ctx context.Context) error {
+	return c.Retry.Do(ctx, "create event "+reason+" for "+obj.Namespace+"/"+obj.Name, func(ctx context.Context) error {
 		_, err := c.Kube.CoreV1().Events(obj.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 		return err
 	})

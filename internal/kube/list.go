@@ -37,7 +37,7 @@ func (r *reader) list(ctx context.Context, what, ns string, n func() int, keep f
 	for {
 		var cont string
 		mark := n()
-		err := r.s.Retry.DoStream(ctx, "list "+what, func(ctx context.Context) error {
+		err := r.c.Retry.DoStream(ctx, "list "+what, func(ctx context.Context) error {
 			keep(mark)
 			var err error
 			cont, err = page(ctx, opts)
@@ -63,7 +63,7 @@ func (r *reader) list(ctx context.Context, what, ns string, n func() int, keep f
 // with each item's bytes (valid during the call only).
 func (r *reader) protoList(ctx context.Context, c rest.Interface, resource, ns, kind string, opts metav1.ListOptions, item func([]byte) error) (string, error) {
 	req := c.Get().Namespace(ns).Resource(resource).VersionedParams(&opts, scheme.ParameterCodec)
-	return wire.Stream(ctx, req, "application/vnd.kubernetes.protobuf", r.s.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
+	return wire.Stream(ctx, req, "application/vnd.kubernetes.protobuf", r.c.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
 		return wire.ReadProtoList(body, kind, item)
 	})
 }
@@ -72,7 +72,7 @@ func (r *reader) protoList(ctx context.Context, c rest.Interface, resource, ns, 
 // and calls item with the decoder on each item.
 func (r *reader) jsonList(ctx context.Context, resource, ns, kind string, opts metav1.ListOptions, item func(*json.Decoder) error) (string, error) {
 	req := r.c.Snap.SnapshotV1().RESTClient().Get().Namespace(ns).Resource(resource).VersionedParams(&opts, snapscheme.ParameterCodec)
-	return wire.Stream(ctx, req, "application/json", r.s.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
+	return wire.Stream(ctx, req, "application/json", r.c.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
 		return wire.ReadJSONList(body, kind, item)
 	})
 }

@@ -106,7 +106,7 @@ func (r *reader) ownerAlive(ctx context.Context, m *lazyMapper, inv *inventory.I
 // cluster-scoped kind): an object of its name with its UID.
 func (r *reader) ownerIn(ctx context.Context, gvr schema.GroupVersionResource, ns, what string, o inventory.OwnerRef) (bool, error) {
 	var got *metav1.PartialObjectMetadata
-	err := r.s.Retry.Do(ctx, "get "+what, func(ctx context.Context) error {
+	err := r.c.Retry.Do(ctx, "get "+what, func(ctx context.Context) error {
 		var err error
 		got, err = r.c.Meta.Resource(gvr).Namespace(ns).Get(ctx, o.Name, metav1.GetOptions{})
 		return err

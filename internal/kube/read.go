@@ -38,16 +38,11 @@ type Scope struct {
 	// PageSize is the limit of each list call; 0 reads each list as one
 	// streamed response, decoded an item at a time.
 	PageSize int64
-	// Retry wraps each list call.
-	Retry RetryPolicy
 }
 
 func (s Scope) withDefaults() Scope {
 	if s.PageSize < 0 {
 		s.PageSize = 0
-	}
-	if s.Retry.MaxElapsed == 0 {
-		s.Retry = DefaultRetry
 	}
 	if s.Selector == nil {
 		s.Selector = labels.Everything()
@@ -115,7 +110,7 @@ func Read(ctx context.Context, c *Clients, s Scope) (*inventory.Inventory, error
 // leaves the run to what the claims show (janitor.Scan logs that).
 func (r *reader) serverVersion(ctx context.Context) string {
 	var v string
-	err := r.s.Retry.Do(ctx, "read the server version", func(ctx context.Context) error {
+	err := r.c.Retry.Do(ctx, "read the server version", func(ctx context.Context) error {
 		body, err := r.c.Kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
 		if err != nil {
 			return err

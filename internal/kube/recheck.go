@@ -39,7 +39,6 @@ type RecheckOptions struct {
 	MaxAge time.Duration
 	// PageSize is the limit of each list call (0: 500).
 	PageSize int64
-	Retry    RetryPolicy
 }
 
 // NamespaceRead is a fresh read of one namespace, reduced like the scan's.
@@ -64,7 +63,7 @@ func ReadNamespace(ctx context.Context, c *Clients, ns string, o RecheckOptions)
 	nr := &NamespaceRead{Namespace: ns, PodRefs: map[string][]inventory.Referrer{}}
 	// Claims and snapshots first, pods last: a pod that appears while the
 	// claims are listed is then still seen.
-	err := pages(ctx, o, "claims in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+	err := pages(ctx, c, o, "claims in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 		opts.LabelSelector = o.Selector.String()
 		l, err := c.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, opts)
 		if err != nil {
@@ -78,7 +77,7 @@ func ReadNamespace(ctx context.Context, c *Clients, ns string, o RecheckOptions)
 	if err != nil {
 		return nil, err
 	}
-	err = pages(ctx, o, "volumesnapshots in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+	err = pages(ctx, c, o, "volumesnapshots in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 		l, err := c.Snap.SnapshotV1().VolumeSnapshots(ns).List(ctx, opts)
 		if err != nil {
 			return "", err
@@ -91,7 +90,7 @@ func ReadNamespace(ctx context.Context, c *Clients, ns string, o RecheckOptions)
 	if err != nil {
 		return nil, err
 	}
-	err = pages(ctx, o, "pods in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+	err = pages(ctx, c, o, "pods in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 		l, err := c.Kube.CoreV1().Pods(ns).List(ctx, opts)
 		if err != nil {
 			return "", err
@@ -126,11 +125,11 @@ func addPodRefs(refs map[string][]inventory.Referrer, p *corev1.Pod) {
 // pages runs a paginated list, each page under the retry policy. A continue
 // token that expired restarts the list from the top (reset drops what the
 // earlier pages kept), so the result is always one consistent pass.
-func pages(ctx context.Context, o RecheckOptions, what string, page func(context.Context, metav1.ListOptions) (string, error), reset func()) error {
+func pages(ctx context.Context, c *Clients, o RecheckOptions, what string, page func(context.Context, metav1.ListOptions) (string, error), reset func()) error {
 	opts := metav1.ListOptions{Limit: o.PageSize}
 	for {
 		var next string
-		err := o.Retry.Do(ctx, "list "+what, func(ctx context.Context) error {
+		err := c.Retry.Do(ctx, "list "+what, func(ctx context.Context) error {
 			var err error
 			next, err = page(ctx, opts)
 			return err
@@ -159,9 +158,6 @@ func (o RecheckOptions) withDefaults() RecheckOptions {
 	}
 	if o.PageSize <= 0 {
 		o.PageSize = 500
-	}
-	if o.Retry.MaxElapsed == 0 {
-		o.Retry = DefaultRetry
 	}
 	return o
 }
@@ -236,7 +232,7 @@ func (r *Rechecker) Inventory(ctx context.Context, base *inventory.Inventory, cl
 	}
 	contents := map[string]inventory.Content{}
 	for _, name := range RelevantContents(nr, claim.Name) {
-		vc, err := ReadContent(ctx, r.c, r.o.Retry, name)
+		vc, err := ReadContent(ctx, r.c, name)
 		switch {
 		case apierrors.IsNotFound(err):
 			// Gone: the snapshot bound to it is not intact.
@@ -359,9 +355,9 @@ func recheckContents(base *inventory.Inventory, nr *NamespaceRead, claim string,
 // field selector: the janitor's role grants list and watch on contents, not
 // get (a content can name any namespace's snapshot), and this read needs no
 // more. A content that does not exist is a NotFound error.
-func ReadContent(ctx context.Context, c *Clients, retry RetryPolicy, name string) (*snapv1.VolumeSnapshotContent, error) {
+func ReadContent(ctx context.Context, c *Clients, name string) (*snapv1.VolumeSnapshotContent, error) {
 	var l *snapv1.VolumeSnapshotContentList
-	err := retry.Do(ctx, "read VolumeSnapshotContent "+name, func(ctx context.Context) error {
+	err := c.Retry.Do(ctx, "read VolumeSnapshotContent "+name, func(ctx context.Context) error {
 		var err error
 		l, err = c.Snap.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})

@@ -13,9 +13,9 @@ import (
 
 // GetSnapshot reads a VolumeSnapshot with retries; nil, and no error, when
 // it does not exist.
-func GetSnapshot(ctx context.Context, c *Clients, retry RetryPolicy, ns, name string) (*snapv1.VolumeSnapshot, error) {
+func GetSnapshot(ctx context.Context, c *Clients, ns, name string) (*snapv1.VolumeSnapshot, error) {
 	var vs *snapv1.VolumeSnapshot
-	err := retry.Do(ctx, "get VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
+	err := c.Retry.Do(ctx, "get VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
 		var err error
 		vs, err = c.Snap.SnapshotV1().VolumeSnapshots(ns).Get(ctx, name, metav1.GetOptions{})
 		return err
@@ -30,9 +30,9 @@ func GetSnapshot(ctx context.Context, c *Clients, retry RetryPolicy, ns, name st
 // with uid no longer exists (gone, or its name taken by another; any
 // snapshot of the name when uid is empty). A read that fails is tried
 // again until the deadline.
-func WaitSnapshotGone(ctx context.Context, c *Clients, retry RetryPolicy, ns, name string, uid types.UID, deadline time.Time) error {
+func WaitSnapshotGone(ctx context.Context, c *Clients, ns, name string, uid types.UID, deadline time.Time) error {
 	for {
-		vs, err := GetSnapshot(ctx, c, retry, ns, name)
+		vs, err := GetSnapshot(ctx, c, ns, name)
 		if err == nil && (vs == nil || (uid != "" && vs.UID != uid)) {
 			return nil
 		}

@@ -44,7 +44,6 @@ type Lease struct {
 	ns       string
 	identity string
 	duration time.Duration
-	retry    kube.RetryPolicy
 
 	mu     sync.Mutex
 	lease  *coordv1.Lease
@@ -97,13 +96,13 @@ func Identity() string {
 // of another holder is a *HeldError. The lease is renewed every third of
 // its duration until Release; if it is lost (taken over after we failed to
 // renew), Lost() is closed and the caller must stop.
-func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Duration, retry kube.RetryPolicy) (*Lease, error) {
-	l := &Lease{c: c, ns: ns, identity: Identity(), duration: duration, retry: retry,
+func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Duration) (*Lease, error) {
+	l := &Lease{c: c, ns: ns, identity: Identity(), duration: duration,
 		stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
 	leases := c.Kube.CoordinationV1().Leases(ns)
 	for attempt := 0; attempt < 5; attempt++ {
 		var cur *coordv1.Lease
-		err := retry.Do(ctx, "get lease "+ns+"/"+Name, func(ctx context.Context) error {
+		err := c.Retry.Do(ctx, "get lease "+ns+"/"+Name, func(ctx context.Context) error {
 			var err error
 			cur, err = leases.Get(ctx, Name, metav1.GetOptions{})
 			return err
@@ -113,7 +112,7 @@ func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Dura
 		case apierrors.IsNotFound(err):
 			fresh := l.spec(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: Name}}, now, true)
 			var got *coordv1.Lease
-			err := retry.Do(ctx, "create lease", func(ctx context.Context) error {
+			err := c.Retry.Do(ctx, "create lease", func(ctx context.Context) error {
 				var err error
 				l.lastOK = time.Now()
 				got, err = leases.Create(ctx, fresh, metav1.CreateOptions{})
@@ -148,7 +147,7 @@ func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Dura
 			}
 			*next.Spec.LeaseTransitions++
 			var got *coordv1.Lease
-			err := retry.Do(ctx, "take over lease", func(ctx context.Context) error {
+			err := c.Retry.Do(ctx, "take over lease", func(ctx context.Context) error {
 				var err error
 				l.lastOK = time.Now()
 				got, err = leases.Update(ctx, next, metav1.UpdateOptions{})

@@ -188,8 +188,8 @@ func acquire(t *testing.T, cfg *rest.Config, d time.Duration) *Lease {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := Acquire(context.Background(), &kube.Clients{Kube: cs, Clock: &kube.ServerClock{}}, "ns", d,
-		kube.RetryPolicy{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond, MaxElapsed: time.Second})
+	l, err := Acquire(context.Background(), &kube.Clients{Kube: cs, Clock: &kube.ServerClock{},
+		Retry: kube.RetryPolicy{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond, MaxElapsed: time.Second}}, "ns", d)
 	if err != nil {
 		t.Fatal(err)
 	}

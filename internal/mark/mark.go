@@ -42,7 +42,6 @@ const (
 type Options struct {
 	DryRun      bool
 	Concurrency int
-	Retry       kube.RetryPolicy
 }
 
 // Result is the outcome per claim index (into the decisions), for the
@@ -312,7 +311,7 @@ func write(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Opti
 	if d.Marks.OrphanedSince == classify.Set && !hadMark {
 		msg := fmt.Sprintf("no pod or workload references this claim; orphaned since %s (state %s)",
 			d.Marks.OrphanedSinceValue.UTC().Format(time.RFC3339), d.State)
-		Event(ctx, c, opts.Retry, cl, corev1.EventTypeNormal, "OrphanDetected", msg)
+		Event(ctx, c, cl, corev1.EventTypeNormal, "OrphanDetected", msg)
 	}
 	if d.Marks.Phase == classify.Set && d.Marks.PhaseValue == classify.Superseded {
 		// docs/spec.md#runs: the Superseded Event, once, when the phase turns to it.
@@ -320,21 +319,21 @@ func write(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Opti
 		if d.DiscardReason != "" {
 			msg += "; discard: " + d.DiscardReason
 		}
-		Event(ctx, c, opts.Retry, cl, corev1.EventTypeNormal, "Superseded", msg)
+		Event(ctx, c, cl, corev1.EventTypeNormal, "Superseded", msg)
 	}
 	return Marked, nil
 }
 
 // Event records an Event on the claim (docs/spec.md#runs). What the janitor did to
 // the claim is what matters: a lost Event is logged, never an error.
-func Event(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *inventory.Claim, typ, reason, msg string) {
-	if err := c.Event(ctx, retry, cl, typ, reason, msg); err != nil {
+func Event(ctx context.Context, c *kube.Clients, cl *inventory.Claim, typ, reason, msg string) {
+	if err := c.Event(ctx, cl, typ, reason, msg); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Str("reason", reason).Msg("record event")
 	}
 }
 
 func patchClaim(ctx context.Context, c *kube.Clients, cl *inventory.Claim, patch []byte, opts Options) error {
-	return opts.Retry.Do(ctx, fmt.Sprintf("mark claim %s/%s", cl.Namespace, cl.Name), func(ctx context.Context) error {
+	return c.Retry.Do(ctx, fmt.Sprintf("mark claim %s/%s", cl.Namespace, cl.Name), func(ctx context.Context) error {
 		_, err := c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Patch(ctx, cl.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
 	})
@@ -347,7 +346,7 @@ func patchClaim(ctx context.Context, c *kube.Clients, cl *inventory.Claim, patch
 func retryRemoval(ctx context.Context, c *kube.Clients, cl *inventory.Claim, m classify.Marks, opts Options) (bool, error) {
 	for i := 0; i < removalRetries; i++ {
 		var cur *corev1.PersistentVolumeClaim
-		err := opts.Retry.Do(ctx, fmt.Sprintf("get claim %s/%s", cl.Namespace, cl.Name), func(ctx context.Context) error {
+		err := c.Retry.Do(ctx, fmt.Sprintf("get claim %s/%s", cl.Namespace, cl.Name), func(ctx context.Context) error {
 			var err error
 			cur, err = c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Get(ctx, cl.Name, metav1.GetOptions{})
 			return err

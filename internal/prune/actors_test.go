@@ -41,7 +41,7 @@ func (w *world) killedPrune(name string) string {
 	w.t.Cleanup(func() {
 		_ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(context.Background(), content, metav1.DeleteOptions{})
 	})
-	if err := kube.SetContentDelete(ctx, w.c, kube.DefaultRetry, content, vs.UID); err != nil {
+	if err := kube.SetContentDelete(ctx, w.c, content, vs.UID); err != nil {
 		w.t.Fatal(err)
 	}
 	return content
@@ -80,10 +80,9 @@ func TestSafetyV3Finding7KilledPruneIsSettled(t *testing.T) {
 	w.rescue("s1", "s", time.Hour, retain, false, false)
 	// Killed, then a scan.
 	content := w.killedPrune("s1")
-	retry := kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second}
 	if _, err := janitor.Scan(context.Background(), w.c, janitor.ScanOptions{
 		Scope:  kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
-		Policy: classify.Policy{WorkspaceLabel: "workspace"}, Concurrency: 1, Retry: retry}); err != nil {
+		Policy: classify.Policy{WorkspaceLabel: "workspace"}, Concurrency: 1}); err != nil {
 		t.Fatal(err)
 	}
 	w.settled("s1", content, "the next scan")
@@ -103,7 +102,7 @@ func TestSafetyV3Finding7KilledPruneIsSettled(t *testing.T) {
 	res, err := prune.Prune(context.Background(), w.c, prune.Options{
 		Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
 		Policy:    classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
-		Retention: retention.Policy{KeepLast: 1, DeleteContents: true}, MaxDeletions: 10, MaxDeletionPercent: 100, Retry: retry,
+		Retention: retention.Policy{KeepLast: 1, DeleteContents: true}, MaxDeletions: 10, MaxDeletionPercent: 100,
 		BeforeDelete: func(ctx context.Context, k inventory.Key) {
 			vs, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Get(ctx, k.Name, metav1.GetOptions{})
 			if err != nil {
@@ -153,7 +152,7 @@ func TestSafetyV3Finding8RestoreProtectsItsSource(t *testing.T) {
 			// (a timeout, exit 4), its mark left on x1.
 			_, err := restore.Do(ctx, w.c, restore.Request{Namespace: w.ns, From: "x1", As: "x-back", AllowOlder: true,
 				StorageClass: none, Size: "1Gi", WorkspaceLabel: "workspace"},
-				restore.Options{Policy: classify.Policy{WorkspaceLabel: "workspace"}, Timeout: time.Millisecond, Retry: kube.DefaultRetry})
+				restore.Options{Policy: classify.Policy{WorkspaceLabel: "workspace"}, Timeout: time.Millisecond})
 			var pe *restore.ProvisionError
 			if !errors.As(err, &pe) {
 				w.t.Errorf("restore: %v, want a provisioning timeout", err)
@@ -182,7 +181,6 @@ func TestSafetyV3Finding8RestoreProtectsItsSource(t *testing.T) {
 				Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
 				Policy:    classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
 				Retention: retention.Policy{KeepLast: 1}, MaxDeletions: 10, MaxDeletionPercent: 100,
-				Retry: kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second},
 				BeforeDelete: func(ctx context.Context, k inventory.Key) {
 					if k.Name == "x1" && c.actor != nil && !acted {
 						acted = true
@@ -214,7 +212,6 @@ func (w *world) pruneWithHook(deleteContents bool, at func(ctx context.Context, 
 		Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
 		Policy:    classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
 		Retention: retention.Policy{KeepLast: 1, DeleteContents: deleteContents}, MaxDeletions: 10, MaxDeletionPercent: 100,
-		Retry:        kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second},
 		BeforeDelete: at})
 	if err != nil {
 		w.t.Fatal(err)
@@ -244,7 +241,7 @@ func TestSafetyR5SnapshotChangedBeforePruneDelete(t *testing.T) {
 			}
 			old, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Get(ctx, "x1", metav1.GetOptions{})
 			if err == nil {
-				if err := kube.WaitSnapshotGone(ctx, w.c, kube.DefaultRetry, w.ns, "x1", old.UID, time.Now().Add(time.Minute)); err != nil {
+				if err := kube.WaitSnapshotGone(ctx, w.c, w.ns, "x1", old.UID, time.Now().Add(time.Minute)); err != nil {
 					w.t.Fatal(err)
 				}
 			}
@@ -291,8 +288,7 @@ func TestSafetyR6ContentOfAnotherSnapshotIsNotSetToDelete(t *testing.T) {
 	t.Cleanup(func() {
 		_ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(context.Background(), content, metav1.DeleteOptions{})
 	})
-	retry := kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 5 * time.Second}
-	if err := kube.SetContentDelete(ctx, w.c, retry, content, "another-snapshots-uid"); err == nil {
+	if err := kube.SetContentDelete(ctx, w.c, content, "another-snapshots-uid"); err == nil {
 		t.Error("SetContentDelete for another snapshot's UID succeeded")
 	}
 	vc, err := w.f.Snap.SnapshotV1().VolumeSnapshotContents().Get(ctx, content, metav1.GetOptions{})

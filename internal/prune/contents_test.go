@@ -33,8 +33,7 @@ import (
 func TestContentsOfKeptAndLeftRescues(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
-	o := prune.Options{Retention: retention.Policy{DeleteContents: true},
-		Retry: kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second}}
+	o := prune.Options{Retention: retention.Policy{DeleteContents: true}}
 	read := func(name string) (*snapv1.VolumeSnapshot, string) {
 		t.Helper()
 		vs, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Get(ctx, name, metav1.GetOptions{})
@@ -53,7 +52,7 @@ func TestContentsOfKeptAndLeftRescues(t *testing.T) {
 	}
 	setDelete := func(content string, uid types.UID) {
 		t.Helper()
-		if err := kube.SetContentDelete(ctx, w.c, o.Retry, content, uid); err != nil {
+		if err := kube.SetContentDelete(ctx, w.c, content, uid); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,7 +125,7 @@ func TestContentsOfKeptAndLeftRescues(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := kube.Snapshot(vs, "")
-	if err := kube.WaitSnapshotGone(ctx, w.c, o.Retry, w.ns, "left", vs.UID, time.Now().Add(time.Minute)); err != nil {
+	if err := kube.WaitSnapshotGone(ctx, w.c, w.ns, "left", vs.UID, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	setDelete(content, vs.UID) // too late for the controller, as when it judged an older copy

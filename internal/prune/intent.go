@@ -55,15 +55,15 @@ func SettleIntent(s *inventory.Snapshot, c *inventory.Content) (IntentAction, st
 // writes calls it on its read (the Lease makes any intent it finds one of
 // an earlier run's). A failure is logged and left for the next run: it
 // never makes a rescue less safe than it is.
-func SettleIntents(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, snaps map[string][]inventory.Snapshot, contents map[string]inventory.Content) {
+func SettleIntents(ctx context.Context, c *kube.Clients, snaps map[string][]inventory.Snapshot, contents map[string]inventory.Content) {
 	for _, ss := range snaps {
 		for i := range ss {
-			settleIntent(ctx, c, retry, &ss[i], contents)
+			settleIntent(ctx, c, &ss[i], contents)
 		}
 	}
 }
 
-func settleIntent(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, s *inventory.Snapshot, contents map[string]inventory.Content) {
+func settleIntent(ctx context.Context, c *kube.Clients, s *inventory.Snapshot, contents map[string]inventory.Content) {
 	var ct *inventory.Content
 	if v, ok := contents[s.ContentName]; ok && s.ContentName != "" {
 		ct = &v
@@ -74,14 +74,14 @@ func settleIntent(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, 
 	}
 	log := zerolog.Ctx(ctx).With().Str("namespace", s.Namespace).Str("snapshot", s.Name).Str("intent", s.PruneIntent).Logger()
 	if act == IntentRetain {
-		if err := kube.SetContentRetain(ctx, c, retry, ct.Name, s.UID); err != nil {
+		if err := kube.SetContentRetain(ctx, c, ct.Name, s.UID); err != nil {
 			log.Error().Err(err).Msg("a kept rescue's content is Delete after an unfinished prune and cannot be set back to Retain: left for the next run")
 			return
 		}
 		ct.DeletionPolicy = "Retain"
 		contents[ct.Name] = *ct
 	}
-	if err := kube.UnannotateSnapshot(ctx, c, retry, s.Namespace, s.Name, s.UID, inventory.AnnotationPruneIntent, s.PruneIntent); err != nil {
+	if err := kube.UnannotateSnapshot(ctx, c, s.Namespace, s.Name, s.UID, inventory.AnnotationPruneIntent, s.PruneIntent); err != nil {
 		log.Warn().Err(err).Msg("remove the prune intent: left for the next run")
 		return
 	}

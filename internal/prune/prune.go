@@ -40,7 +40,6 @@ type Options struct {
 	DryRun             bool
 	MaxDeletions       int
 	MaxDeletionPercent float64
-	Retry              kube.RetryPolicy
 	// Confirm, when set, is asked before the first delete with the number
 	// of rescues; false deletes nothing.
 	Confirm func(n int) (bool, error)
@@ -95,7 +94,7 @@ func Prune(ctx context.Context, c *kube.Clients, o Options) (*Result, error) {
 	if !o.DryRun {
 		// A prune killed after setting a content to Delete left its
 		// intent: put the kept rescues back first (docs/spec.md#retention-intent).
-		SettleIntents(ctx, c, o.Retry, inv.Snapshots, inv.Contents)
+		SettleIntents(ctx, c, inv.Snapshots, inv.Contents)
 	}
 	ds := classify.Classify(inv, o.Policy, now)
 	raw, err := rescues(ctx, c, o)
@@ -183,7 +182,7 @@ func rescues(ctx context.Context, c *kube.Clients, o Options) (map[string][]rawR
 	out := map[string][]rawRescue{}
 	for _, ns := range nss {
 		var l *snapv1.VolumeSnapshotList
-		err := o.Retry.Do(ctx, "list the janitor's snapshots", func(ctx context.Context) error {
+		err := c.Retry.Do(ctx, "list the janitor's snapshots", func(ctx context.Context) error {
 			var err error
 			l, err = c.Snap.SnapshotV1().VolumeSnapshots(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 			return err
@@ -212,7 +211,7 @@ func rescues(ctx context.Context, c *kube.Clients, o Options) (map[string][]rawR
 // keeps a rescue) with its state this run, when it has one.
 func namespaceClaims(ctx context.Context, c *kube.Clients, o Options, ns string, ds []classify.Decision) ([]retention.Claim, error) {
 	var l *corev1.PersistentVolumeClaimList
-	err := o.Retry.Do(ctx, "list claims in "+ns, func(ctx context.Context) error {
+	err := c.Retry.Do(ctx, "list claims in "+ns, func(ctx context.Context) error {
 		var err error
 		l, err = c.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
 		return err
@@ -322,7 +321,7 @@ func unpatch(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapsh
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	log := zerolog.Ctx(ctx).With().Str("namespace", s.Namespace).Str("snapshot", s.Name).Str("content", content).Logger()
-	vs, err := kube.GetSnapshot(ctx, c, o.Retry, s.Namespace, s.Name)
+	vs, err := kube.GetSnapshot(ctx, c, s.Namespace, s.Name)
 	if err != nil {
 		log.Error().Err(err).Msg("the rescue was kept but its content stays Delete: set it back to Retain by hand")
 		return
@@ -330,12 +329,12 @@ func unpatch(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapsh
 	if vs == nil || vs.UID != s.UID || vs.DeletionTimestamp != nil {
 		return
 	}
-	if err := kube.SetContentRetain(ctx, c, o.Retry, content, s.UID); err != nil {
+	if err := kube.SetContentRetain(ctx, c, content, s.UID); err != nil {
 		log.Error().Err(err).Msg("the rescue was kept but its content stays Delete: the next run sets it back to Retain (its prune intent stays)")
 		return
 	}
 	if v, ok := vs.Annotations[inventory.AnnotationPruneIntent]; ok {
-		if err := kube.UnannotateSnapshot(ctx, c, o.Retry, s.Namespace, s.Name, s.UID, inventory.AnnotationPruneIntent, v); err != nil {
+		if err := kube.UnannotateSnapshot(ctx, c, s.Namespace, s.Name, s.UID, inventory.AnnotationPruneIntent, v); err != nil {
 			log.Warn().Err(err).Msg("remove the prune intent: the next run does")
 		}
 	}
@@ -362,7 +361,7 @@ func release(ctx context.Context, c *kube.Clients, o Options, r *rawRescue, cont
 	}
 	log := zerolog.Ctx(ctx).With().Str("namespace", s.Namespace).Str("snapshot", s.Name).Logger()
 	intent := intentValue(c.Clock.Latest())
-	vs, err := kube.AnnotateSnapshot(ctx, c, o.Retry, s.Namespace, s.Name, s.UID, r.rv, inventory.AnnotationPruneIntent, intent)
+	vs, err := kube.AnnotateSnapshot(ctx, c, s.Namespace, s.Name, s.UID, r.rv, inventory.AnnotationPruneIntent, intent)
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		out.Action, out.Reason = ActionKept, "changed since it was read; left for the next prune"
@@ -373,7 +372,7 @@ func release(ctx context.Context, c *kube.Clients, o Options, r *rawRescue, cont
 		return "", out
 	}
 	r.rv = vs.ResourceVersion
-	if err := kube.SetContentDelete(ctx, c, o.Retry, ct.Name, s.UID); err != nil {
+	if err := kube.SetContentDelete(ctx, c, ct.Name, s.UID); err != nil {
 		out.Action, out.Reason, out.Err = ActionFailed, "set content "+ct.Name+" to Delete: "+err.Error(), err
 		log.Error().Err(err).Msg("prune")
 		// The content may be Delete all the same (a lost response): the
@@ -395,7 +394,7 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, patched
 	}
 	var err error
 	for try := 0; ; try++ {
-		err = o.Retry.Do(ctx, "delete snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
+		err = c.Retry.Do(ctx, "delete snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
 			// A restore may have begun since prune read the claims
 			// (docs/spec.md#restore-protects-source): read again first.
 			if err := stillPrunable(ctx, c, s); err != nil {
@@ -437,7 +436,7 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, patched
 	}
 	out.Action = ActionPruned
 	msg := "pruned by retention: " + out.Reason
-	if err := event(ctx, c, o.Retry, s, msg); err != nil {
+	if err := event(ctx, c, s, msg); err != nil {
 		log.Warn().Err(err).Msg("record Pruned event")
 	}
 	log.Info().Str("reason", out.Reason).Msg("pruned")
@@ -454,10 +453,10 @@ const leftWait = 30 * time.Second
 // and logged for an operator to delete. Empty when it went; checked is
 // false when that could not be told by deadline.
 func left(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot, content string, deadline time.Time) (name string, checked bool) {
-	if err := kube.WaitSnapshotGone(ctx, c, o.Retry, s.Namespace, s.Name, s.UID, deadline); err != nil {
+	if err := kube.WaitSnapshotGone(ctx, c, s.Namespace, s.Name, s.UID, deadline); err != nil {
 		return "", false
 	}
-	l, err := kube.ContentLeft(ctx, c, o.Retry, content, s.UID)
+	l, err := kube.ContentLeft(ctx, c, content, s.UID)
 	if err != nil {
 		return "", false
 	}
@@ -473,7 +472,7 @@ func left(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot,
 // resourceVersion, or why it must be kept now (gone, another snapshot of
 // that name, being deleted, held).
 func reread(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapshot) (string, string) {
-	vs, err := kube.GetSnapshot(ctx, c, o.Retry, s.Namespace, s.Name)
+	vs, err := kube.GetSnapshot(ctx, c, s.Namespace, s.Name)
 	switch {
 	case err == nil && vs == nil:
 		return "", "gone since it was read"
@@ -490,8 +489,8 @@ func reread(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapsho
 }
 
 // event records Pruned on the snapshot.
-func event(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, s inventory.Snapshot, msg string) error {
-	return c.EventOn(ctx, retry, corev1.ObjectReference{Kind: "VolumeSnapshot", APIVersion: "snapshot.storage.k8s.io/v1",
+func event(ctx context.Context, c *kube.Clients, s inventory.Snapshot, msg string) error {
+	return c.EventOn(ctx, corev1.ObjectReference{Kind: "VolumeSnapshot", APIVersion: "snapshot.storage.k8s.io/v1",
 		Namespace: s.Namespace, Name: s.Name, UID: s.UID}, corev1.EventTypeNormal, "Pruned", msg)
 }
 

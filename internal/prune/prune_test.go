@@ -43,7 +43,8 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := kube.NewClients(env.Config, kube.ClientOptions{QPS: 100, Burst: 200})
+	c, err := kube.NewClients(env.Config, kube.ClientOptions{QPS: 100, Burst: 200,
+		Retry: kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,6 @@ func (w *world) prune(p retention.Policy, dry bool, maxDeletions int) *prune.Res
 		Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
 		Policy:    classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
 		Retention: p, DryRun: dry, MaxDeletions: maxDeletions, MaxDeletionPercent: 100,
-		Retry: kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second},
 	})
 	if err != nil {
 		w.t.Fatal(err)

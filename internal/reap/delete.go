@@ -42,7 +42,7 @@ func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, ev *E
 	rv := cl.ResourceVersion
 	maybeApplied := false
 	for try := 0; ; try++ {
-		applied, err := deleteClaim(ctx, c, o.Retry, cl, rv, func(ctx context.Context) error {
+		applied, err := deleteClaim(ctx, c, cl, rv, func(ctx context.Context) error {
 			if err := inUseNow(ctx, c, cl, seen); err != nil {
 				return err
 			}
@@ -91,7 +91,7 @@ type deleter struct {
 func (x *deleter) skip(msg string) Outcome {
 	x.out.Action, x.out.Message = ActionSkipped, msg
 	x.l.Info().Str("reason", msg).Msg("claim not deleted")
-	mark.Event(x.ctx, x.c, x.o.Retry, x.d.Claim, corev1.EventTypeNormal, "ReapSkipped", msg)
+	mark.Event(x.ctx, x.c, x.d.Claim, corev1.EventTypeNormal, "ReapSkipped", msg)
 	return x.out
 }
 
@@ -99,14 +99,14 @@ func (x *deleter) skip(msg string) Outcome {
 func (x *deleter) fail(err error) Outcome {
 	x.out.Action, x.out.Message, x.out.Err = ActionFailed, err.Error(), err
 	x.l.Error().Err(err).Msg("delete claim")
-	mark.Event(x.ctx, x.c, x.o.Retry, x.d.Claim, corev1.EventTypeWarning, "ReapSkipped", "delete failed: "+err.Error())
+	mark.Event(x.ctx, x.c, x.d.Claim, corev1.EventTypeWarning, "ReapSkipped", "delete failed: "+err.Error())
 	return x.out
 }
 
 // inUse skips a claim that pods use again, and restarts its clock.
 func (x *deleter) inUse(pods []string) Outcome {
 	if !x.o.DryRun {
-		if _, err := mark.Clear(x.ctx, x.c, x.d.Claim, mark.Options{Retry: x.o.Retry}); err != nil {
+		if _, err := mark.Clear(x.ctx, x.c, x.d.Claim, mark.Options{}); err != nil {
 			x.l.Warn().Err(err).Msg("remove marks of a claim in use again")
 		}
 	}
@@ -122,7 +122,7 @@ func (x *deleter) settle(err error, rv string, maybeApplied bool, try int) (Outc
 	if !conflict && !maybeApplied {
 		return x.fail(err), "", true
 	}
-	cur, gerr := getClaim(x.ctx, x.c, x.o.Retry, cl)
+	cur, gerr := getClaim(x.ctx, x.c, cl)
 	if gerr != nil {
 		if maybeApplied {
 			return x.fail(fmt.Errorf("delete claim %s/%s: response lost and the claim cannot be read to settle it: %w", cl.Namespace, cl.Name, gerr)), "", true
@@ -155,7 +155,7 @@ func (x *deleter) settle(err error, rv string, maybeApplied bool, try int) (Outc
 // before trusting the decision with the new resourceVersion.
 func (x *deleter) retryable(rv string, cur *corev1.PersistentVolumeClaim) (Outcome, string, bool) {
 	cl := x.d.Claim
-	before, berr := claimAt(x.ctx, x.c, x.o.Retry, cl, rv)
+	before, berr := claimAt(x.ctx, x.c, cl, rv)
 	if berr != nil {
 		x.l.Info().Err(berr).Msg("cannot read the claim as it was classified")
 		return x.skip(changedMsg + "; what changed cannot be told; left for the next run"), "", true
@@ -163,7 +163,7 @@ func (x *deleter) retryable(rv string, cur *corev1.PersistentVolumeClaim) (Outco
 	if ok, why := Unrelated(before, cur); !ok {
 		return x.skip(changedMsg + ": " + why + "; left for the next run"), "", true
 	}
-	pods, perr := listPods(x.ctx, x.c, x.o.Retry, cl.Namespace)
+	pods, perr := listPods(x.ctx, x.c, cl.Namespace)
 	if perr != nil {
 		x.l.Info().Err(perr).Msg("re-check for use")
 		return x.skip(changedMsg + "; cannot re-check it for use: " + perr.Error()), "", true
@@ -192,7 +192,7 @@ func deleted(ctx context.Context, c *kube.Clients, o Options, d *classify.Decisi
 	out.Action = ActionDeleted
 	out.Message = "deleted (deletion accepted): " + why + note
 	l.Info().Msg("claim deletion accepted")
-	mark.Event(ctx, c, o.Retry, d.Claim, corev1.EventTypeNormal, "Reaped", out.Message)
+	mark.Event(ctx, c, d.Claim, corev1.EventTypeNormal, "Reaped", out.Message)
 	return out
 }
 
@@ -203,9 +203,9 @@ func deleted(ctx context.Context, c *kube.Clients, o Options, d *classify.Decisi
 //
 // check runs before every attempt (a retry after a backoff included): the
 // delete is sent only when it passes.
-func deleteClaim(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *inventory.Claim, rv string, check func(context.Context) error) (applied bool, err error) {
+func deleteClaim(ctx context.Context, c *kube.Clients, cl *inventory.Claim, rv string, check func(context.Context) error) (applied bool, err error) {
 	uid := cl.UID
-	err = retry.Do(ctx, "delete claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
+	err = c.Retry.Do(ctx, "delete claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
 		if check != nil {
 			if err := check(ctx); err != nil {
 				return err
@@ -287,9 +287,9 @@ func mayHaveApplied(err error) bool {
 	return true // no answer: a timeout, a reset, a cancelled call
 }
 
-func getClaim(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *inventory.Claim) (*corev1.PersistentVolumeClaim, error) {
+func getClaim(ctx context.Context, c *kube.Clients, cl *inventory.Claim) (*corev1.PersistentVolumeClaim, error) {
 	var cur *corev1.PersistentVolumeClaim
-	err := retry.Do(ctx, "get claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
+	err := c.Retry.Do(ctx, "get claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
 		var err error
 		cur, err = c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Get(ctx, cl.Name, metav1.GetOptions{})
 		return err
@@ -305,9 +305,9 @@ func getClaim(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *
 // an exact resourceVersion is the API's way to read the past; past the
 // server's compaction window it fails (410), and the caller then cannot
 // tell what changed.
-func claimAt(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *inventory.Claim, rv string) (*corev1.PersistentVolumeClaim, error) {
+func claimAt(ctx context.Context, c *kube.Clients, cl *inventory.Claim, rv string) (*corev1.PersistentVolumeClaim, error) {
 	var list *corev1.PersistentVolumeClaimList
-	err := retry.Do(ctx, "read claim "+cl.Namespace+"/"+cl.Name+" at resourceVersion "+rv, func(ctx context.Context) error {
+	err := c.Retry.Do(ctx, "read claim "+cl.Namespace+"/"+cl.Name+" at resourceVersion "+rv, func(ctx context.Context) error {
 		var err error
 		list, err = c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).List(ctx, metav1.ListOptions{
 			FieldSelector:        fields.OneTermEqualSelector("metadata.name", cl.Name).String(),
@@ -328,9 +328,9 @@ func claimAt(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *i
 }
 
 // listPods lists the pods of ns, page by page.
-func listPods(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, ns string) ([]corev1.Pod, error) {
+func listPods(ctx context.Context, c *kube.Clients, ns string) ([]corev1.Pod, error) {
 	var pods []corev1.Pod
-	err := retry.Do(ctx, "list pods in "+ns, func(ctx context.Context) error {
+	err := c.Retry.Do(ctx, "list pods in "+ns, func(ctx context.Context) error {
 		pods = pods[:0]
 		opts := metav1.ListOptions{Limit: 500}
 		for {

@@ -35,7 +35,6 @@ type Options struct {
 	MaxDeletions       int
 	MaxDeletionPercent float64
 	DryRun             bool
-	Retry              kube.RetryPolicy
 	// Confirm, when set, is asked before the first delete with the number of
 	// claims; false deletes nothing.
 	Confirm func(n int) (bool, error)
@@ -214,7 +213,7 @@ func (p *plan) clearUses(ctx context.Context, c *kube.Clients, o Options, podsSe
 	if len(used) == 0 {
 		return
 	}
-	mr := mark.Apply(ctx, c, used, mark.Options{DryRun: o.DryRun, Concurrency: 1, Retry: o.Retry})
+	mr := mark.Apply(ctx, c, used, mark.Options{DryRun: o.DryRun, Concurrency: 1})
 	for _, err := range mr.Errors {
 		// The next scan retries.
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("remove marks of a claim in use again")

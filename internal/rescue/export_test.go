@@ -14,7 +14,7 @@ import (
 // fresh read before a create.
 var ErrReplaced = errReplaced
 
-func RecordTemplate(ctx context.Context, c *kube.Clients, retry kube.RetryPolicy, cl *inventory.Claim, vs *snapv1.VolumeSnapshot) error {
-	r := &rescuer{c: c, o: Options{Retry: retry}}
+func RecordTemplate(ctx context.Context, c *kube.Clients, cl *inventory.Claim, vs *snapv1.VolumeSnapshot) error {
+	r := &rescuer{c: c}
 	return r.template(ctx, cl, vs)
 }

@@ -139,7 +139,7 @@ func (r *rescuer) clearUsed(ctx context.Context, ds []classify.Decision) {
 	if len(used) == 0 {
 		return
 	}
-	res := mark.Apply(ctx, r.c, used, mark.Options{Concurrency: 1, Retry: r.o.Retry})
+	res := mark.Apply(ctx, r.c, used, mark.Options{Concurrency: 1})
 	for _, err := range res.Errors {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("clear the marks of a claim in use again")
 	}

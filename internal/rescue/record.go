@@ -36,7 +36,7 @@ func (r *rescuer) fail(ctx context.Context, cl *inventory.Claim, name, msg strin
 }
 
 func (r *rescuer) event(ctx context.Context, cl *inventory.Claim, typ, reason, msg string) {
-	mark.Event(ctx, r.c, r.o.Retry, cl, typ, reason, msg)
+	mark.Event(ctx, r.c, cl, typ, reason, msg)
 }
 
 // attemptWrite is a change to the claim's attempt record.
@@ -75,7 +75,7 @@ func claimPatch(uid types.UID, phase classify.State, a *attemptWrite) []byte {
 // snapshot is what counts, and a claim that is gone or was replaced under
 // its name must not be written at all.
 func (r *rescuer) writeClaim(ctx context.Context, cl *inventory.Claim, patch []byte) {
-	err := r.o.Retry.Do(ctx, "patch claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
+	err := r.c.Retry.Do(ctx, "patch claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
 		_, err := r.c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Patch(ctx, cl.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
 	})

@@ -34,7 +34,8 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, &env)) }
 // claim that is gone.
 func TestTemplateRefusesAReplacedClaim(t *testing.T) {
 	ctx := context.Background()
-	c, err := kube.NewClients(env.Config, kube.ClientOptions{QPS: 100, Burst: 200})
+	c, err := kube.NewClients(env.Config, kube.ClientOptions{QPS: 100, Burst: 200,
+		Retry: kube.RetryPolicy{Initial: 50 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +65,10 @@ func TestTemplateRefusesAReplacedClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	retry := kube.RetryPolicy{Initial: 50 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second}
 	template := func(uid string) (*snapv1.VolumeSnapshot, error) {
 		vs := &snapv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
 		cl := &inventory.Claim{Namespace: ns, Name: "ws-a", UID: types.UID(uid)}
-		return vs, rescue.RecordTemplate(ctx, c, retry, cl, vs)
+		return vs, rescue.RecordTemplate(ctx, c, cl, vs)
 	}
 
 	first := create()

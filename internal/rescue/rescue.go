@@ -91,7 +91,6 @@ type Options struct {
 	// DeleteContents (--delete-contents): a Retain content is set to
 	// Delete before the janitor deletes its snapshot (docs/spec.md#retention).
 	DeleteContents bool
-	Retry          kube.RetryPolicy
 	// Progress, when set, is called whenever a counter changes.
 	Progress func(Counts)
 }
@@ -149,7 +148,7 @@ func ValidateClass(ctx context.Context, c *kube.Clients, o Options) error {
 	if o.Class == "" {
 		return nil
 	}
-	err := o.Retry.Do(ctx, "get VolumeSnapshotClass "+o.Class, func(ctx context.Context) error {
+	err := c.Retry.Do(ctx, "get VolumeSnapshotClass "+o.Class, func(ctx context.Context) error {
 		_, err := c.Snap.SnapshotV1().VolumeSnapshotClasses().Get(ctx, o.Class, metav1.GetOptions{})
 		return err
 	})
@@ -165,12 +164,9 @@ func Rescue(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, ds [
 	if o.Attempts < 1 {
 		o.Attempts = 1
 	}
-	if o.Retry.MaxElapsed == 0 {
-		o.Retry = kube.DefaultRetry
-	}
 	r := &rescuer{c: c, inv: inv, ds: ds, o: o, counts: Counts{Total: len(targets), Started: time.Now()}}
 	r.recheck = kube.NewRechecker(c, kube.RecheckOptions{Selector: o.Selector, WorkspaceLabel: o.WorkspaceLabel,
-		MaxAge: o.RecheckMaxAge, Retry: o.Retry})
+		MaxAge: o.RecheckMaxAge})
 	if err := r.loadClasses(ctx); err != nil {
 		return nil, err
 	}
@@ -236,7 +232,7 @@ func (r *rescuer) now() time.Time { return r.c.Clock.Now() }
 
 func (r *rescuer) loadClasses(ctx context.Context) error {
 	var l *snapv1.VolumeSnapshotClassList
-	err := r.o.Retry.Do(ctx, "list VolumeSnapshotClasses", func(ctx context.Context) error {
+	err := r.c.Retry.Do(ctx, "list VolumeSnapshotClasses", func(ctx context.Context) error {
 		var err error
 		l, err = r.c.Snap.SnapshotV1().VolumeSnapshotClasses().List(ctx, metav1.ListOptions{})
 		return err

@@ -70,7 +70,7 @@ func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class 
 		vs.Labels[inventory.LabelSuperseded] = "true"
 	}
 	var got *snapv1.VolumeSnapshot
-	err := r.o.Retry.Do(ctx, "create VolumeSnapshot "+cl.Namespace+"/"+name, func(ctx context.Context) error {
+	err := r.c.Retry.Do(ctx, "create VolumeSnapshot "+cl.Namespace+"/"+name, func(ctx context.Context) error {
 		var err error
 		got, err = r.c.Snap.SnapshotV1().VolumeSnapshots(cl.Namespace).Create(ctx, vs, metav1.CreateOptions{})
 		return err
@@ -127,7 +127,7 @@ func (r *rescuer) remove(ctx context.Context, ns, name string, uid types.UID) (s
 		// Only a Retain one is patched (and waited for): a Delete one goes
 		// with its snapshot anyway, and one not made yet has nothing to set.
 		if ct, err := r.getContent(ctx, content); err == nil && ct != nil && ct.DeletionPolicy == string(snapv1.VolumeSnapshotContentRetain) {
-			err := kube.SetContentDelete(ctx, r.c, r.o.Retry, content, uid)
+			err := kube.SetContentDelete(ctx, r.c, content, uid)
 			if err != nil && !apierrors.IsNotFound(err) {
 				zerolog.Ctx(ctx).Warn().Err(err).Str("content", content).Msg("set the content to Delete before deleting its snapshot")
 			}
@@ -136,7 +136,7 @@ func (r *rescuer) remove(ctx context.Context, ns, name string, uid types.UID) (s
 			}
 		}
 	}
-	err := r.o.Retry.Do(ctx, "delete VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
+	err := r.c.Retry.Do(ctx, "delete VolumeSnapshot "+ns+"/"+name, func(ctx context.Context) error {
 		return r.c.Snap.SnapshotV1().VolumeSnapshots(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	})
 	// NotFound: already gone. Conflict: the UID differs, so ours is gone
@@ -150,7 +150,7 @@ func (r *rescuer) remove(ctx context.Context, ns, name string, uid types.UID) (s
 	if content == "" {
 		return "", nil
 	}
-	left, err := kube.ContentLeft(ctx, r.c, r.o.Retry, content, uid)
+	left, err := kube.ContentLeft(ctx, r.c, content, uid)
 	if err != nil || !left {
 		return "", nil
 	}
@@ -165,17 +165,17 @@ func dynamicContentName(uid types.UID) string { return "snapcontent-" + string(u
 // gone waits, bounded by --snapshot-timeout, until the snapshot with this
 // UID no longer exists.
 func (r *rescuer) gone(ctx context.Context, ns, name string, uid types.UID) error {
-	return kube.WaitSnapshotGone(ctx, r.c, r.o.Retry, ns, name, uid, time.Now().Add(r.o.Timeout))
+	return kube.WaitSnapshotGone(ctx, r.c, ns, name, uid, time.Now().Add(r.o.Timeout))
 }
 
 // getSnapshot reads a snapshot; nil when it is gone.
 func (r *rescuer) getSnapshot(ctx context.Context, ns, name string) (*snapv1.VolumeSnapshot, error) {
-	return kube.GetSnapshot(ctx, r.c, r.o.Retry, ns, name)
+	return kube.GetSnapshot(ctx, r.c, ns, name)
 }
 
 // getContent reads a VolumeSnapshotContent; nil when it does not exist.
 func (r *rescuer) getContent(ctx context.Context, name string) (*inventory.Content, error) {
-	vc, err := kube.ReadContent(ctx, r.c, r.o.Retry, name)
+	vc, err := kube.ReadContent(ctx, r.c, name)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -196,7 +196,7 @@ var errReplaced = errors.New("the claim was deleted or replaced since the re-che
 // --storage-class and --size), logged: the rescue matters more.
 func (r *rescuer) template(ctx context.Context, cl *inventory.Claim, vs *snapv1.VolumeSnapshot) error {
 	var p *corev1.PersistentVolumeClaim
-	err := r.o.Retry.Do(ctx, "get claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
+	err := r.c.Retry.Do(ctx, "get claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
 		var err error
 		p, err = r.c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Get(ctx, cl.Name, metav1.GetOptions{})
 		return err

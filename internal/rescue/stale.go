@@ -38,7 +38,7 @@ func (c *claimRescue) markStale(ctx context.Context, since time.Time) {
 		if err != nil {
 			return
 		}
-		err = c.r.o.Retry.Do(ctx, "label stale VolumeSnapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
+		err = c.r.c.Retry.Do(ctx, "label stale VolumeSnapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
 			_, err := c.r.c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Patch(ctx, s.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 			return err
 		})

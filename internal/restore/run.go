@@ -25,7 +25,6 @@ type Options struct {
 	DryRun   bool            // plan only
 	Manifest bool            // -o yaml: plan only, the manifest is the output
 	Timeout  time.Duration   // --restore-timeout: how long to wait for Bound
-	Retry    kube.RetryPolicy
 	PageSize int64
 	// Poll is how often the claim is read while waiting (default 1s).
 	Poll time.Duration
@@ -79,7 +78,7 @@ func Do(ctx context.Context, c *kube.Clients, req Request, opts Options) (*Outco
 	out.Created = true
 	cl := kube.Claim(created, opts.Policy.WorkspaceLabel)
 	msg := fmt.Sprintf("restored from snapshot %s (data time %s)", plan.Snapshot.Name, plan.DataTime.UTC().Format(time.RFC3339))
-	_ = c.Event(ctx, opts.Retry, &cl, corev1.EventTypeNormal, "Restored", msg)
+	_ = c.Event(ctx, &cl, corev1.EventTypeNormal, "Restored", msg)
 	out, err = wait(ctx, c, created, out, opts)
 	if err == nil && out.Bound {
 		// Bound: the volume holds the data, the source is free again.
@@ -94,7 +93,7 @@ func Do(ctx context.Context, c *kube.Clients, req Request, opts Options) (*Outco
 // snapshots with their templates and contents.
 func read(ctx context.Context, c *kube.Clients, req Request, opts Options) ([]Snapshot, map[string]inventory.Content, []Claim, error) {
 	inv, err := kube.Read(ctx, c, kube.Scope{Namespaces: []string{req.Namespace}, WorkspaceLabel: opts.Policy.WorkspaceLabel,
-		PageSize: opts.PageSize, Retry: opts.Retry})
+		PageSize: opts.PageSize})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -105,7 +104,7 @@ func read(ctx context.Context, c *kube.Clients, req Request, opts Options) ([]Sn
 		claims = append(claims, ClaimOf(&ds[i], now))
 	}
 	var list *snapv1.VolumeSnapshotList
-	err = opts.Retry.Do(ctx, "list snapshots in "+req.Namespace, func(ctx context.Context) error {
+	err = c.Retry.Do(ctx, "list snapshots in "+req.Namespace, func(ctx context.Context) error {
 		var err error
 		list, err = c.Snap.SnapshotV1().VolumeSnapshots(req.Namespace).List(ctx, metav1.ListOptions{})
 		return err
@@ -135,7 +134,7 @@ func create(ctx context.Context, c *kube.Clients, plan *Result, opts Options) (*
 	ns, name := plan.Claim.Namespace, plan.Claim.Name
 	var got *corev1.PersistentVolumeClaim
 	attempts := 0
-	err := opts.Retry.Do(ctx, "create claim "+ns+"/"+name, func(ctx context.Context) error {
+	err := c.Retry.Do(ctx, "create claim "+ns+"/"+name, func(ctx context.Context) error {
 		attempts++
 		var err error
 		got, err = c.Kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, plan.Claim, metav1.CreateOptions{})
@@ -204,7 +203,7 @@ func wffc(ctx context.Context, c *kube.Clients, pvc *corev1.PersistentVolumeClai
 		return false
 	}
 	var sc *storagev1.StorageClass
-	err := opts.Retry.Do(ctx, "get storage class", func(ctx context.Context) error {
+	err := c.Retry.Do(ctx, "get storage class", func(ctx context.Context) error {
 		var err error
 		sc, err = c.Kube.StorageV1().StorageClasses().Get(ctx, *pvc.Spec.StorageClassName, metav1.GetOptions{})
 		return err

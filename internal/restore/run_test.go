@@ -60,7 +60,6 @@ func (w *world) restore(req restore.Request, dry bool) (*restore.Outcome, error)
 		Policy:  classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
 		DryRun:  dry,
 		Timeout: time.Minute,
-		Retry:   kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second},
 	})
 }
 
@@ -83,7 +82,8 @@ func TestRestoreOnRealBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := kube.NewClients(env.Config, kube.ClientOptions{QPS: 100, Burst: 200})
+	c, err := kube.NewClients(env.Config, kube.ClientOptions{QPS: 100, Burst: 200,
+		Retry: kube.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 20 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
