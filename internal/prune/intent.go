@@ -81,7 +81,7 @@ func settleIntent(ctx context.Context, c *kube.Clients, s *inventory.Snapshot, c
 		ct.DeletionPolicy = "Retain"
 		contents[ct.Name] = *ct
 	}
-	if err := kube.UnannotateSnapshot(ctx, c, s.Namespace, s.Name, s.UID, inventory.AnnotationPruneIntent, s.PruneIntent); err != nil {
+	if err := kube.UnannotateSnapshot(ctx, c, s, inventory.AnnotationPruneIntent, s.PruneIntent); err != nil {
 		log.Warn().Err(err).Msg("remove the prune intent: left for the next run")
 		return
 	}

@@ -334,7 +334,7 @@ func unpatch(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapsh
 		return
 	}
 	if v, ok := vs.Annotations[inventory.AnnotationPruneIntent]; ok {
-		if err := kube.UnannotateSnapshot(ctx, c, s.Namespace, s.Name, s.UID, inventory.AnnotationPruneIntent, v); err != nil {
+		if err := kube.UnannotateSnapshot(ctx, c, &s, inventory.AnnotationPruneIntent, v); err != nil {
 			log.Warn().Err(err).Msg("remove the prune intent: the next run does")
 		}
 	}
@@ -361,7 +361,7 @@ func release(ctx context.Context, c *kube.Clients, o Options, r *rawRescue, cont
 	}
 	log := zerolog.Ctx(ctx).With().Str("namespace", s.Namespace).Str("snapshot", s.Name).Logger()
 	intent := intentValue(c.Clock.Latest())
-	vs, err := kube.AnnotateSnapshot(ctx, c, s.Namespace, s.Name, s.UID, r.rv, inventory.AnnotationPruneIntent, intent)
+	vs, err := kube.AnnotateSnapshot(ctx, c, &s, r.rv, inventory.AnnotationPruneIntent, intent)
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		out.Action, out.Reason = ActionKept, "changed since it was read; left for the next prune"

@@ -26,11 +26,11 @@ const changedMsg = "changed since it was read (delete precondition failed)"
 // deleteOne deletes one claim with Preconditions{UID, ResourceVersion} of
 // the fresh read, settles a delete whose response was lost, and retries
 // once after a change that says nothing about use (docs/spec.md#reap).
-func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, ev *Evidence, o Options, log *zerolog.Logger, seen *uses) Outcome {
+func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, ev *Evidence, o Options, seen *uses) Outcome {
 	cl := d.Claim
 	x := &deleter{ctx: ctx, c: c, d: d, o: o, seen: seen,
 		out: Outcome{Namespace: cl.Namespace, Name: cl.Name, State: d.State},
-		l:   log.With().Str("namespace", cl.Namespace).Str("claim", cl.Name).Str("state", string(d.State)).Logger()}
+		l:   zerolog.Ctx(ctx).With().Str("namespace", cl.Namespace).Str("claim", cl.Name).Str("state", string(d.State)).Logger()}
 	if what, ok := c.Uses.Seen(cl.UID); ok {
 		x.out.State = classify.InUse
 		return x.skip("seen in use earlier in this run (" + what + "); not deleted")
@@ -56,7 +56,7 @@ func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, ev *E
 		})
 		maybeApplied = maybeApplied || applied
 		if err == nil {
-			return deleted(ctx, c, o, d, x.out, x.l, "")
+			return x.deleted("")
 		}
 		var used *errInUse
 		if errors.As(err, &used) && !maybeApplied {
@@ -131,7 +131,7 @@ func (x *deleter) settle(err error, rv string, maybeApplied bool, try int) (Outc
 	}
 	switch Settle(cl.UID, maybeApplied, cur) {
 	case Deleted:
-		return deleted(x.ctx, x.c, x.o, x.d, x.out, x.l, " (the response to the delete was lost; a read shows it accepted)"), "", true
+		return x.deleted(" (the response to the delete was lost; a read shows it accepted)"), "", true
 	case Gone:
 		return x.skip("gone since it was read: deleted by someone else"), "", true
 	case Terminating:
@@ -182,7 +182,8 @@ func (x *deleter) retryable(rv string, cur *corev1.PersistentVolumeClaim) (Outco
 // deleted reports an accepted deletion. A deleted claim may stay
 // Terminating for minutes (the snapshot controller's finalizer, the
 // pvc-protection one): the words say deletion, never that it is gone.
-func deleted(ctx context.Context, c *kube.Clients, o Options, d *classify.Decision, out Outcome, l zerolog.Logger, note string) Outcome {
+func (x *deleter) deleted(note string) Outcome {
+	d, out := x.d, x.out
 	why := "rescued"
 	if d.Snapshot != nil && d.State == classify.Rescued {
 		why = "rescued by VolumeSnapshot " + d.Snapshot.Name
@@ -191,8 +192,8 @@ func deleted(ctx context.Context, c *kube.Clients, o Options, d *classify.Decisi
 	}
 	out.Action = ActionDeleted
 	out.Message = "deleted (deletion accepted): " + why + note
-	l.Info().Msg("claim deletion accepted")
-	mark.Event(ctx, c, d.Claim, corev1.EventTypeNormal, "Reaped", out.Message)
+	x.l.Info().Msg("claim deletion accepted")
+	mark.Event(x.ctx, x.c, d.Claim, corev1.EventTypeNormal, "Reaped", out.Message)
 	return out
 }
 

@@ -115,13 +115,12 @@ func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]boo
 	if o.Confirm != nil && len(p.del) > 0 {
 		return confirmed(ctx, c, o, res, p.del)
 	}
-	log := zerolog.Ctx(ctx)
 	for _, d := range p.del {
 		if ctx.Err() != nil {
 			res.Outcomes = append(res.Outcomes, Outcome{Namespace: d.Claim.Namespace, Name: d.Claim.Name, Action: ActionSkipped, State: d.State, Message: "interrupted before deleting"})
 			continue
 		}
-		res.Outcomes = append(res.Outcomes, deleteOne(ctx, c, d, p.evidence[d], o, log, podsSeen))
+		res.Outcomes = append(res.Outcomes, deleteOne(ctx, c, d, p.evidence[d], o, podsSeen))
 	}
 	return res, nil
 }

@@ -121,7 +121,7 @@ func Plan(r Request, snaps []Snapshot, contents map[string]inventory.Content, cl
 		return nil, refuse("snapshot %s/%s names no claim to restore: pass --as NAME", s.Namespace, s.Name)
 	}
 	dataTime := classify.DataTime(&s.Snapshot, nil)
-	if err := conflicts(r, name, s, dataTime, claims, snaps, contents); err != nil {
+	if err := conflicts(r, name, s, claims, snaps, contents); err != nil {
 		return nil, err
 	}
 	pvc, notes, err := manifest(r, name, s, t, dataTime)
@@ -189,7 +189,8 @@ func before(a, b *Snapshot) bool {
 // conflicts applies the refusals about existing claims and rescues: the
 // name is taken, or a claim of the workspace is in use or holds newer data,
 // or another rescue of the workspace does.
-func conflicts(r Request, name string, s *Snapshot, dataTime time.Time, claims []Claim, snaps []Snapshot, contents map[string]inventory.Content) error {
+func conflicts(r Request, name string, s *Snapshot, claims []Claim, snaps []Snapshot, contents map[string]inventory.Content) error {
+	dataTime := classify.DataTime(&s.Snapshot, nil)
 	for _, c := range claims {
 		if c.Name == name {
 			if c.DeletionTimestamp != nil {

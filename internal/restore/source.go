@@ -56,7 +56,7 @@ func RestoringBlocks(v string, now time.Time) bool {
 func markSource(ctx context.Context, c *kube.Clients, plan *Result, opts Options) (string, error) {
 	s := plan.Snapshot
 	v := RestoringValue(plan.Claim.Namespace, plan.Claim.Name, c.Clock.Latest())
-	vs, err := kube.AnnotateSnapshot(ctx, c, s.Namespace, s.Name, s.UID, "", inventory.AnnotationRestoring, v)
+	vs, err := kube.AnnotateSnapshot(ctx, c, &s.Snapshot, "", inventory.AnnotationRestoring, v)
 	switch {
 	case apierrors.IsNotFound(err):
 		return "", &Refusal{Reason: "snapshot " + s.Namespace + "/" + s.Name + " is gone since it was read"}
@@ -75,7 +75,7 @@ func markSource(ctx context.Context, c *kube.Clients, plan *Result, opts Options
 // since). A failure is logged: the mark expires (RestoringFor).
 func unmarkSource(ctx context.Context, c *kube.Clients, plan *Result, v string, opts Options) {
 	s := plan.Snapshot
-	if err := kube.UnannotateSnapshot(ctx, c, s.Namespace, s.Name, s.UID, inventory.AnnotationRestoring, v); err != nil {
+	if err := kube.UnannotateSnapshot(ctx, c, &s.Snapshot, inventory.AnnotationRestoring, v); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Str("namespace", s.Namespace).Str("snapshot", s.Name).
 			Msg("remove the restoring mark from the restored snapshot: it keeps prune away until it expires")
 	}
