@@ -16,7 +16,7 @@ LDFLAGS := -s -w -X github.com/pvc-janitor/pvc-janitor/internal/version.Version=
 	-X github.com/pvc-janitor/pvc-janitor/internal/version.Date=$(DATE)
 TEST_TIMEOUT ?= 40m
 # Tests that need the local cluster (or the pinned tools) carry the build tag
-# `integration`, as internal/testenv itself does: without the tag they do not
+# `integration`, as test/testenv itself does: without the tag they do not
 # compile, with it ./... is the whole suite (docs/testing.md).
 INTEGRATION := -tags integration
 # go test through scripts/testsum: go test's own lines, then every skipped
@@ -127,14 +127,14 @@ lint: ## repocheck (no tracked binaries, every relative link resolves), go vet (
 	go run ./scripts/lint/repocheck
 	go vet ./...
 	go vet $(INTEGRATION) ./...
-	@out="$$(gofmt -l cmd internal scripts)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out="$$(gofmt -l cmd internal scripts test)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	"$$(bash scripts/lint/build-staticcheck.sh)" $(INTEGRATION) ./...
 
 cluster-up: control-plane ## start the local cluster in the background (KUBE_VERSION=v1.35.4 for another minor, JANITOR_CLUSTER_FEATURE_GATES=… for --feature-gates); prints export KUBECONFIG=…
-	@go run $(INTEGRATION) ./cmd/localcluster up
+	@go run $(INTEGRATION) ./test/cmd/localcluster up
 
 cluster-down: ## stop the local cluster's processes and remove its folder
-	@go run $(INTEGRATION) ./cmd/localcluster down
+	@go run $(INTEGRATION) ./test/cmd/localcluster down
 
 DEMO_NS := pvc-janitor-demo
 DEMO_FLAGS := --kubeconfig $(JANITOR_CLUSTER_DIR)/kubeconfig -n $(DEMO_NS) \
@@ -148,7 +148,7 @@ DEMO_EXPLAIN_FLAGS := --kubeconfig $(JANITOR_CLUSTER_DIR)/kubeconfig --workspace
 DEMO_SNAP_FLAGS := --snapshot-timeout 15s --snapshot-error-grace 2s --snapshot-attempts 2
 
 demo-seed: cluster-up ## (re)seed the demo fleet of ~20 workspace claims
-	@go run $(INTEGRATION) ./cmd/localcluster seed-demo
+	@go run $(INTEGRATION) ./test/cmd/localcluster seed-demo
 
 demo: build demo-seed ## local cluster + demo fleet, then janitor scan, snapshot, reap, guard, explain and restore (the way back) on it
 	@echo; echo "$$ janitor scan $(DEMO_FLAGS) $(DEMO_PRICES)"
@@ -165,5 +165,5 @@ demo: build demo-seed ## local cluster + demo fleet, then janitor scan, snapshot
 	@echo "$$ janitor restore $(DEMO_NS)/ws-olivia --as ws-olivia-restored $(DEMO_EXPLAIN_FLAGS)"
 	@bin/janitor restore $(DEMO_NS)/ws-olivia --as ws-olivia-restored $(DEMO_EXPLAIN_FLAGS) --log-level warn -o table
 	@echo; echo "$$ cat notes.md   # in the restored volume (localcluster read-volume stands in for a pod)"
-	@go run $(INTEGRATION) ./cmd/localcluster read-volume $(DEMO_NS) ws-olivia-restored notes.md
+	@go run $(INTEGRATION) ./test/cmd/localcluster read-volume $(DEMO_NS) ws-olivia-restored notes.md
 	@echo; echo "The cluster keeps running: export KUBECONFIG=$(JANITOR_CLUSTER_DIR)/kubeconfig; make cluster-down stops it."

@@ -21,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/cli"
-	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
 	"github.com/pvc-janitor/pvc-janitor/internal/lock"
 	"github.com/pvc-janitor/pvc-janitor/internal/reap"
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/csidriver"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 // The tests of this file cover behaviour the rest of the suite never ran

@@ -15,7 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
+	"github.com/pvc-janitor/pvc-janitor/test/csidriver"
 )
 
 // defaultClockSkew is --clock-skew's default: a snapshot a test takes

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/cli"
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 // explained is the part of janitor explain -o json the tests read.

@@ -14,7 +14,7 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 // TestInClusterConfig (docs/spec.md#config-kubeconfig): a janitor process with

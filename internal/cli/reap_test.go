@@ -18,11 +18,11 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
-	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
 	"github.com/pvc-janitor/pvc-janitor/internal/lock"
 	"github.com/pvc-janitor/pvc-janitor/internal/mark"
 	"github.com/pvc-janitor/pvc-janitor/internal/reap"
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/csidriver"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 func reapArgs(cmd, ns string, extra ...string) []string {

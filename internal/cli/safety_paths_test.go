@@ -24,8 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/csidriver"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 const annOrphanedSince = "pvc-janitor.io/orphaned-since"

@@ -20,8 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/csidriver"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 // podLife is one pod of the churn: which claim it uses and when (local

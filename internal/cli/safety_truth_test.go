@@ -22,7 +22,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/restore"
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 // The safety tests judge the janitor by ground truth only: the objects the

@@ -13,7 +13,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/mark"
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 // TestUseIsWrittenDownWhenTheRunEnds: a use the janitor saw is written down

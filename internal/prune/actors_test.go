@@ -21,7 +21,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/prune"
 	"github.com/pvc-janitor/pvc-janitor/internal/restore"
 	"github.com/pvc-janitor/pvc-janitor/internal/retention"
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 const annPruneIntent = "pvc-janitor.io/prune-intent"

@@ -16,7 +16,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/prune"
 	"github.com/pvc-janitor/pvc-janitor/internal/retention"
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 // TestContentsOfKeptAndLeftRescues: what prune does with a content it set

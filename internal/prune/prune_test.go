@@ -21,7 +21,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/prune"
 	"github.com/pvc-janitor/pvc-janitor/internal/retention"
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 var env *testenv.Cluster

@@ -19,7 +19,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
 	"github.com/pvc-janitor/pvc-janitor/internal/restore"
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 var env *testenv.Cluster

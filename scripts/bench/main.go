@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 // options are the flags.

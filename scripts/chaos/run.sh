@@ -8,7 +8,7 @@
 # Environment: PVC_JANITOR_CHAOS_SEED reproduces a run (every failure
 # prints its seed), PVC_JANITOR_CHAOS_MAX_RATE caps the fault rates (0.2),
 # CHAOS_FEATURE_GATES is passed to kube-apiserver and kube-controller-manager
-# as --feature-gates (JANITOR_CLUSTER_FEATURE_GATES of internal/testenv; e.g.
+# as --feature-gates (JANITOR_CLUSTER_FEATURE_GATES of test/testenv; e.g.
 # PersistentVolumeClaimUnusedSinceTime=false for a control plane without the
 # Unused condition), CHAOS_OUT is where the log and the figures go (default
 # ${TMPDIR:-/tmp}/pvc-janitor-chaos, with a -gated suffix under other gates,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make chart-test: the Helm chart's tests (internal/charttest): helm lint and
+# make chart-test: the Helm chart's tests (test/charttest): helm lint and
 # helm template for every charts/pvc-janitor/ci/*-values.yaml, a server-side
 # dry run of every rendering on the local control plane, the rendered
 # configuration loaded by the janitor, the RBAC checked rule by rule, and the
@@ -13,4 +13,4 @@ export GOTOOLCHAIN=local CGO_ENABLED=0
 bash "$here/build-helm.sh" >/dev/null
 bash "$root/scripts/cluster/build.sh" all
 cd "$root"
-exec go test -tags integration -count=1 "$@" ./internal/charttest/
+exec go test -tags integration -count=1 "$@" ./test/charttest/

@@ -1,5 +1,5 @@
 # Pinned Helm of the chart tests. Sourced by scripts/chart/*.sh; the Go chart
-# tests (internal/charttest) evaluate it too, so the two never disagree.
+# tests (test/charttest) evaluate it too, so the two never disagree.
 # shellcheck source=../cluster/versions.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../cluster/versions.sh"
 HELM_VERSION=v3.22.0

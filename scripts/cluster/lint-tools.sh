@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the linters that the examples tests run and fail without
-# (internal/examplestest: the teardown workflow and the gate script):
+# (test/examplestest: the teardown workflow and the gate script):
 #   - actionlint, built from its pinned Go module into the cache beside the
 #     control plane: $BIN_ROOT/actionlint-$ACTIONLINT_VERSION/actionlint
 #     (cold: about a minute on 2 cores; a cached binary is never rebuilt);

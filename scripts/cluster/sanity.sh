@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs csi-sanity (kubernetes-csi/csi-test, the CSI conformance test) against
-# the project's driver, cmd/hostpath-csi, served on a unix socket with a fresh
+# the project's driver, test/cmd/hostpath-csi, served on a unix socket with a fresh
 # state folder: every identity, controller and snapshot spec. The node specs
 # are skipped (-ginkgo.skip='Node Service'): the driver has no node plugin.
 # csi-sanity is built into the cache first when missing (build.sh sanity,
@@ -36,7 +36,7 @@ trap cleanup EXIT
 driver="${SANITY_DRIVER:-}"
 if [[ -z "$driver" ]]; then
 	driver="$work/hostpath-csi"
-	(cd "$root" && go build -o "$driver" ./cmd/hostpath-csi)
+	(cd "$root" && go build -o "$driver" ./test/cmd/hostpath-csi)
 fi
 sock="$work/csi.sock"
 "$driver" --endpoint="unix://$sock" --state-dir="$work/state" 2>"$work/driver.log" &

@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2034  # sourced; the variables are its output
 # Pinned versions of the local control plane. Sourced by the cluster scripts;
-# the Go test helper reads the same cache folders (internal/testenv).
+# the Go test helper reads the same cache folders (test/testenv).
 # JANITOR_KUBE_VERSION picks another supported minor (v1.35.4, v1.36.3; the
 # default is the newest). Each version's tools module is
 # scripts/tools/kube-<version> (the default's is scripts/tools/kube), and its
@@ -23,7 +23,7 @@ SNAPSHOTTER_BIN="$BIN_ROOT/snapshotter-$SNAPSHOTTER_VERSION"
 PROVISIONER_BIN="$BIN_ROOT/provisioner-$PROVISIONER_VERSION"
 # csi-sanity, the CSI conformance test of `make sanity` (not part of the stack).
 SANITY_BIN="$BIN_ROOT/sanity-$SANITY_VERSION"
-# Linters the examples tests run (internal/examplestest): actionlint is built
+# Linters the examples tests run (test/examplestest): actionlint is built
 # from its Go module into the cache; shellcheck is the Debian package.
 ACTIONLINT_VERSION=v1.7.12
 ACTIONLINT_BIN="$BIN_ROOT/actionlint-$ACTIONLINT_VERSION"

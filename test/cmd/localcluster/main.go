@@ -1,7 +1,7 @@
 //go:build integration
 
 // Command localcluster starts and stops the project's local control plane in
-// the background (make cluster-up / cluster-down). See internal/testenv.
+// the background (make cluster-up / cluster-down). See test/testenv.
 package main
 
 import (
@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 const usage = "usage: localcluster up|down|status|seed-demo [--dir DIR] | read-volume NAMESPACE CLAIM PATH " +

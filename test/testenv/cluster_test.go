@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/csidriver"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 var env *testenv.Cluster

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 // pruneReport is the part of a run's or prune's JSON report about the
@@ -75,7 +75,7 @@ func proveContentsDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	rel, ws := env.Namespace(t), env.Namespace(t)
-	values := []string{filepath.Join(root(t), "internal", "charttest", "testdata", "proof-values.yaml")}
+	values := []string{filepath.Join(root(t), "test", "charttest", "testdata", "proof-values.yaml")}
 	// Scope: the workspace namespace only, so that retention looks at no
 	// other test's rescues.
 	sets := []string{"config.selector=proof=" + ws, "config.all-namespaces=false", "config.namespace={" + ws + "}", "retention.keepLast=1"}

@@ -5,7 +5,7 @@ package testenv_test
 import (
 	"testing"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 // TestUnusedConditionEnabled: which Kubernetes versions and --feature-gates

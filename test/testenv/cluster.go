@@ -3,7 +3,7 @@
 // Package testenv runs the project's local Kubernetes control plane: etcd,
 // kube-apiserver, kube-controller-manager, the VolumeSnapshot CRDs,
 // snapshot-controller, csi-snapshotter, csi-provisioner and the project's own
-// CSI driver (internal/csidriver). Tests, `make cluster-up`, `make demo` and the
+// CSI driver (test/csidriver). Tests, `make cluster-up`, `make demo` and the
 // benchmarks all start the same stack through this package, so that what the
 // janitor is tested against is real Kubernetes behaviour, not a fake.
 package testenv
@@ -86,7 +86,7 @@ type Cluster struct {
 	Kubeconfig string
 	Config     *rest.Config
 	Bin        *Binaries
-	// DriverStateDir is the CSI driver's state folder; internal/csidriver's
+	// DriverStateDir is the CSI driver's state folder; test/csidriver's
 	// SetFault writes fault files there, and the volumes' files live there
 	// (Fixtures.WriteVolume, ReadVolume).
 	DriverStateDir string

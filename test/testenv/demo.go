@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
 	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
+	"github.com/pvc-janitor/pvc-janitor/test/csidriver"
 )
 
 // Demo fleet settings: `make demo` and the end-to-end tests scan with these.

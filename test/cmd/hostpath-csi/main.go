@@ -1,5 +1,5 @@
 // Command hostpath-csi runs the test-only CSI snapshot driver from
-// internal/csidriver next to csi-snapshotter in the local test cluster.
+// test/csidriver next to csi-snapshotter in the local test cluster.
 package main
 
 import (
@@ -11,7 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/csidriver"
+	"github.com/pvc-janitor/pvc-janitor/test/csidriver"
 )
 
 func main() {

@@ -16,7 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/testenv"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
 // report is the part of the janitor's JSON report the proof reads.
@@ -84,7 +84,7 @@ func proveRBAC(t *testing.T, namespaced bool) {
 	rel := env.Namespace(t) // the release's namespace, and the Lease's
 	ws := env.Namespace(t)  // the workspaces' namespace
 	sel := "proof=" + ws
-	values := []string{filepath.Join(root(t), "internal", "charttest", "testdata", "proof-values.yaml")}
+	values := []string{filepath.Join(root(t), "test", "charttest", "testdata", "proof-values.yaml")}
 	sets := []string{"config.selector=" + sel}
 	if namespaced {
 		sets = append(sets, "rbac.namespaced=true", "config.all-namespaces=false", "config.namespace={"+ws+"}")

@@ -109,7 +109,7 @@ func FindBinaries(root, driverOut string) (*Binaries, error) {
 		}
 	}
 	if driverOut != "" {
-		cmd := exec.Command("go", "build", "-o", driverOut, "./cmd/hostpath-csi")
+		cmd := exec.Command("go", "build", "-o", driverOut, "./test/cmd/hostpath-csi")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
