@@ -70,7 +70,7 @@ func command(cmd *cobra.Command, s Streams, name string, check func(*config.Conf
 type clusterRun struct {
 	context   string
 	report    *report.Report
-	explained *explanation
+	explained *report.Explanation
 }
 
 // runFleet runs body on one session per context and prints one report.
