@@ -78,50 +78,70 @@ func marshalJSON(r *Report) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// writeTable prints the claims and the snapshots as tables, then the
+// summary lines. A fleet report groups by cluster: a CLUSTER column first,
+// entries in the order of the clusters, one summary line per cluster and a
+// total.
 func writeTable(w io.Writer, r *Report, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	// A fleet report groups by cluster: a CLUSTER column first, entries in
-	// the order of the clusters, one summary line per cluster and a total.
 	fleet := len(r.Clusters) > 0
-	if len(r.Claims) == 0 {
-		fmt.Fprintln(tw, "No claims in scope.")
-	} else {
-		head := []string{"NAMESPACE", "NAME", "WORKSPACE", "STATE", "SIZE", "ORPHANED-SINCE", "ACTION"}
-		if fleet {
-			head = append([]string{"CLUSTER"}, head...)
-		}
-		if wide {
-			head = append(head, "CLASS", "RECLAIM", "UID", "VOLUME", "SNAPSHOT", "SNAPSHOT-READY")
-		}
-		head = append(head, "REASON")
-		fmt.Fprintln(tw, strings.Join(head, "\t"))
-		for _, e := range r.Claims {
-			row := claimRow(e, wide)
-			if fleet {
-				row = append([]string{cell(e.Cluster)}, row...)
-			}
-			fmt.Fprintln(tw, strings.Join(row, "\t"))
-		}
-	}
-	if len(r.Snapshots) > 0 {
-		fmt.Fprintln(tw)
-		head := "NAMESPACE\tSNAPSHOT\tSOURCE-CLAIM\tDATA-TIME\tREADY\tDELETION-POLICY\tACTION\tREASON"
-		if fleet {
-			head = "CLUSTER\t" + head
-		}
-		fmt.Fprintln(tw, head)
-		for _, s := range r.Snapshots {
-			row := []string{cell(s.Namespace), cell(s.Name), cell(s.SourceClaim), cell(timeCell(s.DataTime)),
-				strconv.FormatBool(s.ReadyToUse), cell(s.DeletionPolicy), cell(s.Action), reasonCell(s.Reason, wide)}
-			if fleet {
-				row = append([]string{cell(s.Cluster)}, row...)
-			}
-			fmt.Fprintln(tw, strings.Join(row, "\t"))
-		}
-	}
+	claimTable(tw, r, wide, fleet)
+	snapshotTable(tw, r, wide, fleet)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	_, err := io.WriteString(w, summaryLines(r, fleet))
+	return err
+}
+
+// claimTable writes the claims' table.
+func claimTable(tw io.Writer, r *Report, wide, fleet bool) {
+	if len(r.Claims) == 0 {
+		fmt.Fprintln(tw, "No claims in scope.")
+		return
+	}
+	head := []string{"NAMESPACE", "NAME", "WORKSPACE", "STATE", "SIZE", "ORPHANED-SINCE", "ACTION"}
+	if fleet {
+		head = append([]string{"CLUSTER"}, head...)
+	}
+	if wide {
+		head = append(head, "CLASS", "RECLAIM", "UID", "VOLUME", "SNAPSHOT", "SNAPSHOT-READY")
+	}
+	head = append(head, "REASON")
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, e := range r.Claims {
+		row := claimRow(e, wide)
+		if fleet {
+			row = append([]string{cell(e.Cluster)}, row...)
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+}
+
+// snapshotTable writes the snapshots' table (prune's), if any.
+func snapshotTable(tw io.Writer, r *Report, wide, fleet bool) {
+	if len(r.Snapshots) == 0 {
+		return
+	}
+	fmt.Fprintln(tw)
+	head := "NAMESPACE\tSNAPSHOT\tSOURCE-CLAIM\tDATA-TIME\tREADY\tDELETION-POLICY\tACTION\tREASON"
+	if fleet {
+		head = "CLUSTER\t" + head
+	}
+	fmt.Fprintln(tw, head)
+	for _, s := range r.Snapshots {
+		row := []string{cell(s.Namespace), cell(s.Name), cell(s.SourceClaim), cell(timeCell(s.DataTime)),
+			strconv.FormatBool(s.ReadyToUse), cell(s.DeletionPolicy), cell(s.Action), reasonCell(s.Reason, wide)}
+		if fleet {
+			row = append([]string{cell(s.Cluster)}, row...)
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+}
+
+// summaryLines are the lines under the tables: per cluster, the summary,
+// sizes, rescues, money, notes and the error.
+func summaryLines(r *Report, fleet bool) string {
 	var b strings.Builder
 	b.WriteString("\n")
 	for _, c := range r.Clusters {
@@ -157,8 +177,7 @@ func writeTable(w io.Writer, r *Report, wide bool) error {
 	if r.Error != "" {
 		b.WriteString("error: " + term.OneLine(r.Error) + "\n")
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.String()
 }
 
 // claimRow is a claim's row of the table.
