@@ -110,21 +110,13 @@ func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Dura
 		now := l.now() // after the Get: its Date header set the server clock
 		switch {
 		case apierrors.IsNotFound(err):
-			fresh := l.spec(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: Name}}, now, true)
-			var got *coordv1.Lease
-			err := c.Retry.Do(ctx, "create lease", func(ctx context.Context) error {
-				var err error
-				l.lastOK = time.Now()
-				got, err = leases.Create(ctx, fresh, metav1.CreateOptions{})
-				return err
-			})
-			if apierrors.IsAlreadyExists(err) {
-				continue // somebody was faster: look again
-			}
+			again, err := l.create(ctx, now)
 			if err != nil {
 				return nil, err
 			}
-			l.lease = got
+			if again {
+				continue // somebody was faster: look again
+			}
 		case err != nil:
 			return nil, err
 		case str(cur.Spec.HolderIdentity) == l.identity:
@@ -141,31 +133,66 @@ func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Dura
 			if held := l.heldByOther(cur, now); held != nil {
 				return nil, held
 			}
-			next := l.spec(cur.DeepCopy(), now, true)
-			if next.Spec.LeaseTransitions == nil {
-				next.Spec.LeaseTransitions = new(int32)
-			}
-			*next.Spec.LeaseTransitions++
-			var got *coordv1.Lease
-			err := c.Retry.Do(ctx, "take over lease", func(ctx context.Context) error {
-				var err error
-				l.lastOK = time.Now()
-				got, err = leases.Update(ctx, next, metav1.UpdateOptions{})
-				return err
-			})
-			if apierrors.IsConflict(err) {
-				continue // changed under us: look again
-			}
+			again, err := l.takeOver(ctx, cur, now)
 			if err != nil {
 				return nil, err
 			}
-			zerolog.Ctx(ctx).Info().Str("previous_holder", str(cur.Spec.HolderIdentity)).Msg("took over an expired lease")
-			l.lease = got
+			if again {
+				continue // changed under us: look again
+			}
 		}
 		go l.renew(zerolog.Ctx(ctx))
 		return l, nil
 	}
 	return nil, fmt.Errorf("lease %s/%s: too many concurrent changes", ns, Name)
+}
+
+// create writes a new lease held by l. again: another run created one
+// first; look again.
+func (l *Lease) create(ctx context.Context, now time.Time) (again bool, err error) {
+	fresh := l.spec(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: Name}}, now, true)
+	var got *coordv1.Lease
+	err = l.c.Retry.Do(ctx, "create lease", func(ctx context.Context) error {
+		var err error
+		l.lastOK = time.Now()
+		got, err = l.c.Kube.CoordinationV1().Leases(l.ns).Create(ctx, fresh, metav1.CreateOptions{})
+		return err
+	})
+	if apierrors.IsAlreadyExists(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	l.lease = got
+	return false, nil
+}
+
+// takeOver writes l as the holder of cur, an expired lease of another
+// run, at cur's resourceVersion. again: it changed since it was read; look
+// again.
+func (l *Lease) takeOver(ctx context.Context, cur *coordv1.Lease, now time.Time) (again bool, err error) {
+	next := l.spec(cur.DeepCopy(), now, true)
+	if next.Spec.LeaseTransitions == nil {
+		next.Spec.LeaseTransitions = new(int32)
+	}
+	*next.Spec.LeaseTransitions++
+	var got *coordv1.Lease
+	err = l.c.Retry.Do(ctx, "take over lease", func(ctx context.Context) error {
+		var err error
+		l.lastOK = time.Now()
+		got, err = l.c.Kube.CoordinationV1().Leases(l.ns).Update(ctx, next, metav1.UpdateOptions{})
+		return err
+	})
+	if apierrors.IsConflict(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	zerolog.Ctx(ctx).Info().Str("previous_holder", str(cur.Spec.HolderIdentity)).Msg("took over an expired lease")
+	l.lease = got
+	return false, nil
 }
 
 func (l *Lease) now() time.Time {
