@@ -102,59 +102,74 @@ func Prune(ctx context.Context, c *kube.Clients, o Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Snapshots: inv.Snapshots, Now: now}
-	var del []int
-	var outs []Outcome
-	var meta []rawRescue
+	var p pass
 	for _, ns := range sortedKeys(raw) {
 		claims, err := namespaceClaims(ctx, c, o, ns, ds)
 		if err != nil {
 			return nil, err
 		}
-		rs := raw[ns]
-		in := make([]retention.Rescue, len(rs))
-		for i := range rs {
-			in[i] = retention.Rescue{Snapshot: rs[i].snap, Hold: rs[i].hold}
-		}
-		for i, v := range retention.Decide(o.Retention, in, inv.Contents, claims, now) {
-			out := Outcome{Namespace: ns, Name: rs[i].snap.Name, Source: rs[i].snap.SourceClaim, Workspace: rs[i].snap.Workspace,
-				Action: ActionKept, Reason: v.Reason, RestoreSize: rs[i].restoreSize, Snapshot: rs[i].snap,
-				DeletionPolicy: inv.Contents[rs[i].snap.ContentName].DeletionPolicy}
-			if v.Prune {
-				del = append(del, len(outs))
-				out.Action = ActionWouldPrune
-			}
-			outs = append(outs, out)
-			meta = append(meta, rs[i])
-		}
+		p.decide(o.Retention, raw[ns], claims, inv.Contents, now)
 	}
-	res.Rescues = len(outs)
-	if why := limit(len(del), len(outs), o); why != "" {
+	res.Rescues = len(p.outs)
+	if why := limit(len(p.del), len(p.outs), o); why != "" {
 		res.Blocked = why
-		for _, i := range del {
-			outs[i].Action, outs[i].Reason = ActionLimited, why
-		}
-		res.Outcomes = outs
+		res.Outcomes = p.hold(ActionLimited, why)
 		return res, nil
 	}
-	if !o.DryRun && len(del) > 0 && o.Confirm != nil {
-		ok, err := o.Confirm(len(del))
+	if !o.DryRun && len(p.del) > 0 && o.Confirm != nil {
+		ok, err := o.Confirm(len(p.del))
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			res.Blocked = "declined at the prompt; nothing was pruned"
-			for _, i := range del {
-				outs[i].Action, outs[i].Reason = ActionKept, res.Blocked
-			}
-			res.Outcomes = outs
+			res.Outcomes = p.hold(ActionKept, res.Blocked)
 			return res, nil
 		}
 	}
 	if !o.DryRun {
-		pruneAll(ctx, c, o, del, meta, inv.Contents, outs)
+		pruneAll(ctx, c, o, &p, inv.Contents)
 	}
-	res.Outcomes = outs
+	res.Outcomes = p.outs
 	return res, nil
+}
+
+// pass is one prune's decisions: an outcome per rescue read (outs, with
+// its rescue at the same index of meta) and the indexes of those to delete.
+type pass struct {
+	outs []Outcome
+	meta []rawRescue
+	del  []int
+}
+
+// decide asks retention about the rescues of one namespace (rs, of one
+// namespace) and records an outcome for each.
+func (p *pass) decide(pol retention.Policy, rs []rawRescue, claims []retention.Claim, contents map[string]inventory.Content, now time.Time) {
+	in := make([]retention.Rescue, len(rs))
+	for i := range rs {
+		in[i] = retention.Rescue{Snapshot: rs[i].snap, Hold: rs[i].hold}
+	}
+	for i, v := range retention.Decide(pol, in, contents, claims, now) {
+		s := rs[i].snap
+		out := Outcome{Namespace: s.Namespace, Name: s.Name, Source: s.SourceClaim, Workspace: s.Workspace,
+			Action: ActionKept, Reason: v.Reason, RestoreSize: rs[i].restoreSize, Snapshot: s,
+			DeletionPolicy: contents[s.ContentName].DeletionPolicy}
+		if v.Prune {
+			p.del = append(p.del, len(p.outs))
+			out.Action = ActionWouldPrune
+		}
+		p.outs = append(p.outs, out)
+		p.meta = append(p.meta, rs[i])
+	}
+}
+
+// hold gives every rescue to delete the action and reason instead (the
+// blast radius, a declined prompt) and returns the outcomes.
+func (p *pass) hold(action, why string) []Outcome {
+	for _, i := range p.del {
+		p.outs[i].Action, p.outs[i].Reason = action, why
+	}
+	return p.outs
 }
 
 func limit(n, total int, o Options) string {
@@ -266,7 +281,8 @@ func restoresFrom(p *corev1.PersistentVolumeClaim) string {
 // controller to see those patches, then each snapshot with its UID and
 // resourceVersion as preconditions. A patched content that outlives its
 // snapshot all the same is named on its outcome (LeakedContent).
-func pruneAll(ctx context.Context, c *kube.Clients, o Options, del []int, meta []rawRescue, contents map[string]inventory.Content, outs []Outcome) {
+func pruneAll(ctx context.Context, c *kube.Clients, o Options, p *pass, contents map[string]inventory.Content) {
+	del, meta, outs := p.del, p.meta, p.outs
 	var ready []int
 	patched := map[int]string{} // outcome → its content, set to Delete
 	for _, i := range del {
