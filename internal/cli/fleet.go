@@ -50,19 +50,20 @@ func command(cmd *cobra.Command, s Streams, name string, check func(*config.Conf
 			return err
 		}
 	}
+	base := session{name: name, s: s, cfg: cfg, started: started, release: func() {}}
 	if len(contexts) <= 1 {
 		if len(contexts) == 1 {
 			cfg.Context = contexts[0]
 		}
-		log := newLogger(cfg, s.ErrOut)
-		sess := &session{ctx: log.WithContext(cmd.Context()), name: name, s: s, cfg: cfg, started: started, release: func() {}}
+		sess := base
+		sess.ctx = newLogger(cfg, s.ErrOut).WithContext(cmd.Context())
 		if err := sess.connect(); err != nil {
 			return err
 		}
 		defer sess.close()
-		return body(sess)
+		return body(&sess)
 	}
-	return runFleet(cmd.Context(), s, name, cfg, contexts, started, body)
+	return runFleet(cmd.Context(), &base, contexts, body)
 }
 
 // clusterRun is what one cluster's session left: its report (nil when it
@@ -74,7 +75,10 @@ type clusterRun struct {
 }
 
 // runFleet runs body on one session per context and prints one report.
-func runFleet(ctx context.Context, s Streams, name string, cfg *config.Config, contexts []string, started time.Time, body func(*session) error) error {
+// base is the session every cluster's starts from (its configuration, the
+// command's streams and start).
+func runFleet(ctx context.Context, base *session, contexts []string, body func(*session) error) error {
+	name, s, cfg, started := base.name, base.s, base.cfg, base.started
 	// Several clusters log (and show progress) at once on one stream.
 	s.ErrOut = &syncWriter{w: s.ErrOut}
 	log := newLogger(cfg, s.ErrOut)
@@ -84,12 +88,13 @@ func runFleet(ctx context.Context, s Streams, name string, cfg *config.Config, c
 		c.Context, c.Contexts, c.AllContexts = context, []string{context}, false
 		clog := log.With().Str("cluster", context).Logger()
 		out := &clusterRun{context: context}
-		sess := &session{ctx: clog.WithContext(ctx), name: name, s: s, cfg: &c, started: started, release: func() {}, fleet: out}
+		sess := *base
+		sess.ctx, sess.s, sess.cfg, sess.fleet = clog.WithContext(ctx), s, &c, out
 		if err := sess.connect(); err != nil {
 			return out, err
 		}
 		defer sess.close()
-		err := body(sess)
+		err := body(&sess)
 		return out, err
 	})
 	parts := make([]report.Part, len(results))
