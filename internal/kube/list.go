@@ -26,7 +26,8 @@ type pageFn func(ctx context.Context, opts metav1.ListOptions) (string, error)
 // a 410 Gone on a continuation (the list's snapshot expired) restarts it
 // from the first page. A failed attempt drops what it had added before it
 // is retried: a half list is never used.
-func (r *reader) list(ctx context.Context, what, ns string, n func() int, keep func(int), page pageFn, opts metav1.ListOptions) error {
+func (r *reader) list(ctx context.Context, what, ns string, acc accumulator, page pageFn, opts metav1.ListOptions) error {
+	n, keep := acc.n, acc.keep
 	opts.Limit = r.s.PageSize
 	where := "in all namespaces"
 	if ns != "" {
@@ -59,12 +60,20 @@ func (r *reader) list(ctx context.Context, what, ns string, n func() int, keep f
 	}
 }
 
+// coreList names a list of a core (protobuf-speaking) kind: the REST
+// client of its group, its resource and its list kind.
+type coreList struct {
+	client   rest.Interface
+	resource string
+	kind     string
+}
+
 // protoList streams one response of a core list as protobuf and calls item
 // with each item's bytes (valid during the call only).
-func (r *reader) protoList(ctx context.Context, c rest.Interface, resource, ns, kind string, opts metav1.ListOptions, item func([]byte) error) (string, error) {
-	req := c.Get().Namespace(ns).Resource(resource).VersionedParams(&opts, scheme.ParameterCodec)
+func (r *reader) protoList(ctx context.Context, l coreList, ns string, opts metav1.ListOptions, item func([]byte) error) (string, error) {
+	req := l.client.Get().Namespace(ns).Resource(l.resource).VersionedParams(&opts, scheme.ParameterCodec)
 	return wire.Stream(ctx, req, "application/vnd.kubernetes.protobuf", r.c.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
-		return wire.ReadProtoList(body, kind, item)
+		return wire.ReadProtoList(body, l.kind, item)
 	})
 }
 
@@ -77,9 +86,16 @@ func (r *reader) jsonList(ctx context.Context, resource, ns, kind string, opts m
 	})
 }
 
-// slice returns n and keep for an accumulator slice.
-func slice[T any](s *[]T) (func() int, func(int)) {
-	return func() int { return len(*s) }, func(k int) { clear((*s)[k:]); *s = (*s)[:k] }
+// accumulator is what a list has kept so far: n counts it, keep(k) drops
+// all but the first k (a failed attempt's or a restarted list's items).
+type accumulator struct {
+	n    func() int
+	keep func(int)
+}
+
+// slice is the accumulator of a slice.
+func slice[T any](s *[]T) accumulator {
+	return accumulator{n: func() int { return len(*s) }, keep: func(k int) { clear((*s)[k:]); *s = (*s)[:k] }}
 }
 
 func hint(what string, err error) error {

@@ -63,7 +63,7 @@ func (r *reader) pods(ctx context.Context) error {
 func (r *reader) podsIn(ctx context.Context, ns string, owners bool) error {
 	core := r.c.Kube.CoreV1().RESTClient()
 	var buf []podRef
-	n, keep := slice(&buf)
+	acc := slice(&buf)
 	var p wire.Pod
 	item := func(b []byte) error {
 		if err := wire.WalkPod(b, &p); err != nil {
@@ -72,8 +72,8 @@ func (r *reader) podsIn(ctx context.Context, ns string, owners bool) error {
 		buf = r.podRefs(&p, owners, buf)
 		return nil
 	}
-	err := r.list(ctx, "pods", ns, n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-		return r.protoList(ctx, core, "pods", ns, "PodList", opts, item)
+	err := r.list(ctx, "pods", ns, acc, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		return r.protoList(ctx, coreList{core, "pods", "PodList"}, ns, opts, item)
 	}, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -163,11 +163,11 @@ func (r *reader) workloadKinds() []workloadKind {
 // removes the repeats; what a failed attempt had seen of an object that is
 // gone since can only keep a claim InUse (the safe side) for one run.
 func (r *reader) workloads(ctx context.Context, inv *inventory.Inventory) error {
-	none, ignore := func() int { return 0 }, func(int) {}
+	none := accumulator{n: func() int { return 0 }, keep: func(int) {}}
 	for _, k := range r.workloadKinds() {
 		for _, ns := range r.namespaces() {
-			if err := r.list(ctx, k.resource, ns, none, ignore, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-				return r.protoList(ctx, k.client, k.resource, ns, k.list, o, k.item)
+			if err := r.list(ctx, k.resource, ns, none, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+				return r.protoList(ctx, coreList{k.client, k.resource, k.list}, ns, o, k.item)
 			}, metav1.ListOptions{}); err != nil {
 				return err
 			}

@@ -16,7 +16,7 @@ import (
 
 func (r *reader) claims(ctx context.Context, inv *inventory.Inventory) error {
 	var out []inventory.Claim
-	n, keep := slice(&out)
+	acc := slice(&out)
 	core := r.c.Kube.CoreV1().RESTClient()
 	for _, ns := range r.namespaces() {
 		item := decoded(func(pvc *corev1.PersistentVolumeClaim) {
@@ -24,8 +24,8 @@ func (r *reader) claims(ctx context.Context, inv *inventory.Inventory) error {
 				out = append(out, r.claim(pvc))
 			}
 		})
-		err := r.list(ctx, "persistentvolumeclaims", ns, n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-			return r.protoList(ctx, core, "persistentvolumeclaims", ns, "PersistentVolumeClaimList", opts, item)
+		err := r.list(ctx, "persistentvolumeclaims", ns, acc, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			return r.protoList(ctx, coreList{core, "persistentvolumeclaims", "PersistentVolumeClaimList"}, ns, opts, item)
 		}, metav1.ListOptions{LabelSelector: r.s.Selector.String()})
 		if err != nil {
 			return err
@@ -45,7 +45,7 @@ func (r *reader) claim(p *corev1.PersistentVolumeClaim) inventory.Claim {
 
 func (r *reader) pvs(ctx context.Context, inv *inventory.Inventory) error {
 	var out []inventory.PV
-	n, keep := slice(&out)
+	acc := slice(&out)
 	item := decoded(func(pv *corev1.PersistentVolume) {
 		v := inventory.PV{Name: pv.Name, ReclaimPolicy: r.in(string(pv.Spec.PersistentVolumeReclaimPolicy))}
 		if pv.Spec.CSI != nil {
@@ -53,8 +53,8 @@ func (r *reader) pvs(ctx context.Context, inv *inventory.Inventory) error {
 		}
 		out = append(out, v)
 	})
-	err := r.list(ctx, "persistentvolumes", "", n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-		return r.protoList(ctx, r.c.Kube.CoreV1().RESTClient(), "persistentvolumes", "", "PersistentVolumeList", opts, item)
+	err := r.list(ctx, "persistentvolumes", "", acc, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		return r.protoList(ctx, coreList{r.c.Kube.CoreV1().RESTClient(), "persistentvolumes", "PersistentVolumeList"}, "", opts, item)
 	}, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -68,14 +68,14 @@ func (r *reader) pvs(ctx context.Context, inv *inventory.Inventory) error {
 
 func (r *reader) attachments(ctx context.Context, inv *inventory.Inventory) error {
 	var out []inventory.Attachment
-	n, keep := slice(&out)
+	acc := slice(&out)
 	item := decoded(func(va *storagev1.VolumeAttachment) {
 		if va.Spec.Source.PersistentVolumeName != nil {
 			out = append(out, attachment(va))
 		}
 	})
-	err := r.list(ctx, "volumeattachments", "", n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-		return r.protoList(ctx, r.c.Kube.StorageV1().RESTClient(), "volumeattachments", "", "VolumeAttachmentList", opts, item)
+	err := r.list(ctx, "volumeattachments", "", acc, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		return r.protoList(ctx, coreList{r.c.Kube.StorageV1().RESTClient(), "volumeattachments", "VolumeAttachmentList"}, "", opts, item)
 	}, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -89,7 +89,7 @@ func (r *reader) attachments(ctx context.Context, inv *inventory.Inventory) erro
 
 func (r *reader) snapshots(ctx context.Context, inv *inventory.Inventory) error {
 	var out []inventory.Snapshot
-	n, keep := slice(&out)
+	acc := slice(&out)
 	item := decodedJSON(func(vs *snapv1.VolumeSnapshot) {
 		if !r.s.Exclude[vs.Namespace] {
 			s := Snapshot(vs, r.s.WorkspaceLabel)
@@ -98,7 +98,7 @@ func (r *reader) snapshots(ctx context.Context, inv *inventory.Inventory) error 
 		}
 	})
 	for _, ns := range r.namespaces() {
-		err := r.list(ctx, "volumesnapshots", ns, n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		err := r.list(ctx, "volumesnapshots", ns, acc, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 			return r.jsonList(ctx, "volumesnapshots", ns, "VolumeSnapshotList", opts, item)
 		}, metav1.ListOptions{})
 		if err != nil {
@@ -114,11 +114,11 @@ func (r *reader) snapshots(ctx context.Context, inv *inventory.Inventory) error 
 
 func (r *reader) contents(ctx context.Context, inv *inventory.Inventory) error {
 	var out []inventory.Content
-	n, keep := slice(&out)
+	acc := slice(&out)
 	item := decodedJSON(func(vc *snapv1.VolumeSnapshotContent) {
 		out = append(out, Content(vc))
 	})
-	err := r.list(ctx, "volumesnapshotcontents", "", n, keep, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+	err := r.list(ctx, "volumesnapshotcontents", "", acc, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 		return r.jsonList(ctx, "volumesnapshotcontents", "", "VolumeSnapshotContentList", opts, item)
 	}, metav1.ListOptions{})
 	if err != nil {
