@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,10 +162,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return c, fmt.Errorf("generate certificates: %w", err)
 	}
-	ports, err := freePorts(3)
+	ports, release, err := freePorts(3)
 	if err != nil {
 		return c, err
 	}
+	defer release() // on every return; the ports are bound once the server is ready
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	if err := c.run("etcd", c.Bin.Etcd,
@@ -207,6 +209,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 	step("kube-apiserver ready at %s", server)
+	release()
 	if opts.Minimal {
 		// The APIs (snapshot CRDs, classes) without the controllers.
 		if err := applyCRDs(ctx, c.Config, c.Bin.CRDDir); err != nil {
@@ -484,38 +487,73 @@ func Running(ctx context.Context, dir string) bool {
 	return readyz(ctx, cfg) == nil
 }
 
-// freePorts returns n distinct ports for the control plane's listeners.
-// They are closed again before etcd and kube-apiserver bind them, so they
-// are taken below the kernel's ephemeral range (ip_local_port_range, from
-// 32768 by default): a port another process asks the kernel for (a listen
-// on port 0, the source port of an outgoing connection) is never one of
-// them. Control planes starting at once pick at random among the ports
-// from 20000 up to that range, each checked free by binding it.
-func freePorts(n int) ([]int, error) {
+// freePorts returns n distinct ports for the control plane's listeners,
+// each reserved until release is called (once etcd and kube-apiserver have
+// bound them). They are closed again before those bind them, so they are
+// taken below the kernel's ephemeral range (ip_local_port_range, from 32768
+// by default): a port another process asks the kernel for (a listen on
+// port 0, the source port of an outgoing connection) is never one of them.
+// Control planes starting at once (other test packages, a second make
+// test) pick at random among the ports from 20000 up to that range, each
+// checked free by binding it, and each held by an exclusive lock on a file
+// named after it (reservePort) until release: two stacks never pick the
+// same port between one closing its check and its component binding it.
+func freePorts(n int) (ports []int, release func(), err error) {
 	low := ephemeralLow()
 	if low-portsFrom < 100*n {
-		return kernelPorts(n) // an unusual range: the kernel's choice
+		ports, err := kernelPorts(n) // an unusual range: the kernel's choice
+		return ports, func() {}, err
 	}
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
+	var held []*os.File
+	release = func() {
+		for _, f := range held {
+			f.Close() // drops the lock
 		}
-	}()
-	var ports []int
+		held = nil
+	}
 	for tries := 0; len(ports) < n; tries++ {
 		if tries == 1000 {
-			return nil, fmt.Errorf("no %d free ports in %d-%d", n, portsFrom, low-1)
+			release()
+			return nil, nil, fmt.Errorf("no %d free ports in %d-%d", n, portsFrom, low-1)
 		}
 		port := portsFrom + rand.IntN(low-portsFrom)
+		if slices.Contains(ports, port) {
+			continue
+		}
+		f, ok := reservePort(port)
+		if !ok {
+			continue // another stack is starting on it
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
+			f.Close()
 			continue // taken
 		}
-		ls = append(ls, l)
+		l.Close()
+		held = append(held, f)
 		ports = append(ports, port)
 	}
-	return ports, nil
+	return ports, release, nil
+}
+
+// reservePort takes an exclusive, non-blocking lock on a file named after
+// port in the host's temporary directory; the lock goes with the file's
+// last descriptor (and with the process). It reports false when another
+// process holds it.
+func reservePort(port int) (*os.File, bool) {
+	dir := filepath.Join(os.TempDir(), "pvc-janitor-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, false
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, false
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, false
+	}
+	return f, true
 }
 
 // portsFrom is the lowest port freePorts picks: above the well-known

@@ -17,10 +17,11 @@ func TestFreePortsAreOutsideTheEphemeralRange(t *testing.T) {
 	if low-portsFrom < 300 {
 		t.Fatalf("ephemeral range from %d: too little room below it on this host for the test to mean anything", low)
 	}
-	ports, err := freePorts(3)
+	ports, release, err := freePorts(3)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer release()
 	seen := map[int]bool{}
 	for _, p := range ports {
 		if p < portsFrom || p >= low || seen[p] {
@@ -33,5 +34,30 @@ func TestFreePortsAreOutsideTheEphemeralRange(t *testing.T) {
 			continue
 		}
 		l.Close()
+	}
+}
+
+// TestReservedPortsAreNotPickedTwice: while one stack holds its ports
+// (between freePorts and its components binding them), a second freePorts
+// on the same host never returns one of them, though they are free to
+// bind; once released they can be reserved again.
+func TestReservedPortsAreNotPickedTwice(t *testing.T) {
+	ports, release, err := freePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ports {
+		if _, ok := reservePort(p); ok {
+			t.Errorf("port %d of %v reserved twice", p, ports)
+		}
+	}
+	release()
+	for _, p := range ports {
+		f, ok := reservePort(p)
+		if !ok {
+			t.Errorf("port %d of %v still reserved after release", p, ports)
+			continue
+		}
+		f.Close()
 	}
 }
