@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -224,32 +223,69 @@ func leaseReleased(t *testing.T, ns string) {
 // claim is restored when the runs are 50 or fewer, every 10th beyond;
 // PVC_JANITOR_BYTES_EVERY=k restores every k-th.
 func TestChaos(t *testing.T) {
-	seed := time.Now().UnixNano()
+	c := newChaosTest(t)
+	for i := 0; i < c.runs; i++ {
+		c.iteration(i)
+	}
+	c.quiesce()
+	c.converge()
+	c.report()
+}
+
+// chaosTest is one TestChaos: the world, the proxy in front of the API
+// server, the runs' flags and the figures. Its steps are its methods, in
+// the order TestChaos calls them.
+type chaosTest struct {
+	t         *testing.T
+	seed      int64
+	runs      int
+	maxRate   float64
+	actorRate float64
+	bin       string
+	started   time.Time
+	stats     chaosStats
+	rng       *rand.Rand // the test's choices: faults, kills, concurrency
+	w         *chaosWorld
+	p         *testenv.FaultProxy
+	base      []string // every run's flags
+	cmPID     int      // kube-controller-manager, when its pauses matter
+}
+
+// fail counts a violation and ends the test with the seed that reproduces
+// it.
+func (c *chaosTest) fail(format string, a ...any) {
+	c.t.Helper()
+	c.stats.Violations++
+	c.t.Fatalf("seed %d (PVC_JANITOR_CHAOS_SEED=%d reproduces): %s", c.seed, c.seed, fmt.Sprintf(format, a...))
+}
+
+// newChaosTest builds the world (claims, outsiders, first pods), the fault
+// proxy that records the janitor's pod lists and deletions, and the flags
+// of every run.
+func newChaosTest(t *testing.T) *chaosTest {
+	c := &chaosTest{t: t, seed: time.Now().UnixNano(), runs: envInt("PVC_JANITOR_CHAOS_RUNS", 12),
+		maxRate: envFloat("PVC_JANITOR_CHAOS_MAX_RATE", 0.2), bin: binary(t), started: time.Now(),
+		// PVC_JANITOR_CHAOS_ACTOR is the share of iterations in which a
+		// second actor deletes a snapshot between runs, and again during
+		// one.
+		actorRate: envFloat("PVC_JANITOR_CHAOS_ACTOR", 0.2)}
 	if v, err := strconv.ParseInt(os.Getenv("PVC_JANITOR_CHAOS_SEED"), 10, 64); err == nil {
-		seed = v
+		c.seed = v
 	}
-	runs := envInt("PVC_JANITOR_CHAOS_RUNS", 12)
-	maxRate := envFloat("PVC_JANITOR_CHAOS_MAX_RATE", 0.2)
-	bin := binary(t)
-	started := time.Now()
-	stats := chaosStats{Seed: seed, Exits: map[string]int{}, RuntimeErrors: map[string]int{}, MaxRate: maxRate,
+	c.stats = chaosStats{Seed: c.seed, Exits: map[string]int{}, RuntimeErrors: map[string]int{}, MaxRate: c.maxRate,
 		FinalStates: map[string]int{}, ActorJudged: map[string]int{}}
-	fail := func(format string, a ...any) {
-		t.Helper()
-		stats.Violations++
-		t.Fatalf("seed %d (PVC_JANITOR_CHAOS_SEED=%d reproduces): %s", seed, seed, fmt.Sprintf(format, a...))
-	}
-	rng := rand.New(rand.NewSource(seed)) // the test's choices: faults, kills, concurrency
-	w := &chaosWorld{t: t, rng: rand.New(rand.NewSource(seed + 1)), claims: map[string]*chaosClaim{},
+	c.rng = rand.New(rand.NewSource(c.seed))
+	w := &chaosWorld{t: t, rng: rand.New(rand.NewSource(c.seed + 1)), claims: map[string]*chaosClaim{},
 		pods: map[string]*chaosPod{}, deleted: map[string]time.Time{}, late: map[string]bool{}, archived: map[string]bool{},
 		retired: map[string]bool{}, archivedAt: map[string]time.Time{}, deletedObj: map[string]*corev1.PersistentVolumeClaim{},
-		invisible: map[string]bool{}, blind: map[int]bool{}, creating: map[string]bool{}, leaked: map[bool]int{}, discards: map[string]string{},
+		invisible: map[string]bool{}, unattributed: map[string]bool{}, blind: map[int]bool{}, creating: map[string]bool{}, leaked: map[bool]int{}, discards: map[string]string{},
 		rescued: map[string]bool{}, bytesDone: map[string]bool{}, gens: newGenerations(),
 		presentAt: map[string]time.Time{}, actorDel: map[string]actorDeletion{}, actorJudged: map[string]string{}}
+	c.w = w
 	w.f = fixtures(t)
 	w.ns = env.Namespace(t)
 	var err error
-	if w.bytes, err = newBytesCheck(w.f, w.ns, bytesEvery(runs > 50)); err != nil {
+	if w.bytes, err = newBytesCheck(w.f, w.ns, bytesEvery(c.runs > 50)); err != nil {
 		t.Fatal(err)
 	}
 	w.bytes.logf = t.Logf
@@ -259,243 +295,277 @@ func TestChaos(t *testing.T) {
 		return unusedCondition(w.deletedObj[claim])
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
+	t.Cleanup(stop)
 	go w.watchDeletions(ctx)
 	for i := 0; i < 8; i++ {
-		w.addClaim(fail, false)
+		w.addClaim(c.fail, false)
 	}
 	for i := 0; i < 3; i++ {
-		w.addClaim(fail, true)
+		w.addClaim(c.fail, true)
 	}
 	w.churn(4)
-	p := env.StartFaultProxy(t, seed)
-	p.OnForward = func(r *http.Request) {
-		// A paginated list is a consistent snapshot as of its first page.
-		if info := testenv.ParseRequest(r); info.Verb == "list" && info.Resource == "pods" && !info.Continue {
-			w.mu.Lock()
-			w.podLists = append(w.podLists, podList{at: time.Now(), pid: uaPID(r.UserAgent())})
-			w.mu.Unlock()
-		}
-	}
-	// PVC_JANITOR_CHAOS_ACTOR is the share of iterations in which a second
-	// actor deletes a snapshot between runs, and again during one.
-	actorRate := envFloat("PVC_JANITOR_CHAOS_ACTOR", 0.2)
+	c.p = env.StartFaultProxy(t, c.seed)
+	w.req.attach(c.p)
 	// Controller manager pauses need the condition to matter, and the
 	// pid file of the test's own stack.
-	cmPID := 0
 	if w.f.UnusedCondition {
 		if pid, err := controllerManagerPID(); err == nil {
-			cmPID = pid
+			c.cmPID = pid
 		}
 	}
 	t.Cleanup(func() {
-		if cmPID > 0 {
-			_ = syscall.Kill(cmPID, syscall.SIGCONT)
+		if c.cmPID > 0 {
+			_ = syscall.Kill(c.cmPID, syscall.SIGCONT)
 		}
 	})
-	base := append(reapArgs("run", w.ns, "--yes", "--max-deletion-percent", "100", "--max-deletions", "1000",
+	c.base = append(reapArgs("run", w.ns, "--yes", "--max-deletion-percent", "100", "--max-deletions", "1000",
 		"--lock-duration", "3s", "--snapshot-timeout", "8s", "--snapshot-error-grace", "1s", "--snapshot-attempts", "2",
-		"--concurrency", "4", "--api-timeout", "30s"), "--kubeconfig", p.Kubeconfig, "--log-format", "json", "--log-level", "warn")
+		"--concurrency", "4", "--api-timeout", "30s"), "--kubeconfig", c.p.Kubeconfig, "--log-format", "json", "--log-level", "warn")
 	// PVC_JANITOR_CHAOS_ARGS adds flags to every run, e.g. retention
 	// ("--keep-last 1 --delete-contents"): the invariants must hold with
 	// them too (make chaos CHAOS_ARGS=…).
 	if extra := strings.Fields(os.Getenv("PVC_JANITOR_CHAOS_ARGS")); len(extra) > 0 {
-		base = append(base, extra...)
-		stats.Args = strings.Join(extra, " ")
+		c.base = append(c.base, extra...)
+		c.stats.Args = strings.Join(extra, " ")
 	}
+	return c
+}
 
-	for i := 0; i < runs; i++ {
-		w.mu.Lock()
-		alive := 0
-		for _, c := range w.claims {
-			if _, gone := w.deleted[c.name]; !gone && !c.outsider && !w.retired[c.name] {
-				alive++
-			}
-		}
-		w.iteration = i
-		w.mu.Unlock()
-		// Claims stuck for good (superseded, kept by policy; or on a broken
-		// volume) are deleted by the "user" after a while, and new
-		// workspaces keep arriving, so there is always work.
-		w.retire(i)
-		for n := rng.Intn(3); n > 0 && alive < 14; n-- {
-			w.addClaim(fail, rng.Intn(6) == 0 && w.outsiders() < 6)
+// chaosIteration is what one iteration drew: the disturbances during its
+// runs and the runs' flags.
+type chaosIteration struct {
+	actorDuring bool          // a second actor deletes a snapshot during the runs
+	pause       time.Duration // kube-controller-manager stopped this long during them
+	procs       int           // janitor processes started at once
+	killAfter   time.Duration // SIGKILL after this long (0: never)
+	args        []string
+	discard     bool // --superseded discard
+}
+
+// iteration is one round: the world moves, runs start under drawn faults
+// while it keeps moving, their exits are judged, then the invariants.
+func (c *chaosTest) iteration(i int) {
+	c.arrange(i)
+	it := c.draw()
+	results := c.runDuring(it)
+	lockHeld := c.judgeExits(i, results)
+	c.stats.Runs++
+	c.w.syncDeletions()
+	if lockHeld {
+		time.Sleep(time.Second) // a dead holder's lease lasts --lock-duration
+	}
+	c.w.check(c.fail, fmt.Sprintf("iteration %d", i))
+	if (i+1)%25 == 0 {
+		c.w.mu.Lock()
+		reaped := len(c.w.deleted) - len(c.w.retired)
+		c.w.mu.Unlock()
+		c.t.Logf("iteration %d/%d after %s: %d processes, %d kills, %d claims reaped, faults %s", i+1, c.runs,
+			time.Since(c.started).Round(time.Second), c.stats.Processes, c.stats.Kills, reaped, testenv.FormatCounts(c.p.InjectedByKind()))
+	}
+}
+
+// arrange moves the world between runs: claims stuck for good (superseded,
+// kept by policy; or on a broken volume) are deleted by their "user" after
+// a while, new workspaces keep arriving (so there is always work), pods
+// come and go, and a second actor sometimes deletes a snapshot of a live
+// claim: the janitor must take a new rescue before it reaps, and never reap
+// on one that is gone.
+func (c *chaosTest) arrange(i int) {
+	w := c.w
+	w.mu.Lock()
+	alive := 0
+	for _, cl := range w.claims {
+		if _, gone := w.deleted[cl.name]; !gone && !cl.outsider && !w.retired[cl.name] {
 			alive++
 		}
-		w.churn(2 + rng.Intn(4))
-		// A second actor deletes a snapshot of a live claim (between runs
-		// here, during one below): the janitor must take a new rescue
-		// before it reaps, and never reap on one that is gone.
-		if actorRate > 0 && rng.Float64() < actorRate {
-			w.secondActor()
+	}
+	w.iteration = i
+	w.mu.Unlock()
+	w.retire(i)
+	for n := c.rng.Intn(3); n > 0 && alive < 14; n-- {
+		w.addClaim(c.fail, c.rng.Intn(6) == 0 && w.outsiders() < 6)
+		alive++
+	}
+	w.churn(2 + c.rng.Intn(4))
+	if c.actorRate > 0 && c.rng.Float64() < c.actorRate {
+		w.secondActor()
+	}
+}
+
+// draw chooses the iteration's disturbances and flags, and sets the
+// proxy's fault rates.
+func (c *chaosTest) draw() chaosIteration {
+	it := chaosIteration{procs: 1, args: c.base}
+	it.actorDuring = c.actorRate > 0 && c.rng.Float64() < c.actorRate
+	// The controller manager stops (an upgrade, a crash loop) for a while
+	// during a run: the Unused condition goes stale while pods come and go.
+	if c.cmPID > 0 && c.rng.Intn(8) == 0 {
+		it.pause = time.Duration(500+c.rng.Intn(2500)) * time.Millisecond
+		c.stats.ControllerPauses++
+	}
+	c.p.Set(chaosFaults(c.rng, c.maxRate))
+	if c.rng.Intn(10) == 0 {
+		it.procs = 2
+		c.stats.ConcurrentPairs++
+	}
+	if c.rng.Intn(4) == 0 {
+		it.killAfter = time.Duration(50+c.rng.Intn(4000)) * time.Millisecond
+	}
+	// Half the iterations read every list as one stream (the default),
+	// half in pages of 10 (where 410 Gone on continuations applies).
+	if c.rng.Intn(2) == 0 {
+		it.args = append(slices.Clone(it.args), "--page-size", "10")
+		c.stats.Paginated++
+	}
+	// A quarter of the iterations discard superseded claims: each such
+	// deletion must be justified by newer data the test knows is held.
+	if it.discard = c.rng.Intn(4) == 0; it.discard {
+		it.args = append(slices.Clone(it.args), "--superseded", "discard")
+		c.stats.DiscardRuns++
+	}
+	return it
+}
+
+// runDuring starts the iteration's janitor processes and, until they end,
+// keeps the world moving: pods come and go, the controller manager pauses,
+// a second actor deletes a snapshot. It returns the processes' results,
+// once every run has ended and the disturbances have stopped.
+func (c *chaosTest) runDuring(it chaosIteration) []chaosProc {
+	w := c.w
+	w.mu.Lock()
+	w.discardRun = it.discard
+	w.mu.Unlock()
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		var paused, resumed <-chan time.Time
+		if it.pause > 0 {
+			paused = time.After(time.Duration(rand.Intn(2000)) * time.Millisecond)
 		}
-		actorDuring := actorRate > 0 && rng.Float64() < actorRate
-		// The controller manager stops (an upgrade, a crash loop) for a
-		// while during a run: the Unused condition goes stale while pods
-		// come and go.
-		var pause time.Duration
-		if cmPID > 0 && rng.Intn(8) == 0 {
-			pause = time.Duration(500+rng.Intn(2500)) * time.Millisecond
-			stats.ControllerPauses++
+		var actor <-chan time.Time
+		if it.actorDuring {
+			actor = time.After(time.Duration(rand.Intn(3000)) * time.Millisecond)
 		}
-		p.Set(chaosFaults(rng, maxRate))
-		procs := 1
-		if rng.Intn(10) == 0 {
-			procs = 2
-			stats.ConcurrentPairs++
-		}
-		killAfter := time.Duration(0)
-		if rng.Intn(4) == 0 {
-			killAfter = time.Duration(50+rng.Intn(4000)) * time.Millisecond
-		}
-		done, stopped := make(chan struct{}), make(chan struct{})
-		go func() { // churn during the run
-			defer close(stopped)
-			var paused, resumed <-chan time.Time
-			if pause > 0 {
-				paused = time.After(time.Duration(rand.Intn(2000)) * time.Millisecond)
-			}
-			var actor <-chan time.Time
-			if actorDuring {
-				actor = time.After(time.Duration(rand.Intn(3000)) * time.Millisecond)
-			}
-			defer func() {
-				if resumed != nil {
-					_ = syscall.Kill(cmPID, syscall.SIGCONT)
-				}
-			}()
-			for {
-				select {
-				case <-done:
-					return
-				case <-paused:
-					paused = nil
-					if syscall.Kill(cmPID, syscall.SIGSTOP) == nil {
-						resumed = time.After(pause)
-					}
-				case <-resumed:
-					resumed = nil
-					_ = syscall.Kill(cmPID, syscall.SIGCONT)
-				case <-actor:
-					actor = nil
-					w.secondActor()
-				case <-time.After(time.Duration(100+rand.Intn(400)) * time.Millisecond):
-					w.churn(1)
-				}
+		defer func() {
+			if resumed != nil {
+				_ = syscall.Kill(c.cmPID, syscall.SIGCONT)
 			}
 		}()
-		// Half the iterations read every list as one stream (the default),
-		// half in pages of 10 (where 410 Gone on continuations applies).
-		args := base
-		if rng.Intn(2) == 0 {
-			args = append(slices.Clone(base), "--page-size", "10")
-			stats.Paginated++
-		}
-		// A quarter of the iterations discard superseded claims: each such
-		// deletion must be justified by newer data the test knows is held.
-		discard := rng.Intn(4) == 0
-		if discard {
-			args = append(slices.Clone(args), "--superseded", "discard")
-			stats.DiscardRuns++
-		}
-		w.mu.Lock()
-		w.discardRun = discard
-		w.mu.Unlock()
-		lockHeld := false
-		results := make([]chaosProc, procs)
-		var wg sync.WaitGroup
-		for j := range results {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				results[j] = startChaosProc(bin, args, killAfter)
-			}()
-		}
-		wg.Wait()
-		close(done)
-		<-stopped
-		w.mu.Lock()
-		killedIter, failedIter := false, false
-		for _, r := range results {
-			killedIter = killedIter || r.killed
-			failedIter = failedIter || r.code == 1
-		}
-		if killedIter {
-			w.judgedKilled++
-		}
-		if failedIter {
-			w.judgedFailed++
-		}
-		for _, r := range results {
-			switch {
-			case r.killed, r.code == 1:
-				// What a killed run saw died with it, and a run that
-				// failed (a read failed, its lease was lost) may end
-				// before it classified what it read: their pod lists
-				// are not uses "the janitor saw" (on a stack without the
-				// Unused condition nothing else recorded them).
-				w.blind[r.pid] = true
-			case strings.Contains(r.stderr, "could not be written down"):
-				// The run said that a use it saw is lost (exit 4).
-				w.blind[r.pid] = true
-				stats.UnwrittenUses++
-			}
-		}
-		w.mu.Unlock()
-		if logs := os.Getenv("PVC_JANITOR_CHAOS_LOGS"); logs != "" {
-			for _, r := range results {
-				_ = os.WriteFile(filepath.Join(logs, fmt.Sprintf("iter-%04d-pid-%d-exit-%d.log", i, r.pid, r.code)),
-					[]byte(r.stdout+"\n--- stderr\n"+r.stderr), 0o644)
-			}
-		}
-		for _, r := range results {
-			stats.Processes++
-			if r.killed {
-				stats.Kills++
-			}
-			stats.Exits[strconv.Itoa(r.code)]++
-			switch {
-			case r.hung:
-				fail("iteration %d: the run did not end within %s; stderr:\n%s", i, chaosRunTimeout, r.stderr)
-			case strings.Contains(r.stderr, "panic:") || strings.Contains(r.stderr, "goroutine "):
-				fail("iteration %d: the run panicked:\n%s", i, r.stderr)
-			case r.killed && r.code == 128+int(syscall.SIGKILL):
-			case r.code == 0 || r.code == 4:
-				if rep := parse(t, r.stdout); rep.Kind != "Report" || rep.Command != "run" {
-					fail("iteration %d: exit %d with a bad report: %q", i, r.code, r.stdout)
+		for {
+			select {
+			case <-done:
+				return
+			case <-paused:
+				paused = nil
+				if syscall.Kill(c.cmPID, syscall.SIGSTOP) == nil {
+					resumed = time.After(it.pause)
 				}
-			case r.code == 5:
-				// The lease of a killed (or concurrent) run: retry later.
-				if strings.Contains(r.stderr, fmt.Sprintf("/%d/", r.pid)) {
-					stats.SelfHeld++ // refused by its own lease
-				}
-				lockHeld = true
-			case r.code == 1:
-				kind := errorKind(r.stderr)
-				if stats.RuntimeErrors[kind] == 0 {
-					t.Logf("iteration %d: runtime error: %s", i, lastLine(r.stderr))
-				}
-				stats.RuntimeErrors[kind]++
-			default:
-				fail("iteration %d: exit %d\nstdout:\n%s\nstderr:\n%s", i, r.code, r.stdout, r.stderr)
+			case <-resumed:
+				resumed = nil
+				_ = syscall.Kill(c.cmPID, syscall.SIGCONT)
+			case <-actor:
+				actor = nil
+				w.secondActor()
+			case <-time.After(time.Duration(100+rand.Intn(400)) * time.Millisecond):
+				w.churn(1)
 			}
 		}
-		stats.Runs++
-		w.syncDeletions()
-		if lockHeld {
-			time.Sleep(time.Second) // a dead holder's lease lasts --lock-duration
-		}
-		w.check(fail, fmt.Sprintf("iteration %d", i))
-		if (i+1)%25 == 0 {
-			w.mu.Lock()
-			reaped := len(w.deleted) - len(w.retired)
-			w.mu.Unlock()
-			t.Logf("iteration %d/%d after %s: %d processes, %d kills, %d claims reaped, faults %s", i+1, runs,
-				time.Since(started).Round(time.Second), stats.Processes, stats.Kills, reaped, testenv.FormatCounts(p.InjectedByKind()))
+	}()
+	results := make([]chaosProc, it.procs)
+	var wg sync.WaitGroup
+	for j := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[j] = startChaosProc(c.bin, it.args, it.killAfter)
+		}()
+	}
+	wg.Wait()
+	close(done)
+	<-stopped
+	return results
+}
+
+// judgeExits fails the test on a hung or panicking run and an exit code no
+// run may end with, counts the others, and marks the runs whose pod lists
+// are no use the janitor saw. It reports whether a run found the lease
+// held (the next iteration waits for it to expire).
+func (c *chaosTest) judgeExits(i int, results []chaosProc) (lockHeld bool) {
+	w, stats := c.w, &c.stats
+	w.mu.Lock()
+	killedIter, failedIter := false, false
+	for _, r := range results {
+		killedIter = killedIter || r.killed
+		failedIter = failedIter || r.code == 1
+		switch {
+		case r.killed, r.code == 1:
+			// What a killed run saw died with it, and a run that failed (a
+			// read failed, its lease was lost) may end before it
+			// classified what it read: their pod lists are not uses "the
+			// janitor saw" (on a stack without the Unused condition
+			// nothing else recorded them).
+			w.blind[r.pid] = true
+		case strings.Contains(r.stderr, "could not be written down"):
+			// The run said that a use it saw is lost (exit 4).
+			w.blind[r.pid] = true
+			stats.UnwrittenUses++
 		}
 	}
+	if killedIter {
+		w.judgedKilled++
+	}
+	if failedIter {
+		w.judgedFailed++
+	}
+	w.mu.Unlock()
+	if logs := os.Getenv("PVC_JANITOR_CHAOS_LOGS"); logs != "" {
+		for _, r := range results {
+			_ = os.WriteFile(filepath.Join(logs, fmt.Sprintf("iter-%04d-pid-%d-exit-%d.log", i, r.pid, r.code)),
+				[]byte(r.stdout+"\n--- stderr\n"+r.stderr), 0o644)
+		}
+	}
+	for _, r := range results {
+		stats.Processes++
+		if r.killed {
+			stats.Kills++
+		}
+		stats.Exits[strconv.Itoa(r.code)]++
+		switch {
+		case r.hung:
+			c.fail("iteration %d: the run did not end within %s; stderr:\n%s", i, chaosRunTimeout, r.stderr)
+		case strings.Contains(r.stderr, "panic:") || strings.Contains(r.stderr, "goroutine "):
+			c.fail("iteration %d: the run panicked:\n%s", i, r.stderr)
+		case r.killed && r.code == 128+int(syscall.SIGKILL):
+		case r.code == 0 || r.code == 4:
+			if rep := parse(c.t, r.stdout); rep.Kind != "Report" || rep.Command != "run" {
+				c.fail("iteration %d: exit %d with a bad report: %q", i, r.code, r.stdout)
+			}
+		case r.code == 5:
+			// The lease of a killed (or concurrent) run: retry later.
+			if strings.Contains(r.stderr, fmt.Sprintf("/%d/", r.pid)) {
+				stats.SelfHeld++ // refused by its own lease
+			}
+			lockHeld = true
+		case r.code == 1:
+			kind := errorKind(r.stderr)
+			if stats.RuntimeErrors[kind] == 0 {
+				c.t.Logf("iteration %d: runtime error: %s", i, lastLine(r.stderr))
+			}
+			stats.RuntimeErrors[kind]++
+		default:
+			c.fail("iteration %d: exit %d\nstdout:\n%s\nstderr:\n%s", i, r.code, r.stdout, r.stderr)
+		}
+	}
+	return lockHeld
+}
 
-	// Faults off, every pod gone: the final runs converge.
+// quiesce stops the faults and every pod, and waits until the controller
+// manager has seen each claim's last pod go (a stale Unused: True would
+// move forward during the final run, which then rightly refuses to reap on
+// an older snapshot). A stack without the condition has nothing to wait
+// for.
+func (c *chaosTest) quiesce() {
+	w := c.w
 	w.mu.Lock()
 	var podNames []string
 	for name, pl := range w.pods {
@@ -507,18 +577,14 @@ func TestChaos(t *testing.T) {
 	for _, name := range podNames {
 		w.deletePod(name)
 	}
-	// Wait until the controller manager has seen each claim's last pod go
-	// (a stale Unused: True would move forward during the final run, which
-	// then rightly refuses to reap on an older snapshot). A stack without
-	// the condition has nothing to wait for.
-	for _, c := range w.aliveClaims() {
+	for _, cl := range w.aliveClaims() {
 		if !w.f.UnusedCondition {
 			break
 		}
 		w.mu.Lock()
-		gone := w.usedUntilLocked(c, time.Now().Add(time.Hour)).Truncate(time.Second)
+		gone := w.usedUntilLocked(cl, time.Now().Add(time.Hour)).Truncate(time.Second)
 		w.mu.Unlock()
-		if _, err := w.f.WaitClaim(context.Background(), w.ns, c.name, func(pvc *corev1.PersistentVolumeClaim) bool {
+		if _, err := w.f.WaitClaim(context.Background(), w.ns, cl.name, func(pvc *corev1.PersistentVolumeClaim) bool {
 			for _, cond := range pvc.Status.Conditions {
 				if cond.Type == "Unused" && cond.Status == corev1.ConditionTrue && !cond.LastTransitionTime.Time.Before(gone) {
 					return true
@@ -528,45 +594,55 @@ func TestChaos(t *testing.T) {
 		}); err != nil {
 			// A use neither the janitor nor the controller manager saw:
 			// counted by check, not a setup failure.
-			t.Logf("%s: the Unused condition did not see its last pod go: %v", c.name, err)
+			c.t.Logf("%s: the Unused condition did not see its last pod go: %v", cl.name, err)
 		}
 	}
-	p.Set(testenv.Faults{})
-	// A claim rescued by a run is usually reaped by the same run, but the
-	// snapshot-controller removes its pvc-as-source-protection finalizer
-	// from the claim just after the snapshot is ready; when that lands
-	// between the reap's re-read and its delete, the delete's precondition
-	// fails and the claim is left for the next run (docs/spec.md#reap). So the final
-	// runs go on until nothing is left to do, three at most.
+	c.p.Set(testenv.Faults{})
 	w.mu.Lock()
 	w.discardRun = false
 	w.mu.Unlock()
+}
+
+// converge runs the janitor without faults until nothing is left to do,
+// three runs at most. A claim rescued by a run is usually reaped by the
+// same run, but the snapshot-controller removes its
+// pvc-as-source-protection finalizer from the claim just after the
+// snapshot is ready; when that lands between the reap's re-read and its
+// delete, the delete's precondition fails and the claim is left for the
+// next run (docs/spec.md#reap).
+func (c *chaosTest) converge() {
 	for final := 1; ; final++ {
 		var last chaosProc
 		for attempt := 0; ; attempt++ {
-			last = startChaosProc(bin, base, 0)
-			stats.Processes++
-			stats.Exits[strconv.Itoa(last.code)]++
+			last = startChaosProc(c.bin, c.base, 0)
+			c.stats.Processes++
+			c.stats.Exits[strconv.Itoa(last.code)]++
 			if last.code != 5 || attempt == 10 {
 				break
 			}
 			time.Sleep(time.Second) // a killed run's lease expires
 		}
-		stats.Runs++
-		stats.FinalRuns = final
+		c.stats.Runs++
+		c.stats.FinalRuns = final
 		if last.code != 0 && last.code != 4 {
-			fail("final run %d without faults: exit %d\n%s", final, last.code, last.stderr)
+			c.fail("final run %d without faults: exit %d\n%s", final, last.code, last.stderr)
 		}
-		w.syncDeletions()
-		w.check(fail, fmt.Sprintf("final run %d", final))
-		if w.converged(t, fail, last, final == 3, stats.FinalStates) {
-			break
+		c.w.syncDeletions()
+		c.w.check(c.fail, fmt.Sprintf("final run %d", final))
+		if c.w.converged(c.t, c.fail, last, final == 3, c.stats.FinalStates) {
+			return
 		}
 	}
+}
 
+// report completes the figures, logs them and writes them to
+// PVC_JANITOR_CHAOS_REPORT; a run that reaped nothing proves nothing and
+// fails.
+func (c *chaosTest) report() {
+	w, stats := c.w, &c.stats
 	w.mu.Lock()
-	for _, c := range w.claims {
-		if c.outsider {
+	for _, cl := range w.claims {
+		if cl.outsider {
 			stats.Outsiders++
 		} else {
 			stats.ClaimsCreated++
@@ -582,6 +658,7 @@ func TestChaos(t *testing.T) {
 			stats.LateDeletions++
 		}
 	}
+	stats.UnattributedDeletions = len(w.unattributed)
 	stats.ActorDeletions = len(w.actorDel)
 	for _, how := range w.actorJudged {
 		stats.ActorJudged[how]++
@@ -590,17 +667,17 @@ func TestChaos(t *testing.T) {
 	stats.PodChurn = w.churnOps
 	w.mu.Unlock()
 	stats.Bytes = w.bytes.figures(w.gens)
-	stats.Faults = p.InjectedByKind()
-	stats.ProxyRequests = p.Requests()
-	stats.Duration = time.Since(started).Round(time.Second).String()
+	stats.Faults = c.p.InjectedByKind()
+	stats.ProxyRequests = c.p.Requests()
+	stats.Duration = time.Since(c.started).Round(time.Second).String()
 	if stats.ClaimsReaped == 0 {
-		t.Fatalf("seed %d: nothing was reaped: the test proves nothing", seed)
+		c.t.Fatalf("seed %d: nothing was reaped: the test proves nothing", c.seed)
 	}
 	b, _ := json.MarshalIndent(stats, "", "  ")
-	t.Logf("chaos figures:\n%s", b)
+	c.t.Logf("chaos figures:\n%s", b)
 	if path := os.Getenv("PVC_JANITOR_CHAOS_REPORT"); path != "" {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Error(err)
+			c.t.Error(err)
 		}
 	}
 }
@@ -641,6 +718,10 @@ type chaosStats struct {
 	// LateDeletions were found by a re-list, not the watch: judged over
 	// the window from the last list that showed the claim to the re-list.
 	LateDeletions int `json:"deletionsSeenOnlyByARelist"`
+	// UnattributedDeletions are janitor deletions with no applied DELETE
+	// seen by the proxy, or no pod list of its run before it: invariant 2
+	// judged them by the time the deletion was seen, less one second.
+	UnattributedDeletions int `json:"deletionsWithoutTheirDeleteRequest"`
 	// ActorDeletions: intact snapshots of live claims a second actor
 	// deleted; ActorJudged: the reaped claims whose rescue that was, by
 	// verdict (sound: reaped before the actor's delete; ambiguous: the
@@ -799,7 +880,11 @@ type chaosWorld struct {
 	retired    map[string]bool      // deleted by the test itself (stuck for good: superseded or broken)
 	archivedAt map[string]time.Time
 	deletedObj map[string]*corev1.PersistentVolumeClaim // the claim as it was deleted
-	podLists   []podList                                // the janitor's pod lists (first pages) as they reached the server
+	// req are the janitor's pod lists and claim deletions, as the
+	// proxy saw them reach the server; unattributed the deletions with no
+	// applied DELETE of a janitor seen (judged by the fallback).
+	req          janitorRequests
+	unattributed map[string]bool
 	// blind are the runs (by pid) whose pod lists are no use the janitor
 	// saw: killed, failed (exit 1), or said a use it saw is lost.
 	blind map[int]bool
@@ -830,23 +915,6 @@ type chaosWorld struct {
 	judgedKilled, judgedFailed int
 	gens                       *generations // what each use wrote into its claim's volume
 	bytes                      *bytesCheck
-}
-
-// podList is one janitor pod list: when it reached the server and the pid
-// of the run that made it (from its User-Agent; 0 when it names none).
-type podList struct {
-	at  time.Time
-	pid int
-}
-
-// uaPID is the pid in the janitor's User-Agent, "pvc-janitor/V (host/pid)".
-func uaPID(ua string) int {
-	i := strings.LastIndex(ua, "/")
-	if i < 0 || !strings.HasSuffix(ua, ")") {
-		return 0
-	}
-	pid, _ := strconv.Atoi(ua[i+1 : len(ua)-1])
-	return pid
 }
 
 // addClaim creates a bound claim: a workspace claim (sometimes of a
@@ -1136,19 +1204,22 @@ func (w *chaosWorld) syncDeletions() {
 }
 
 // janitorSaw returns when a janitor pod list surely saw the pod: its
-// creation had completed and its deletion had not started within a second
-// after the list reached the server. Called with mu held.
+// creation had returned before the list reached the server, and its
+// deletion began after the answer ended. Lists of runs that are blind do
+// not count. Called with mu held.
 func (w *chaosWorld) janitorSaw(p *chaosPod) (time.Time, bool) {
-	for _, l := range w.podLists {
-		if w.blind[l.pid] {
-			continue
-		}
-		t := l.at
-		if !p.createdDone.IsZero() && p.createdDone.Before(t) && (p.deleteStart.IsZero() || p.deleteStart.After(t.Add(time.Second))) {
-			return t, true
-		}
+	return w.req.listed(p.createdDone, p.deleteStart, func(pid int) bool { return w.blind[pid] })
+}
+
+// deleteDetail names the DELETE that deleted claim and the deleting run's
+// last pod list before it, for a violation's message.
+func (w *chaosWorld) deleteDetail(claim string) string {
+	l, d, ok := w.req.lastListBefore(claim)
+	if !ok {
+		return "no DELETE of a janitor run with a pod list before it was seen"
 	}
-	return time.Time{}, false
+	return fmt.Sprintf("in the pod list of run %d sent at %s (answered %s) before its DELETE at %s", d.pid,
+		l.sent.Format("15:04:05.000"), l.done.Format("15:04:05.000"), d.sent.Format("15:04:05.000"))
 }
 
 // usedUntilLocked is when the claim's last use before `before` is known to
@@ -1428,15 +1499,19 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 			if p.claim != name {
 				continue
 			}
-			// 2. Not in use when deleted: a pod that referenced the claim
-			// throughout the window. A pod created less than a second
-			// before the window may have come after the janitor's last
-			// read; only the controller manager could have caught it (by
-			// moving the claim's resourceVersion in time for the delete's
-			// precondition).
-			if p.created.Before(from.Add(-time.Second)) && (p.deleted.IsZero() || p.deleted.After(at)) {
-				bad("%s: %s was deleted at %s while pod %s (created %s) referenced it", when, name,
-					at.Format(time.RFC3339Nano), pod, p.created.Format(time.RFC3339Nano))
+			// 2. Not in use when deleted: the pod was in the last pod list
+			// the deleting run heard before it sent the DELETE. A pod
+			// created after that list may have come after the janitor's
+			// last read; only the controller manager could have caught it
+			// (by moving the claim's resourceVersion in time for the
+			// delete's precondition).
+			held, attributed := w.req.heldAt(name, p.createdDone, p.created, p.deleteStart, p.deleted, from, at)
+			if !attributed {
+				w.unattributed[name] = true
+			}
+			if held {
+				bad("%s: %s was deleted (seen at %s) while pod %s [%s, %s] referenced it, %s", when, name,
+					at.Format(time.RFC3339Nano), pod, p.createdDone.Format(time.RFC3339Nano), p.deleteStart.Format(time.RFC3339Nano), w.deleteDetail(name))
 			}
 			// 1b. The newest intact snapshot was cut after this pod went
 			// (judged at one-second resolution: surely before is a

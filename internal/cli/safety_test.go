@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -52,25 +51,24 @@ type safetyWorld struct {
 	truth    map[string]truthClaim // claim -> what the test knows of it
 	late     map[string]bool       // deletion found by a list, not the watch: its time is an upper bound
 	churnOps int
-	// podLists are when the janitor's pod lists reached the API server
-	// (recorded only on a stack without the Unused condition), and
-	// invisible the pod uses that neither it nor anything else could see.
-	podLists  []time.Time
-	invisible map[string]bool
-	gens      *generations // what each use wrote into its claim's volume
+	// req are the janitor's pod lists and claim deletions as they reached
+	// the API server, invisible the pod uses that neither it nor anything
+	// else could see, unattributed the deletions without an applied
+	// DELETE seen (judged by the fallback).
+	req          janitorRequests
+	invisible    map[string]bool
+	unattributed map[string]bool
+	gens         *generations // what each use wrote into its claim's volume
 	// deletedObj is each claim as its deletion was first seen.
 	deletedObj map[string]*corev1.PersistentVolumeClaim
 }
 
-// saw reports whether a janitor pod list surely saw pod p: the pod existed
-// before the list reached the server and still a second later.
+// saw reports whether a janitor pod list surely saw pod p: its creation
+// had returned before the list was sent, and its delete began after the
+// answer ended.
 func (w *safetyWorld) saw(p *podLife) bool {
-	for _, t := range w.podLists {
-		if !p.createdDone.IsZero() && p.createdDone.Before(t) && (p.deleteStart.IsZero() || p.deleteStart.After(t.Add(time.Second))) {
-			return true
-		}
-	}
-	return false
+	_, ok := w.req.listed(p.createdDone, p.deleteStart, nil)
+	return ok
 }
 
 func envInt(name string, def int) int {
@@ -113,14 +111,14 @@ func TestRandomizedSafety(t *testing.T) {
 	}
 	scenarios := envInt("PVC_JANITOR_SAFETY_SCENARIOS", 3)
 	runs := envInt("PVC_JANITOR_SAFETY_RUNS", 5)
-	totalRuns, totalDeleted, totalChurn, totalInvisible := 0, 0, 0, 0
+	totalRuns, totalDeleted, totalChurn, totalInvisible, totalUnattributed := 0, 0, 0, 0, 0
 	var bc *bytesCheck
 	gens := newGenerations() // one for all scenarios: the figures count every write
 	for s := 0; s < scenarios; s++ {
 		sseed := seed + int64(s)
 		w := &safetyWorld{t: t, rng: rand.New(rand.NewSource(sseed)), pods: map[string]*podLife{},
 			deleted: map[string]time.Time{}, uids: map[string]string{}, truth: map[string]truthClaim{}, late: map[string]bool{},
-			invisible: map[string]bool{}, gens: gens, deletedObj: map[string]*corev1.PersistentVolumeClaim{}}
+			invisible: map[string]bool{}, unattributed: map[string]bool{}, gens: gens, deletedObj: map[string]*corev1.PersistentVolumeClaim{}}
 		w.f = fixtures(t)
 		w.ns = env.Namespace(t)
 		if bc == nil {
@@ -136,19 +134,11 @@ func TestRandomizedSafety(t *testing.T) {
 			defer w.mu.Unlock()
 			return unusedCondition(w.deletedObj[claim])
 		}
-		kubeconfig := env.Kubeconfig
-		if !w.f.UnusedCondition {
-			// A proxy without faults, to know when the janitor listed pods.
-			p := env.StartFaultProxy(t, sseed)
-			p.OnForward = func(r *http.Request) {
-				if info := testenv.ParseRequest(r); info.Verb == "list" && info.Resource == "pods" && !info.Continue {
-					w.mu.Lock()
-					w.podLists = append(w.podLists, time.Now())
-					w.mu.Unlock()
-				}
-			}
-			kubeconfig = p.Kubeconfig
-		}
+		// A proxy without faults, to know when the janitor listed pods
+		// and which of its DELETEs the server applied.
+		p := env.StartFaultProxy(t, sseed)
+		w.req.attach(p)
+		kubeconfig := p.Kubeconfig
 		fail := func(format string, a ...any) {
 			t.Fatalf("seed %d (scenario %d, PVC_JANITOR_SEED=%d reproduces): %s", seed, s, seed, fmt.Sprintf(format, a...))
 		}
@@ -191,11 +181,12 @@ func TestRandomizedSafety(t *testing.T) {
 		totalDeleted += len(w.deleted)
 		totalChurn += w.churnOps
 		totalInvisible += len(w.invisible)
+		totalUnattributed += len(w.unattributed)
 		w.mu.Unlock()
 	}
 	fig := bc.figures(gens)
-	t.Logf("safety: seed %d, %d scenarios, %d runs, %d claims deleted, %d pod churn operations, %d uses no one could see, 0 violations",
-		seed, scenarios, totalRuns, totalDeleted, totalChurn, totalInvisible)
+	t.Logf("safety: seed %d, %d scenarios, %d runs, %d claims deleted (%d without their DELETE seen), %d pod churn operations, %d uses no one could see, 0 violations",
+		seed, scenarios, totalRuns, totalDeleted, totalUnattributed, totalChurn, totalInvisible)
 	t.Logf("safety bytes: %d generations written in %s (%d writes on claims already gone), %d reaped claims restored in %s (%d not sampled), %d bytes compared, %d holding the last generation written, %d newer than required, %d without a required generation, %d whose last held write was lost in the second of the cut, %d mismatches",
 		fig.GenerationsWritten, fig.WriteTime, fig.WritesFailed, fig.Restores, fig.Time, fig.NotSampled, fig.Bytes, fig.Last, fig.Newer, fig.NoGeneration, fig.CutSecond, fig.Mismatches)
 	if min := envInt("PVC_JANITOR_SAFETY_MIN_DELETIONS", scenarios); totalDeleted < min {
@@ -356,9 +347,17 @@ func (w *safetyWorld) check(fail func(string, ...any), run int) {
 			if p.claim != claim {
 				continue
 			}
-			if !w.late[claim] && p.created.Before(at.Add(-time.Second)) && (p.deleted.IsZero() || p.deleted.After(at)) {
-				fail("run %d: %s was deleted at %s while pod %s (created %s) referenced it", run, claim,
-					at.Format(time.RFC3339Nano), name, p.created.Format(time.RFC3339Nano))
+			// 2. The pod was in the last pod list the deleting run heard
+			// before its DELETE (the fallback, without that DELETE seen:
+			// created over a second before the deletion was seen).
+			held, attributed := w.req.heldAt(claim, p.createdDone, p.created, p.deleteStart, p.deleted, at, at)
+			if !attributed {
+				w.unattributed[claim] = true
+				held = held && !w.late[claim]
+			}
+			if held {
+				fail("run %d: %s was deleted (seen at %s) while pod %s [%s, %s] referenced it", run, claim,
+					at.Format(time.RFC3339Nano), name, p.createdDone.Format(time.RFC3339Nano), p.deleteStart.Format(time.RFC3339Nano))
 			}
 			if !p.deleteStart.IsZero() && p.deleteStart.Before(at) && p.deleteStart.After(usedUntil) {
 				// Without the Unused condition, a pod that came and went

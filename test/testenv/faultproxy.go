@@ -3,10 +3,12 @@
 package testenv
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -164,6 +166,11 @@ type FaultProxy struct {
 	// lost response or a truncated list): the moment the server is about to
 	// see a request whose answer the client will act on.
 	OnForward func(r *http.Request)
+	// OnAnswer, when set, runs after the API server answered a request,
+	// whether or not the client heard the answer (lost responses and
+	// truncated lists included): every request the server saw. Never for
+	// a request that a fault answered instead.
+	OnAnswer func(r *http.Request, a Answer)
 
 	dir      string
 	caPEM    []byte        // the proxy's own CA when it serves TLS
@@ -424,10 +431,23 @@ func (p *FaultProxy) serve(rp *httputil.ReverseProxy, w http.ResponseWriter, r *
 	if p.OnForward != nil && pl.kind != KindLostResponse && pl.kind != KindTruncate {
 		p.OnForward(r)
 	}
+	if p.OnAnswer != nil {
+		cw := &codeWriter{ResponseWriter: w, code: http.StatusOK}
+		a := Answer{Sent: time.Now(), Heard: pl.kind != KindLostResponse && pl.kind != KindTruncate}
+		defer func() {
+			a.Done, a.Code = time.Now(), cw.code
+			p.OnAnswer(r, a)
+		}()
+		w = cw
+	}
 	switch {
 	case pl.kind == KindLostResponse:
 		// The server applies the request; the client never hears of it.
-		rp.ServeHTTP(&discardWriter{h: http.Header{}}, r)
+		dw := &discardWriter{h: http.Header{}, code: http.StatusOK}
+		rp.ServeHTTP(dw, r)
+		if cw, ok := w.(*codeWriter); ok {
+			cw.code = dw.code
+		}
 		resetConn(w)
 	case pl.kind == KindTruncate:
 		rec := httptest.NewRecorder()
@@ -704,11 +724,55 @@ func resetConn(w http.ResponseWriter) {
 }
 
 // discardWriter swallows a response the client must never see.
-type discardWriter struct{ h http.Header }
+type discardWriter struct {
+	h    http.Header
+	code int
+}
 
 func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (d *discardWriter) WriteHeader(int)             {}
+func (d *discardWriter) WriteHeader(code int)        { d.code = code }
+
+// Answer is what the API server did with one request (OnAnswer).
+type Answer struct {
+	// Sent is when the proxy sent the request to the server, Done when
+	// the server's answer ended.
+	Sent, Done time.Time
+	// Code is the status the server answered.
+	Code int
+	// Heard is whether the client got the whole answer: false for a lost
+	// response or a truncated list.
+	Heard bool
+}
+
+// codeWriter remembers the status code written through it (OnAnswer).
+type codeWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (c *codeWriter) WriteHeader(code int) {
+	c.code = code
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *codeWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Hijack hands over the connection (resetConn).
+func (c *codeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := c.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("the response writer cannot hijack its connection")
+	}
+	return hj.Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the writer underneath.
+func (c *codeWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func writeStatus(w http.ResponseWriter, code int, message string) {
 	reason := map[int]string{404: "NotFound", 410: "Expired", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}[code]
