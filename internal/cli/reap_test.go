@@ -230,6 +230,57 @@ func TestReapSkipsClaimUsedJustBeforeDelete(t *testing.T) {
 	}
 }
 
+// TestReapListsPodsRightBeforeEachDelete: a pod starts using the claim
+// after the reap's re-read, before its delete: the pods of the namespace are
+// listed again right before the DELETE is sent, and a pod there stops it,
+// with no need of the precondition (on a cluster without the Unused
+// condition nothing moves the claim's resourceVersion when a pod starts).
+// The pod is created just before the reap's third pod list reaches the
+// server: the scan's, the re-read's, then the one before the delete.
+func TestReapListsPodsRightBeforeEachDelete(t *testing.T) {
+	ctx := context.Background()
+	f := fixtures(t)
+	ns := env.Namespace(t)
+	orphan(t, f, ns, "ws-a", "a", "")
+	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
+		t.Fatalf("snapshot exit %d: %s", code, stderr)
+	}
+	p := env.StartFaultProxy(t, 1)
+	var mu sync.Mutex
+	lists, created := 0, false
+	p.OnRequest = func(r *http.Request) {
+		if info := testenv.ParseRequest(r); info.Verb != "list" || info.Resource != "pods" || info.Continue {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if lists++; lists != 3 {
+			return
+		}
+		if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "late", Claims: []string{"ws-a"}, Scheduled: true}); err != nil {
+			t.Error(err)
+			return
+		}
+		created = true
+	}
+	var out, errOut strings.Builder
+	code := runWith(append(reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100"), "--kubeconfig", p.Kubeconfig, "--log-format", "json"), &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !created {
+		t.Fatalf("the reap listed pods %d times; the test creates its pod before the third", lists)
+	}
+	if !exists(t, f, ns, "ws-a") {
+		t.Fatal("a claim used just before its delete was deleted")
+	}
+	if st, act, reason := entry(t, parse(t, out.String()), "ws-a"); st != "InUse" || act != reap.ActionSkipped || !strings.Contains(reason, "in use again since it was read (pod late)") {
+		t.Fatalf("state %s, action %q, reason %q; want InUse, skipped, in use again (pod late)\n%s", st, act, reason, errOut.String())
+	}
+}
+
 func TestBlastRadiusStopsBeforeTheFirstDelete(t *testing.T) {
 	f := fixtures(t)
 	ns := env.Namespace(t)
