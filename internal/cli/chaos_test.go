@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -23,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/lock"
@@ -210,6 +212,10 @@ func leaseReleased(t *testing.T, ns string) {
 //
 // The world is a workspace manager's: pods mount only the newest claim of a
 // workspace, and the old session's pods go before a newer claim is made.
+// Where a workspace's newest data lives moves too (chaos_churn_test.go):
+// storage and API server clocks a second off, iterations that archive
+// superseded claims, a backup tool's Delete-class snapshots, and restores
+// (of a workspace's last claim, and of an older copy with --allow-older).
 // Then the faults stop, the pods go, and the final runs must converge (one
 // usually does; a claim whose delete precondition failed is reaped by the
 // next; three at most): every claim left is on a volume whose driver always
@@ -280,7 +286,9 @@ func newChaosTest(t *testing.T) *chaosTest {
 		retired: map[string]bool{}, archivedAt: map[string]time.Time{}, deletedObj: map[string]*corev1.PersistentVolumeClaim{},
 		invisible: map[string]bool{}, unattributed: map[string]bool{}, blind: map[int]bool{}, creating: map[string]bool{}, leaked: map[bool]int{}, discards: map[string]string{},
 		rescued: map[string]bool{}, bytesDone: map[string]bool{}, gens: newGenerations(),
-		presentAt: map[string]time.Time{}, actorDel: map[string]actorDeletion{}, actorJudged: map[string]string{}}
+		presentAt: map[string]time.Time{}, actorDel: map[string]actorDeletion{}, actorJudged: map[string]string{},
+		cutOffset: map[string]time.Duration{}, foreign: map[string]bool{}, seenReady: map[types.UID]seenSnap{},
+		restoredOnce: map[string]bool{}, restores: map[string]int{}}
 	c.w = w
 	w.f = fixtures(t)
 	w.ns = env.Namespace(t)
@@ -294,9 +302,18 @@ func newChaosTest(t *testing.T) *chaosTest {
 		defer w.mu.Unlock()
 		return unusedCondition(w.deletedObj[claim])
 	}
+	w.bytes.cutOffset = func(claim string) time.Duration {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if cl := w.claims[claim]; cl != nil {
+			return w.cutOffset[cl.truth.Handle]
+		}
+		return 0
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
 	go w.watchDeletions(ctx)
+	go w.watchSnapshots(ctx)
 	for i := 0; i < 8; i++ {
 		w.addClaim(c.fail, false)
 	}
@@ -306,6 +323,7 @@ func newChaosTest(t *testing.T) *chaosTest {
 	w.churn(4)
 	c.p = env.StartFaultProxy(t, c.seed)
 	w.req.attach(c.p)
+	w.bin, w.kubeconfig = c.bin, c.p.Kubeconfig
 	// Controller manager pauses need the condition to matter, and the
 	// pid file of the test's own stack.
 	if w.f.UnusedCondition {
@@ -327,6 +345,7 @@ func newChaosTest(t *testing.T) *chaosTest {
 	if extra := strings.Fields(os.Getenv("PVC_JANITOR_CHAOS_ARGS")); len(extra) > 0 {
 		c.base = append(c.base, extra...)
 		c.stats.Args = strings.Join(extra, " ")
+		w.retention = slices.Contains(extra, "--keep-last") || slices.Contains(extra, "--keep-for")
 	}
 	return c
 }
@@ -390,6 +409,11 @@ func (c *chaosTest) arrange(i int) {
 	if c.actorRate > 0 && c.rng.Float64() < c.actorRate {
 		w.secondActor()
 	}
+	// A backup tool snapshots a live claim with the Delete class.
+	if c.rng.Intn(6) == 0 {
+		w.backupTool()
+		c.stats.ForeignSnapshots++
+	}
 }
 
 // draw chooses the iteration's disturbances and flags, and sets the
@@ -403,7 +427,13 @@ func (c *chaosTest) draw() chaosIteration {
 		it.pause = time.Duration(500+c.rng.Intn(2500)) * time.Millisecond
 		c.stats.ControllerPauses++
 	}
-	c.p.Set(chaosFaults(c.rng, c.maxRate))
+	faults := chaosFaults(c.rng, c.maxRate)
+	// The API server's clock is half a second off in a quarter of the
+	// iterations (the marks the janitor takes from its Date).
+	if faults.DateOffset = dateOffset(c.rng); faults.DateOffset != 0 {
+		c.stats.DateSkewedIterations++
+	}
+	c.p.Set(faults)
 	if c.rng.Intn(10) == 0 {
 		it.procs = 2
 		c.stats.ConcurrentPairs++
@@ -422,7 +452,16 @@ func (c *chaosTest) draw() chaosIteration {
 	if it.discard = c.rng.Intn(4) == 0; it.discard {
 		it.args = append(slices.Clone(it.args), "--superseded", "discard")
 		c.stats.DiscardRuns++
+	} else if c.rng.Intn(3) == 0 {
+		// A quarter archive them: each deletion then needs its archive,
+		// an intact snapshot of its own like any rescue.
+		it.args = append(slices.Clone(it.args), "--superseded", "archive")
+		c.stats.ArchiveRuns++
 	}
+	// A fifth of the iterations end with a restore (maybeRestore).
+	c.w.mu.Lock()
+	c.w.restoreNext = c.rng.Intn(5) == 0
+	c.w.mu.Unlock()
 	return it
 }
 
@@ -599,7 +638,7 @@ func (c *chaosTest) quiesce() {
 	}
 	c.p.Set(testenv.Faults{})
 	w.mu.Lock()
-	w.discardRun = false
+	w.discardRun, w.restoreNext = false, false
 	w.mu.Unlock()
 }
 
@@ -665,6 +704,8 @@ func (c *chaosTest) report() {
 	}
 	stats.LeakedContents = map[string]int{"ready": w.leaked[true], "notReady": w.leaked[false]}
 	stats.PodChurn = w.churnOps
+	stats.Restores = maps.Clone(w.restores)
+	stats.SkewedVolumes = len(w.cutOffset)
 	w.mu.Unlock()
 	stats.Bytes = w.bytes.figures(w.gens)
 	stats.Faults = c.p.InjectedByKind()
@@ -722,6 +763,17 @@ type chaosStats struct {
 	// seen by the proxy, or no pod list of its run before it: invariant 2
 	// judged them by the time the deletion was seen, less one second.
 	UnattributedDeletions int `json:"deletionsWithoutTheirDeleteRequest"`
+	// The disturbances of chaos_churn_test.go: iterations with
+	// --superseded archive, snapshots of the backup tool (Delete class),
+	// restores by kind (returns: a workspace's last claim; olderCopies:
+	// --allow-older; and those that failed), volumes whose storage clock
+	// is a second off, iterations with the API server's Date off by half
+	// a second.
+	ArchiveRuns          int            `json:"archiveRuns"`
+	ForeignSnapshots     int            `json:"backupToolSnapshots"`
+	Restores             map[string]int `json:"restores"`
+	SkewedVolumes        int            `json:"volumesWithStorageClockOff"`
+	DateSkewedIterations int            `json:"iterationsWithAPIServerDateOff"`
 	// ActorDeletions: intact snapshots of live claims a second actor
 	// deleted; ActorJudged: the reaped claims whose rescue that was, by
 	// verdict (sound: reaped before the actor's delete; ambiguous: the
@@ -848,6 +900,10 @@ type chaosClaim struct {
 	// truth is its identity for the ground-truth judge: name, volume handle,
 	// the server's creationTimestamp.
 	truth truthClaim
+	// restoredFrom is the claim whose copy (cut at restoredCut) a restore
+	// made this one from; nil for a claim the test created.
+	restoredFrom *chaosClaim
+	restoredCut  time.Time
 }
 
 // chaosPod is one pod of the churn and when (local clock; the API server
@@ -915,6 +971,24 @@ type chaosWorld struct {
 	judgedKilled, judgedFailed int
 	gens                       *generations // what each use wrote into its claim's volume
 	bytes                      *bytesCheck
+
+	// The disturbances of chaos_churn_test.go. cutOffset is the storage
+	// clock's offset by volume handle; foreign the backup tool's
+	// snapshots; seenReady every snapshot the watch saw ready, by UID;
+	// retention whether the runs prune (CHAOS_ARGS); restoreNext whether
+	// this iteration restores a copy, restoredOnce the claims restored
+	// from, restores their count by kind.
+	cutOffset    map[string]time.Duration
+	foreign      map[string]bool
+	nextBackup   int
+	seenReady    map[types.UID]seenSnap
+	retention    bool
+	restoreNext  bool
+	restoredOnce map[string]bool
+	nextRestore  int
+	restores     map[string]int
+	bin          string // the janitor binary
+	kubeconfig   string // through the fault proxy
 }
 
 // addClaim creates a bound claim: a workspace claim (sometimes of a
@@ -965,6 +1039,9 @@ func (w *chaosWorld) addClaim(fail func(string, ...any), outsider bool) {
 	case 4:
 		fault = &csidriver.Fault{PermanentError: "chaos: broken volume " + name}
 		c.permanent = true
+	}
+	if !outsider {
+		fault = w.drawCutOffsetLocked(fault, handle)
 	}
 	w.mu.Unlock()
 	for _, pod := range ended {
@@ -1260,7 +1337,7 @@ func (w *chaosWorld) newerDataLocked(c *chaosClaim, snaps []truthSnap) (string, 
 		// the old session's pods: by its own clock (b.created is taken
 		// before the create call, p.deleted after the delete returned),
 		// b came after c's last use.
-		if b == c || b.outsider || b.workspace != c.workspace || !b.created.After(ended) {
+		if b == c || b.outsider || b.workspace != c.workspace || !w.holdsNewerDataLocked(b, c, ended) {
 			continue
 		}
 		if w.retired[b.name] {
@@ -1332,7 +1409,7 @@ func (w *chaosWorld) actorRescueLocked(c *chaosClaim, at time.Time) (truthSnap, 
 // janitor's).
 func (w *chaosWorld) secondActor() {
 	ctx := context.Background()
-	snaps, err := truthSnapshots(ctx, w.f, w.ns)
+	snaps, err := w.snapshots(ctx)
 	if err != nil {
 		return
 	}
@@ -1374,7 +1451,7 @@ func (w *chaosWorld) secondActor() {
 // labels, annotations or report.
 func (w *chaosWorld) check(fail func(string, ...any), when string) {
 	ctx := context.Background()
-	snaps, err := truthSnapshots(ctx, w.f, w.ns)
+	snaps, err := w.snapshots(ctx)
 	if err != nil {
 		fail("%s: %v", when, err)
 	}
@@ -1408,8 +1485,8 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 			}
 			continue
 		}
-		if !s.Gone {
-			live[c.name]++
+		if !s.Gone && !w.foreign[s.Name] {
+			live[c.name]++ // the backup tool's are no episode of the janitor's
 		}
 	}
 	for name, n := range live {
@@ -1461,6 +1538,12 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 		}
 		if !rescued {
 			if by, ok := w.newerDataLocked(c, snaps); ok {
+				if copyName, pruned := w.prunedLocked(c, snaps); pruned {
+					// Its own copy was there and retention pruned it,
+					// on that newer data.
+					w.discards[name] = by + "; its copy " + copyName + " pruned"
+					continue
+				}
 				w.discardLocked(bad, when, name, by)
 			} else {
 				bad("%s: %s was deleted (seen at %s) without an intact snapshot of it, and no newer claim of workspace %s holds newer data:%s",
@@ -1570,6 +1653,7 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 		}
 	}
 	w.checkBytes(fail, when)
+	w.maybeRestore(snaps)
 	w.archive(snaps)
 	w.collectContents()
 }
@@ -1703,7 +1787,11 @@ func (w *chaosWorld) collectContents() {
 		}
 		w.mu.Lock()
 		d, byActor := w.actorDel[c.Spec.VolumeSnapshotRef.Name]
+		foreign := w.foreign[c.Spec.VolumeSnapshotRef.Name]
 		w.mu.Unlock()
+		if foreign {
+			continue // the backup tool's (Delete class): its controller's to remove
+		}
 		if byActor && d.snap.UID == c.Spec.VolumeSnapshotRef.UID {
 			_ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(ctx, c.Name, metav1.DeleteOptions{})
 			continue // the second actor's, not the janitor's
@@ -1727,7 +1815,7 @@ func (w *chaosWorld) collectContents() {
 // otherwise asks for another final run.
 func (w *chaosWorld) converged(t *testing.T, fail func(string, ...any), final chaosProc, last bool, states map[string]int) bool {
 	t.Helper()
-	snaps, err := truthSnapshots(context.Background(), w.f, w.ns)
+	snaps, err := w.snapshots(context.Background())
 	if err != nil {
 		t.Fatalf("after the final run: %v", err)
 	}

@@ -384,6 +384,9 @@ type bytesCheck struct {
 	logf func(string, ...any)
 	// about, when set, tells more of a claim in those messages.
 	about func(claim string) string
+	// cutOffset, when set, is how far the storage clock of a claim's
+	// volume is off: taken out of the rescue's cut time.
+	cutOffset func(claim string) time.Duration
 }
 
 // newBytesCheck restores every every-th reaped claim it is shown.
@@ -439,7 +442,11 @@ func (b *bytesCheck) verify(claim string, gens, held []generation) (string, erro
 	}
 	b.fig.Restores++
 	from := out.Plan.Snapshot.Name
-	cut := classify.CutTime(&out.Plan.Snapshot.Snapshot).Truncate(time.Second)
+	cut := classify.CutTime(&out.Plan.Snapshot.Snapshot)
+	if b.cutOffset != nil {
+		cut = cut.Add(-b.cutOffset(claim)) // the storage clock's offset, taken out
+	}
+	cut = cut.Truncate(time.Second)
 	want, hasWant := lastOf(held, cut)
 	lastHeld, hasLastHeld := lastOf(held, time.Time{})
 	if hasLastHeld && lastHeld.at.Truncate(time.Second).After(cut) {

@@ -1,0 +1,330 @@
+//go:build integration
+
+package cli_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvc-janitor/pvc-janitor/test/csidriver"
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
+)
+
+// The disturbances of TestChaos that move where a workspace's newest data
+// lives (issue 23): clocks a second off, iterations that archive superseded
+// claims, a backup tool's snapshots with deletionPolicy Delete, and
+// restores, of a workspace's last claim and of an older copy with
+// --allow-older. Each is judged by check's invariants, from ground truth.
+
+// storageSkew is how far the driver's clock is off for a fifth of the
+// volumes, either way, and apiServerSkew how far the proxy moves the API
+// server's Date in a quarter of the iterations: together under the
+// default --clock-skew (2s), the margin the contract states. Whole seconds
+// for the storage clock, so that the test can take the offset back out of
+// a cut time it reads (check judges true cut times).
+const (
+	storageSkew   = time.Second
+	apiServerSkew = 500 * time.Millisecond
+)
+
+// drawCutOffsetLocked gives a fifth of the rescuable volumes a storage clock
+// a second ahead or behind (csidriver.Fault.CutOffset) and records it.
+// Called with mu held, before the claim's fault is written.
+func (w *chaosWorld) drawCutOffsetLocked(fault *csidriver.Fault, handle string) *csidriver.Fault {
+	if fault != nil && fault.PermanentError != "" || w.rng.Intn(5) != 0 {
+		return fault
+	}
+	if fault == nil {
+		fault = &csidriver.Fault{}
+	}
+	fault.CutOffset = storageSkew
+	if w.rng.Intn(2) == 0 {
+		fault.CutOffset = -storageSkew
+	}
+	w.cutOffset[handle] = fault.CutOffset
+	return fault
+}
+
+// dateOffset draws the API server's clock for one iteration: off by half
+// a second either way in a quarter of them.
+func dateOffset(r interface{ Intn(int) int }) time.Duration {
+	switch r.Intn(8) {
+	case 0:
+		return apiServerSkew
+	case 1:
+		return -apiServerSkew
+	}
+	return 0
+}
+
+// snapshots reads the ground truth of the namespace's snapshots with each
+// cut time on the real clock: the driver's offset of the volume taken out.
+func (w *chaosWorld) snapshots(ctx context.Context) ([]truthSnap, error) {
+	snaps, err := truthSnapshots(ctx, w.f, w.ns)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range snaps {
+		snaps[i].Cut = snaps[i].Cut.Add(-w.cutOffset[snaps[i].VolumeHandle])
+	}
+	return snaps, nil
+}
+
+// backupTool takes, as a backup product would, a snapshot of a live
+// workspace claim with the Delete class and none of the janitor's marks.
+// The janitor may take it as the claim's rescue (any intact snapshot cut
+// late enough is one), so check's invariants hold it to the same rules;
+// it is no episode of the janitor's (invariant 3 leaves it out).
+func (w *chaosWorld) backupTool() {
+	w.mu.Lock()
+	var live []*chaosClaim
+	for _, c := range w.aliveLocked() {
+		if !c.outsider {
+			live = append(live, c)
+		}
+	}
+	if len(live) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	c := live[w.rng.Intn(len(live))]
+	name := fmt.Sprintf("backup-%d", w.nextBackup)
+	w.nextBackup++
+	w.foreign[name] = true
+	w.mu.Unlock()
+	if _, err := w.f.Snapshot(context.Background(), w.ns, name, c.name, testenv.SnapshotClassDelete, map[string]string{"backup.example.com/by": "chaos"}, nil); err != nil {
+		w.t.Logf("backup tool: snapshot %s of %s: %v", name, c.name, err)
+	}
+}
+
+// watchSnapshots records every snapshot of the namespace that it sees ready:
+// its source claim, by UID. A claim deleted without an intact snapshot now
+// can then be told from one deleted without any: its copy was there, ready,
+// and went (retention pruned it, on newer data of its workspace).
+func (w *chaosWorld) watchSnapshots(ctx context.Context) {
+	record := func(s *snapv1.VolumeSnapshot) {
+		if s.Spec.Source.PersistentVolumeClaimName == nil || s.Status == nil || s.Status.ReadyToUse == nil || !*s.Status.ReadyToUse {
+			return
+		}
+		w.mu.Lock()
+		if _, ok := w.seenReady[s.UID]; !ok {
+			w.seenReady[s.UID] = seenSnap{name: s.Name, source: *s.Spec.Source.PersistentVolumeClaimName, created: s.CreationTimestamp.Time}
+		}
+		w.mu.Unlock()
+	}
+	for ctx.Err() == nil {
+		l, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		for i := range l.Items {
+			record(&l.Items[i])
+		}
+		wi, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: l.ResourceVersion})
+		if err != nil {
+			continue
+		}
+		for ev := range wi.ResultChan() {
+			if s, ok := ev.Object.(*snapv1.VolumeSnapshot); ok {
+				record(s)
+			}
+		}
+		wi.Stop()
+	}
+}
+
+// seenSnap is a snapshot the watch saw ready.
+type seenSnap struct {
+	name, source string
+	created      time.Time
+}
+
+// prunedLocked reports whether a snapshot of c that the watch saw ready is
+// gone now, deleted by neither the second actor nor the test: retention
+// (CHAOS_ARGS) pruned it. Only then may a claim deleted on a rescue or an
+// archive be left without one, and only on newer data of its workspace
+// (check). Called with mu held.
+func (w *chaosWorld) prunedLocked(c *chaosClaim, snaps []truthSnap) (string, bool) {
+	if !w.retention {
+		return "", false
+	}
+	live := map[types.UID]bool{}
+	for _, s := range snaps {
+		if !s.Gone {
+			live[s.UID] = true
+		}
+	}
+	for uid, s := range w.seenReady {
+		if s.source != c.name || s.created.Before(c.truth.Created) || live[uid] || w.foreign[s.name] {
+			continue
+		}
+		if d, byActor := w.actorDel[s.name]; byActor && d.snap.UID == uid {
+			continue
+		}
+		return s.name, true
+	}
+	return "", false
+}
+
+// maybeRestore restores one copy (pickRestoreLocked) when the iteration
+// drew a restore: after the bytes check, before archive removes the copies
+// of the claims reaped.
+func (w *chaosWorld) maybeRestore(snaps []truthSnap) {
+	w.mu.Lock()
+	if !w.restoreNext {
+		w.mu.Unlock()
+		return
+	}
+	w.restoreNext = false
+	rc, ok := w.pickRestoreLocked(snaps)
+	w.mu.Unlock()
+	if ok {
+		w.restoreOne(rc)
+	}
+}
+
+// restoreCase is one restore the churn asks `janitor restore` for.
+type restoreCase struct {
+	from       *chaosClaim // the reaped claim whose copy is restored
+	snap       truthSnap   // that copy
+	as         string
+	allowOlder bool // the workspace has newer data: an older copy
+}
+
+// pickRestoreLocked chooses a restore among the claims reaped (with a copy
+// of their own) since the last archive: the last claim of a workspace that
+// has no live claim (its user comes back), or an older copy of a workspace
+// whose newest data lives on (with --allow-older, as a user looking at old
+// files). Called with mu held.
+func (w *chaosWorld) pickRestoreLocked(snaps []truthSnap) (restoreCase, bool) {
+	var cands []restoreCase
+	for name := range w.rescued {
+		c := w.claims[name]
+		if c == nil || w.archived[name] || w.retired[name] || w.restoredOnce[name] {
+			continue
+		}
+		s, ok := c.truth.rescueAfter(snaps, c.truth.Created)
+		if !ok {
+			continue
+		}
+		rc := restoreCase{from: c, snap: s, as: fmt.Sprintf("%s-r%d", strings.SplitN(c.name, "-r", 2)[0], w.nextRestore)}
+		for _, o := range w.aliveLocked() {
+			if o.workspace == c.workspace && o != c {
+				rc.allowOlder = true
+			}
+		}
+		cands = append(cands, rc)
+	}
+	if len(cands) == 0 {
+		return restoreCase{}, false
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].from.name < cands[j].from.name })
+	rc := cands[w.rng.Intn(len(cands))]
+	w.nextRestore++
+	w.restoredOnce[rc.from.name] = true
+	return rc, true
+}
+
+// restoreOne runs `janitor restore --from <copy> --as <name>` (the built
+// binary, through the fault proxy, under the iteration's faults) and adopts
+// the restored claim into the world once it is bound: a claim of the
+// workspace, restored from rc.snap's data, whose volume holds the
+// generation that copy held. The workspace's pods end first (the user
+// switches to the restored claim). A restore that failed is counted, and
+// whatever it left is cleaned up.
+func (w *chaosWorld) restoreOne(rc restoreCase) {
+	ctx := context.Background()
+	w.mu.Lock()
+	w.creating[rc.from.workspace] = true
+	var ended []string
+	for pod, p := range w.pods {
+		if o := w.claims[p.claim]; o != nil && o.workspace == rc.from.workspace && p.deleted.IsZero() && p.deleteStart.IsZero() {
+			ended = append(ended, pod)
+		}
+	}
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.creating, rc.from.workspace)
+		w.mu.Unlock()
+	}()
+	sort.Strings(ended)
+	for _, pod := range ended {
+		w.deletePod(pod)
+	}
+	args := []string{"restore", "--from", rc.snap.Name, "--as", rc.as, "-n", w.ns, "--workspace-label", "workspace",
+		"--storage-class", testenv.ProvisionedStorageClassName, "--restore-timeout", "60s", "--kubeconfig", w.kubeconfig, "--log-format", "json"}
+	kind := "returns"
+	if rc.allowOlder {
+		args = append(args, "--allow-older")
+		kind = "olderCopies"
+	}
+	created := time.Now()
+	r := startChaosProc(w.bin, args, 0)
+	pvc, err := w.f.WaitClaim(ctx, w.ns, rc.as, func(c *corev1.PersistentVolumeClaim) bool { return c.Status.Phase == corev1.ClaimBound })
+	if err != nil {
+		w.mu.Lock()
+		w.restores[kind+"Failed"]++
+		w.mu.Unlock()
+		w.t.Logf("restore %s from %s (exit %d): not bound: %v; %s", rc.as, rc.snap.Name, r.code, err, lastLine(r.stderr))
+		_ = w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Delete(ctx, rc.as, metav1.DeleteOptions{})
+		return
+	}
+	pv, err := w.f.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil || pv.Spec.CSI == nil {
+		w.t.Fatalf("restore %s: read its volume %s: %v", rc.as, pvc.Spec.VolumeName, err)
+	}
+	got, err := w.f.ReadVolume(ctx, w.ns, rc.as, generationFile)
+	inherited := ""
+	if err == nil {
+		inherited = string(got)
+	}
+	c := &chaosClaim{name: rc.as, uid: string(pvc.UID), workspace: rc.from.workspace, created: created, iteration: w.iteration,
+		truth: truthOf(pvc, pv.Spec.CSI.VolumeHandle), restoredFrom: rc.from, restoredCut: rc.snap.Cut}
+	w.gens.inherit(w.ns, rc.as, inherited)
+	w.mu.Lock()
+	w.claims[rc.as] = c
+	w.presentAt[rc.as] = created
+	w.restores[kind]++
+	w.mu.Unlock()
+}
+
+// holdsNewerDataLocked reports whether claim b holds newer data of its
+// workspace than c, whose last use ended at ended: a claim created after
+// that (the test ends a session's pods before it creates the next claim);
+// a restored claim only when the claim it was restored from does (a
+// restore is its source's data, however late it was made or used:
+// docs/spec.md#rule-restored-data-time). Called with mu held.
+func (w *chaosWorld) holdsNewerDataLocked(b, c *chaosClaim, ended time.Time) bool {
+	for b.restoredFrom != nil {
+		if b.restoredFrom == c {
+			return false // c's own data, not newer
+		}
+		b = b.restoredFrom
+	}
+	return b != c && b.created.After(ended)
+}
+
+// inherit records the generation a restored claim's volume started with
+// (the copy's), as generation 0 of no pod: the bytes check takes it as the
+// claim's data until a use of it writes.
+func (g *generations) inherit(ns, claim, data string) {
+	if data == "" {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key := ns + "/" + claim
+	g.byClaim[key] = append(g.byClaim[key], generation{n: 0, data: data, pod: "", at: time.Now()})
+}
