@@ -113,3 +113,68 @@ func TestSafetyV3Finding6StorageClockBehind(t *testing.T) {
 	w.mustRescue("ws-a", "once the storage clock is right")
 	w.noDataLost("once the storage clock is right")
 }
+
+// TestSafetyV3Finding6StorageClockAhead: the storage system's clock is 8 s
+// ahead of the API server's and the controller manager's, within
+// --clock-skew 10s. A backup tool's snapshot is cut while pod p still uses
+// the claim; p writes after it, then goes. On the storage clock that cut
+// reads seconds after the use ended: without the margin it would count as
+// the claim's rescue, and the claim would be reaped without p's last write.
+// With it, the janitor takes a rescue of its own (after orphaned-since plus
+// twice the skew) and reaps on that one (docs/spec.md#rule-clock-skew).
+// Ground truth takes the offset back out of every cut time.
+func TestSafetyV3Finding6StorageClockAhead(t *testing.T) {
+	const ahead, skew = 8 * time.Second, 10 * time.Second
+	ctx := context.Background()
+	w := newPathWorld(t)
+	c := w.claim("ws-a", "a", "", nil)
+	if err := csidriver.SetFault(env.DriverStateDir, c.Handle, csidriver.Fault{CutOffset: ahead}); err != nil {
+		t.Fatal(err)
+	}
+	stop := w.use("ws-a", "p")
+	waitUsed(t, w.f, w.ns, "ws-a")
+	w.foreignSnapshot("backup-a", "ws-a", nil)
+	// p writes and goes in a later second than the backup's cut (ground
+	// truth judges cuts to the second).
+	nextSecond(time.Now())
+	gens := newGenerations()
+	gens.write(w.f, w.ns, "ws-a", "p")
+	stop()
+	if _, err := w.f.WaitUnused(ctx, w.ns, "ws-a"); err != nil {
+		t.Fatal(err)
+	}
+	trueSnaps := func() []truthSnap {
+		snaps := w.snaps()
+		for i := range snaps {
+			if snaps[i].VolumeHandle == c.Handle {
+				snaps[i].Cut = snaps[i].Cut.Add(-ahead)
+			}
+		}
+		return snaps
+	}
+	for _, s := range w.snaps() {
+		if s.Name != "backup-a" {
+			continue
+		}
+		// The setup proves something only when the backup's cut reads
+		// after the end of the use, though it was taken before it.
+		if !s.Cut.Add(-ahead).Before(c.usedUntil) || s.Cut.Before(c.usedUntil.Add(2*time.Second)) {
+			t.Fatalf("setup: backup-a cut %s on the storage clock (%s on the real one); the use ended at %s: want a cut before the end that reads at least 2 s after it",
+				s.Cut.UTC().Format(time.RFC3339Nano), s.Cut.Add(-ahead).UTC().Format(time.RFC3339Nano), c.usedUntil.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	args := w.args("run", "0s", "--yes", "--max-deletion-percent", "100", "--clock-skew", skew.String())
+	w.run(args, 0, 4)
+	if !w.deleted("ws-a") {
+		w.run(args, 0, 4) // the snapshot controller's finalizer can fail the first delete's precondition
+	}
+	snaps := trueSnaps()
+	_, ok := c.rescueAfter(snaps, c.usedUntil)
+	switch {
+	case !w.deleted("ws-a"):
+		t.Errorf("ws-a was not reaped on a rescue of its own after two runs:%s", c.describeSnaps(snaps))
+	case !ok:
+		t.Errorf("ws-a was deleted without an intact snapshot cut (on the real clock) after its last use ended (%s): the backup's cut, read on a clock %s ahead, counted:%s",
+			c.usedUntil.UTC().Format(time.RFC3339Nano), ahead, c.describeSnaps(snaps))
+	}
+}
