@@ -74,130 +74,36 @@ type classifier struct {
 	buf []byte
 }
 
-// use decides states 1–6 and, for a claim that is none of them (an orphan),
-// its orphaned-since and marks; it reports whether the claim is an orphan.
+// use decides states 1–6 (the first lifeRules of StateRules) and, for a claim
+// that is none of them (an orphan), its orphaned-since and marks; it
+// reports whether the claim is an orphan.
 func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) bool {
 	d.Claim = cl
 	if c.p.WorkspaceLabel != "" {
 		d.Workspace = cl.Labels.Workspace
 	}
-	hasPhase := cl.Labels.HasPhase
 	_, hasMark := cl.Annotations[inventory.AnnotationOrphanedSince]
-	hasAttempts := hasAttemptRecord(cl)
-
-	// docs/spec.md#rule-terminating: a claim that is going away is never patched.
-	if cl.DeletionTimestamp != nil {
-		d.State = Terminating
-		c.buf = append(c.buf[:0], "claim is being deleted (deletionTimestamp "...)
-		c.buf = appendTime(c.buf, *cl.DeletionTimestamp)
-		c.buf = append(c.buf, ')')
-		d.Reason = string(c.buf)
-		return false
+	f := facts{cl: cl, hasPhase: cl.Labels.HasPhase, hasMark: hasMark, hasAttempts: hasAttemptRecord(cl)}
+	if cl.DeletionTimestamp == nil {
+		f.refs = c.referrers(cl)
+		f.usedNow = len(f.refs) > 0 || (cl.Unused != nil && cl.Unused.Status == "False")
 	}
-
-	refs := c.referrers(cl)
-	usedNow := len(refs) > 0 || (cl.Unused != nil && cl.Unused.Status == "False")
-
-	// docs/spec.md#rule-held: an operator's hold is never overridden, but a use seen while held
-	// still restarts the clock: once the hold is lifted, the claim's
-	// orphaned-since must not predate that use.
-	if how := heldBy(cl); how != "" {
-		d.State = Held
-		d.Reason = how
-		d.Marks.Phase = removeIf(hasPhase)
-		if usedNow {
-			d.Referrers = refs
-			d.Marks.OrphanedSince = removeIf(hasMark)
-			d.Marks.Attempts = removeIf(hasAttempts)
-			if hasMark {
-				d.Reason = how + "; in use, so its orphaned-since mark is cleared"
-			}
-			c.recordUse(d, cl, refs)
-		}
-		return false
-	}
-
-	// docs/spec.md#rule-unbound.
-	if cl.Phase != "Bound" {
-		phase := cl.Phase
-		if phase == "" {
-			phase = "Pending"
-		}
-		d.State = Unbound
-		d.Reason = "claim is " + phase + ", not Bound"
-		d.Marks.Phase = removeIf(hasPhase)
-		return false
-	}
-
-	// docs/spec.md#rule-in-use: use clears the janitor's marks: each time a claim becomes orphaned
-	// its clock starts afresh.
-	if len(refs) > 0 {
-		d.State = InUse
-		d.Referrers = refs
-		d.Reason = c.usedBy(refs)
-		d.Marks.OrphanedSince = removeIf(hasMark)
-		d.Marks.Phase = removeIf(hasPhase)
-		d.Marks.Attempts = removeIf(hasAttempts)
-		c.recordUse(d, cl, refs)
-		return false
-	}
-	// The controller manager still counts a pod using the claim (Unused:
-	// False) though none was listed: the pod went before it noticed, or it
-	// lags or is down. Where the two notions of use differ the stricter
-	// wins: the claim is in use until the condition turns True, and its
-	// orphaned-since will be that moment, after whatever the pod wrote.
-	// This holds even when the condition is otherwise ignored for the run:
-	// False can only delay a deletion.
-	if u := cl.Unused; u != nil && u.Status == "False" {
-		d.State = InUse
-		c.buf = append(c.buf[:0], "the claim's Unused condition is False since "...)
-		c.buf = appendTime(c.buf, u.LastTransitionTime)
-		c.buf = append(c.buf, " (a pod used it; no pod references it now: waiting for the controller manager to see it go)"...)
-		d.Reason = string(c.buf)
-		d.Marks.OrphanedSince = removeIf(hasMark)
-		d.Marks.Phase = removeIf(hasPhase)
-		d.Marks.Attempts = removeIf(hasAttempts)
-		c.recordUse(d, cl, nil)
-		return false
-	}
-
-	// docs/spec.md#rule-young.
-	if age := c.now.Sub(cl.CreationTimestamp); age < c.p.MinAge {
-		d.State = Young
-		d.Reason = "created " + age.Round(time.Second).String() + " ago, younger than min-age " + c.p.MinAge.String()
-		d.Marks.Phase = removeIf(hasPhase)
-		return false
-	}
-
-	var atts []inventory.Attachment
 	if cl.VolumeName != "" {
-		atts = c.inv.Attachments[cl.VolumeName]
+		f.atts = c.inv.Attachments[cl.VolumeName]
 	}
-	ev := OrphanedSince(cl, atts, c.condTrusted, c.now)
-
-	// docs/spec.md#rule-attached: not orphaned: a node may still hold unflushed data, and a
-	// volume attached now may be written to now. That is a use, whenever
-	// the attachment was made (a re-attach can reuse an old
-	// VolumeAttachment): the mark and the attempt record go, and the
-	// phase label Attached remembers it, so that the next orphan period
-	// is not dated by an Unused condition that cannot see attachments.
-	for i := range atts {
-		if a := &atts[i]; a.Attached {
-			d.State = Attached
-			d.Reason = "volume " + cl.VolumeName + " is still attached to node " + a.NodeName +
-				" (VolumeAttachment " + a.Name + ")"
-			if hasMark {
-				d.Marks.OrphanedSince = Remove
-				d.Reason += "; its orphaned-since mark is cleared: an attached volume is in use"
-			}
-			d.Marks.Attempts = removeIf(hasAttempts)
-			d.Marks.setPhase(Attached, cl.Labels.Phase, hasPhase)
-			c.recordUse(d, cl, nil)
+	for i := range StateRules[:lifeRules] {
+		if StateRules[i].match(c, &f, d) {
 			return false
 		}
 	}
+	c.date(&f, d, since)
+	return true
+}
 
-	// 7–12: orphaned.
+// date records an orphan's orphaned-since (docs/spec.md#rule-orphaned-since)
+// and the marks that come with it; the dating's note opens its reason.
+func (c *classifier) date(f *facts, d *Decision, since *time.Time) {
+	ev := OrphanedSince(f.cl, f.atts, c.condTrusted, c.now)
 	if ev.Known {
 		*since = ev.At
 		d.OrphanedSince = since
@@ -206,7 +112,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 		d.Marks.OrphanedSince, d.Marks.OrphanedSinceValue = Set, ev.MarkValue
 	}
 	if ev.UsedAfterMark {
-		d.Marks.Attempts = removeIf(hasAttempts)
+		d.Marks.Attempts = removeIf(f.hasAttempts)
 	}
 	if ev.LastUsed {
 		d.Marks.LastUsed, d.Marks.LastUsedValue = Set, ev.LastUsedValue
@@ -214,7 +120,6 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 	if ev.Note != "" {
 		d.Reason = ev.Note
 	}
-	return true
 }
 
 // recordUse writes down the use of cl seen now as its last-used
@@ -415,132 +320,17 @@ func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted
 	return out
 }
 
-// orphan decides among states 7–12 for a claim that use found orphaned.
+// orphan decides states 7–12 (the rules of StateRules after lifeRules) for a
+// claim that use found orphaned: the first rule that matches decides.
 func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
-	since := d.OrphanedSince // nil: not known yet
-	note := d.Reason
+	f := facts{cl: cl, since: d.OrphanedSince, note: d.Reason}
 	d.Reason = ""
-	// One walk over the snapshots whose source has this claim's name finds
-	// the rescue and the janitor's own pending snapshot of this orphan
-	// period.
-	var rescue, own, behind *inventory.Snapshot
-	if head, ok := c.ix.bySource[nsName{cl.Namespace, cl.Name}]; ok {
-		for j := head; j >= 0; j = c.ix.snapNext[j] {
-			s := c.ix.snaps[j]
-			if s.SourceUID != "" && s.SourceUID != cl.UID {
-				continue // another claim of the same name
-			}
-			if s.DeletionTimestamp != nil {
-				continue
-			}
-			if ok, _ := Intact(s, c.inv.Contents); ok {
-				switch {
-				case c.rescues(s, cl, since):
-					if rescue == nil || newerCut(s, rescue) {
-						rescue = s
-					}
-				case c.ownBehind(s, cl, since) && (behind == nil || newerCut(s, behind)):
-					behind = s
-				}
-				continue
-			}
-			if s.ManagedByJanitor && s.SourceUID == cl.UID && !s.Superseded && c.current(s, since) &&
-				(own == nil || newerSnap(s, own)) {
-				own = s
-			}
+	c.copiesOf(&f)
+	for i := lifeRules; i < len(StateRules); i++ {
+		if StateRules[i].match(c, &f, d) {
+			return
 		}
 	}
-
-	// docs/spec.md#rule-rescued.
-	if rescue != nil {
-		d.State = Rescued
-		d.Snapshot = rescue
-		c.startReason("rescued by snapshot ", cl.Namespace, rescue.Name)
-		c.buf = append(c.buf, " (intact, cut "...)
-		c.buf = appendTime(c.buf, CutTime(rescue))
-		c.buf = append(c.buf, ')')
-		d.Reason = c.withNote(note)
-		return
-	}
-
-	// docs/spec.md#rule-superseded.
-	if d.Workspace != "" && c.superseded(d, cl, since) {
-		return
-	}
-
-	// docs/spec.md#rule-snapshot-failed, docs/spec.md#rule-snapshotting.
-	if own != nil && own.Error != nil {
-		d.Snapshot = own
-		d.State = SnapshotFailed
-		c.startReason("snapshot ", cl.Namespace, own.Name)
-		c.buf = append(c.buf, " failed: "...)
-		msg := own.Error.Message
-		if msg == "" {
-			msg = "status.error without a message"
-		}
-		c.buf = append(c.buf, msg...)
-		d.Reason = c.withNote(note)
-		return
-	}
-	// docs/spec.md#rescue-behind-clock: the janitor's own rescue of this
-	// period, cut too close to orphaned-since for the clocks' margin, is
-	// reported and replaced, never left Orphaned in silence.
-	if behind != nil {
-		d.Snapshot = behind
-		d.State = SnapshotFailed
-		d.CutBehind = true
-		c.startReason("snapshot ", cl.Namespace, behind.Name)
-		c.buf = append(c.buf, ": cut "...)
-		c.buf = appendTime(c.buf, CutTime(behind))
-		c.buf = append(c.buf, " is within --clock-skew "...)
-		c.buf = append(c.buf, c.p.ClockSkew.String()...)
-		c.buf = append(c.buf, " of orphaned-since "...)
-		c.buf = appendTime(c.buf, *since)
-		c.buf = append(c.buf, ": not trusted as the rescue; the next attempt takes a new one"...)
-		d.Reason = c.withNote(note)
-		return
-	}
-	if n, next, ok := attemptRecord(cl); ok && n > 0 && c.now.Before(next) {
-		d.State = SnapshotFailed
-		c.buf = append(c.buf[:0], strconv.Itoa(n)...)
-		c.buf = append(c.buf, " snapshot attempts failed; the next is due at "...)
-		c.buf = appendTime(c.buf, next)
-		d.Reason = c.withNote(note)
-		return
-	}
-	if own != nil {
-		d.Snapshot = own
-		d.State = Snapshotting
-		c.startReason("snapshot ", cl.Namespace, own.Name)
-		if own.ReadyToUse {
-			_, why := Intact(own, c.inv.Contents)
-			c.buf = append(c.buf, " is ready but not intact: "...)
-			c.buf = append(c.buf, why...)
-		} else {
-			c.buf = append(c.buf, " is not ready yet"...)
-		}
-		d.Reason = c.withNote(note)
-		return
-	}
-
-	// docs/spec.md#rule-grace, docs/spec.md#rule-orphaned.
-	c.buf = append(c.buf[:0], orphanReason...)
-	switch {
-	case since == nil:
-		d.State = Grace
-		c.buf = append(c.buf, "; orphaned-since not known yet, marking it now"...)
-	case c.now.Sub(*since) < c.p.GracePeriod:
-		d.State = Grace
-		c.buf = append(c.buf, "; orphaned since "...)
-		c.buf = appendTime(c.buf, *since)
-		c.buf = append(c.buf, ", within the grace period of "...)
-		c.buf = append(c.buf, c.p.GracePeriod.String()...)
-	default:
-		d.State = Orphaned
-		c.buf = append(c.buf, "; orphaned since "...)
-		c.buf = appendTime(c.buf, *since)
-	}
-	d.Reason = c.withNote(note)
 }
 
 // startReason starts a reason in c.buf: prefix, then namespace/name.

@@ -124,68 +124,27 @@ func counts(cl *inventory.Claim, d *Decision, condTrusted bool) string {
 	return "the janitor's mark"
 }
 
-// rules walks the states of docs/spec.md#states in order: the ones before the claim's state
-// did not match (and why), the claim's state did, the rest were not reached.
+// rules walks the state rules (StateRules) in order: the ones before the
+// claim's state did not match (and why), the claim's state did, the rest
+// were not reached.
 func (c *classifier) rules(d *Decision) []Rule {
-	out := make([]Rule, 0, len(States))
+	out := make([]Rule, 0, len(StateRules))
 	reached := true
-	for i, s := range States {
+	for i := range StateRules {
+		s := StateRules[i].State
 		r := Rule{Number: i + 1, State: s}
 		switch {
 		case s == d.State:
 			r.Matched, r.Why = true, d.Reason
 			reached = false
 		case reached:
-			r.Why = c.whyNot(s, d)
+			r.Why = StateRules[i].not(c, d)
 		default:
 			r.Why = "not reached: an earlier rule matched"
 		}
 		out = append(out, r)
 	}
 	return out
-}
-
-// whyNot says why a state before the claim's own did not match.
-func (c *classifier) whyNot(s State, d *Decision) string {
-	cl := d.Claim
-	switch s {
-	case Terminating:
-		return "no deletionTimestamp"
-	case Held:
-		return "no " + inventory.KeyHold + "=true label or annotation"
-	case Unbound:
-		return "phase Bound"
-	case InUse:
-		w := "no pod, owner, StatefulSet template or workload names it"
-		if u := cl.Unused; u != nil {
-			w += "; Unused condition " + u.Status
-		}
-		return w
-	case Young:
-		return "created " + cl.CreationTimestamp.UTC().Format(time.RFC3339) + ", older than min-age " + c.p.MinAge.String()
-	case Attached:
-		if cl.VolumeName == "" {
-			return "no volume"
-		}
-		return "no VolumeAttachment of volume " + cl.VolumeName + " is attached"
-	case Rescued:
-		if c.p.ClockSkew > 0 {
-			return "no intact snapshot of this claim cut at or after its orphaned-since plus --clock-skew " + c.p.ClockSkew.String() + " (see snapshots)"
-		}
-		return "no intact snapshot of this claim cut at or after its orphaned-since (see snapshots)"
-	case Superseded:
-		if d.Workspace == "" {
-			return "no workspace: supersession needs the workspace label"
-		}
-		return "no newer claim of workspace " + d.Workspace + " and no snapshot of it with data after this claim's orphaned-since"
-	case SnapshotFailed:
-		return "no failed snapshot of the janitor's for this orphan period and no attempt record holding the next attempt back"
-	case Snapshotting:
-		return "no snapshot of the janitor's in progress for this orphan period"
-	case Grace:
-		return "orphaned since " + d.OrphanedSince.UTC().Format(time.RFC3339) + ", longer than the grace period " + c.p.GracePeriod.String()
-	}
-	return ""
 }
 
 // snapshotEvidence lists the snapshots of the claim's name and of its

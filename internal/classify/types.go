@@ -31,8 +31,13 @@ const (
 )
 
 // States lists every state in precedence order.
-var States = []State{Terminating, Held, Unbound, InUse, Young, Attached, Rescued,
-	Superseded, SnapshotFailed, Snapshotting, Grace, Orphaned}
+var States = func() []State {
+	out := make([]State, len(StateRules))
+	for i, r := range StateRules {
+		out[i] = r.State
+	}
+	return out
+}()
 
 // Policy is the part of the configuration that classification depends on.
 type Policy struct {

@@ -141,31 +141,23 @@ func (r *GuardResult) Problems() []string {
 }
 
 // AtRisk says whether tearing the cluster down would lose the data of the
-// claim decided by d (docs/spec.md#guard), and why. Every state but Terminating,
-// Unbound and Rescued holds data that a teardown would lose: InUse and Young
-// claims hold live data (stop the workspaces first), Held claims are kept by
-// an operator, the others have no durable snapshot. A Rescued claim is at
+// claim decided by d (docs/spec.md#guard), and why: the state rule's
+// Teardown (classify.StateRules). Every state but Terminating, Unbound and
+// Rescued holds data that a teardown would lose: InUse and Young claims
+// hold live data (stop the workspaces first), Held claims are kept by an
+// operator, the others have no durable snapshot. A Rescued claim is at
 // risk while its rescue is not intact, or while its content has
 // deletionPolicy Delete (the teardown may delete the backing snapshot too)
 // unless allowDeletePolicy.
 func AtRisk(d *classify.Decision, inv *inventory.Inventory, allowDeletePolicy bool) (bool, string) {
-	switch d.State {
-	case classify.InUse:
-		return true, "in use: live data (stop the workspace first)"
-	case classify.Young:
-		return true, "young: it may be about to be used (stop the workspace first)"
-	case classify.Held:
-		return true, "held by an operator: a teardown would not keep it"
-	case classify.Grace, classify.Orphaned, classify.Snapshotting, classify.SnapshotFailed,
-		classify.Attached, classify.Superseded:
-		return true, "its data has no durable snapshot"
-	case classify.Rescued:
+	if d.State == classify.Rescued {
 		if d.Snapshot == nil {
 			return true, "rescued without a known snapshot"
 		}
 		return SnapshotAtRisk(d.Snapshot, inv, allowDeletePolicy)
 	}
-	return false, ""
+	why := classify.RuleFor(d.State).Teardown
+	return why != "", why
 }
 
 // SnapshotAtRisk says whether a teardown could lose the rescue s: it is

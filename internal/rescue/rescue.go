@@ -130,13 +130,9 @@ func (o Outcome) Failed() bool { return o.Action == ActionFailed || o.Action == 
 func Targets(ds []classify.Decision, superseded string) []int {
 	var out []int
 	for i := range ds {
-		switch ds[i].State {
-		case classify.Orphaned, classify.Snapshotting, classify.SnapshotFailed:
+		st := ds[i].State
+		if classify.RuleFor(st).Rescue || (st == classify.Superseded && superseded == SupersededArchive) {
 			out = append(out, i)
-		case classify.Superseded:
-			if superseded == SupersededArchive {
-				out = append(out, i)
-			}
 		}
 	}
 	return out

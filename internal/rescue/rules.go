@@ -153,16 +153,16 @@ func stillTarget(ds []classify.Decision, uid types.UID, superseded string) (*cla
 		if d.Claim.UID != uid {
 			continue
 		}
-		switch d.State {
-		case classify.Orphaned, classify.Snapshotting, classify.SnapshotFailed:
+		switch {
+		case classify.RuleFor(d.State).Rescue:
 			return d, true, ""
-		case classify.Rescued:
+		case d.State == classify.Rescued:
 			// By its own snapshot, which became ready since the scan: the
 			// wait for it (no create) verifies that it is intact.
 			if s := d.Snapshot; s != nil && s.ManagedByJanitor && s.SourceUID == uid {
 				return d, true, ""
 			}
-		case classify.Superseded:
+		case d.State == classify.Superseded:
 			if superseded == SupersededArchive {
 				return d, true, ""
 			}

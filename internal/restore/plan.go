@@ -209,8 +209,7 @@ func conflicts(r Request, name string, s *Snapshot, claims []Claim, snaps []Snap
 		if c.Workspace != s.Workspace {
 			continue
 		}
-		switch c.State {
-		case classify.InUse, classify.Attached:
+		if classify.RuleFor(c.State).Live {
 			return refuse("claim %s/%s of workspace %s is %s: restore beside it with --allow-older (and --as)", r.Namespace, c.Name, s.Workspace, c.State)
 		}
 		newest, what := c.Created, "created"

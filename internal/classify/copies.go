@@ -1,0 +1,188 @@
+package classify
+
+import (
+	"strconv"
+	"time"
+)
+
+// Rules 7–12 of docs/spec.md#states (StateRules): an orphan's state, decided on
+// its copies once every claim's orphaned-since is known (copiesOf gathers
+// them). Each match function writes the whole decision when its rule
+// matches, its reason ending with the dating's note; each not function is
+// explain's reason when it does not.
+
+// copiesOf fills f with the orphan's copies: one walk over the snapshots
+// whose source has the claim's name finds the rescue, the janitor's own
+// snapshot of this orphan period that is not intact yet, and its own
+// intact one cut behind the clocks' margin.
+func (c *classifier) copiesOf(f *facts) {
+	cl := f.cl
+	head, ok := c.ix.bySource[nsName{cl.Namespace, cl.Name}]
+	if !ok {
+		return
+	}
+	for j := head; j >= 0; j = c.ix.snapNext[j] {
+		s := c.ix.snaps[j]
+		if s.SourceUID != "" && s.SourceUID != cl.UID {
+			continue // another claim of the same name
+		}
+		if s.DeletionTimestamp != nil {
+			continue
+		}
+		if ok, _ := Intact(s, c.inv.Contents); ok {
+			switch {
+			case c.rescues(s, cl, f.since):
+				if f.rescue == nil || newerCut(s, f.rescue) {
+					f.rescue = s
+				}
+			case c.ownBehind(s, cl, f.since) && (f.behind == nil || newerCut(s, f.behind)):
+				f.behind = s
+			}
+			continue
+		}
+		if s.ManagedByJanitor && s.SourceUID == cl.UID && !s.Superseded && c.current(s, f.since) &&
+			(f.own == nil || newerSnap(s, f.own)) {
+			f.own = s
+		}
+	}
+}
+
+// rescued is docs/spec.md#rule-rescued.
+func (c *classifier) rescued(f *facts, d *Decision) bool {
+	if f.rescue == nil {
+		return false
+	}
+	d.State = Rescued
+	d.Snapshot = f.rescue
+	c.startReason("rescued by snapshot ", f.cl.Namespace, f.rescue.Name)
+	c.buf = append(c.buf, " (intact, cut "...)
+	c.buf = appendTime(c.buf, CutTime(f.rescue))
+	c.buf = append(c.buf, ')')
+	d.Reason = c.withNote(f.note)
+	return true
+}
+
+func (c *classifier) notRescued(*Decision) string {
+	if c.p.ClockSkew > 0 {
+		return "no intact snapshot of this claim cut at or after its orphaned-since plus --clock-skew " + c.p.ClockSkew.String() + " (see snapshots)"
+	}
+	return "no intact snapshot of this claim cut at or after its orphaned-since (see snapshots)"
+}
+
+// supersededRule is docs/spec.md#rule-superseded (superseded decides it).
+func (c *classifier) supersededRule(f *facts, d *Decision) bool {
+	return d.Workspace != "" && c.superseded(d, f.cl, f.since)
+}
+
+func notSuperseded(_ *classifier, d *Decision) string {
+	if d.Workspace == "" {
+		return "no workspace: supersession needs the workspace label"
+	}
+	return "no newer claim of workspace " + d.Workspace + " and no snapshot of it with data after this claim's orphaned-since"
+}
+
+// snapshotFailed is docs/spec.md#rule-snapshot-failed: the janitor's own
+// snapshot of this period failed; or its own intact rescue of this period
+// is cut too close to orphaned-since for the clocks' margin
+// (docs/spec.md#rescue-behind-clock: reported and replaced, never left
+// Orphaned in silence); or the attempt record holds the next attempt back.
+func (c *classifier) snapshotFailed(f *facts, d *Decision) bool {
+	cl := f.cl
+	switch {
+	case f.own != nil && f.own.Error != nil:
+		d.Snapshot = f.own
+		c.startReason("snapshot ", cl.Namespace, f.own.Name)
+		c.buf = append(c.buf, " failed: "...)
+		msg := f.own.Error.Message
+		if msg == "" {
+			msg = "status.error without a message"
+		}
+		c.buf = append(c.buf, msg...)
+	case f.behind != nil:
+		d.Snapshot = f.behind
+		d.CutBehind = true
+		c.startReason("snapshot ", cl.Namespace, f.behind.Name)
+		c.buf = append(c.buf, ": cut "...)
+		c.buf = appendTime(c.buf, CutTime(f.behind))
+		c.buf = append(c.buf, " is within --clock-skew "...)
+		c.buf = append(c.buf, c.p.ClockSkew.String()...)
+		c.buf = append(c.buf, " of orphaned-since "...)
+		c.buf = appendTime(c.buf, *f.since)
+		c.buf = append(c.buf, ": not trusted as the rescue; the next attempt takes a new one"...)
+	default:
+		n, next, ok := attemptRecord(cl)
+		if !ok || n <= 0 || !c.now.Before(next) {
+			return false
+		}
+		c.buf = append(c.buf[:0], strconv.Itoa(n)...)
+		c.buf = append(c.buf, " snapshot attempts failed; the next is due at "...)
+		c.buf = appendTime(c.buf, next)
+	}
+	d.State = SnapshotFailed
+	d.Reason = c.withNote(f.note)
+	return true
+}
+
+func notSnapshotFailed(*classifier, *Decision) string {
+	return "no failed snapshot of the janitor's for this orphan period and no attempt record holding the next attempt back"
+}
+
+// snapshotting is docs/spec.md#rule-snapshotting: the janitor's own
+// snapshot of this period is not intact yet.
+func (c *classifier) snapshotting(f *facts, d *Decision) bool {
+	if f.own == nil {
+		return false
+	}
+	d.Snapshot = f.own
+	d.State = Snapshotting
+	c.startReason("snapshot ", f.cl.Namespace, f.own.Name)
+	if f.own.ReadyToUse {
+		_, why := Intact(f.own, c.inv.Contents)
+		c.buf = append(c.buf, " is ready but not intact: "...)
+		c.buf = append(c.buf, why...)
+	} else {
+		c.buf = append(c.buf, " is not ready yet"...)
+	}
+	d.Reason = c.withNote(f.note)
+	return true
+}
+
+func notSnapshotting(*classifier, *Decision) string {
+	return "no snapshot of the janitor's in progress for this orphan period"
+}
+
+// grace is docs/spec.md#rule-grace: orphaned for less than the grace
+// period, or since a moment not known yet (the mark is written now).
+func (c *classifier) grace(f *facts, d *Decision) bool {
+	c.buf = append(c.buf[:0], orphanReason...)
+	switch {
+	case f.since == nil:
+		c.buf = append(c.buf, "; orphaned-since not known yet, marking it now"...)
+	case c.now.Sub(*f.since) < c.p.GracePeriod:
+		c.buf = append(c.buf, "; orphaned since "...)
+		c.buf = appendTime(c.buf, *f.since)
+		c.buf = append(c.buf, ", within the grace period of "...)
+		c.buf = append(c.buf, c.p.GracePeriod.String()...)
+	default:
+		return false
+	}
+	d.State = Grace
+	d.Reason = c.withNote(f.note)
+	return true
+}
+
+func (c *classifier) notGrace(d *Decision) string {
+	return "orphaned since " + d.OrphanedSince.UTC().Format(time.RFC3339) + ", longer than the grace period " + c.p.GracePeriod.String()
+}
+
+// orphaned is docs/spec.md#rule-orphaned: every other orphan.
+func (c *classifier) orphaned(f *facts, d *Decision) bool {
+	d.State = Orphaned
+	c.buf = append(c.buf[:0], orphanReason...)
+	c.buf = append(c.buf, "; orphaned since "...)
+	c.buf = appendTime(c.buf, *f.since)
+	d.Reason = c.withNote(f.note)
+	return true
+}
+
+func notOrphaned(*classifier, *Decision) string { return "" }

@@ -1,0 +1,99 @@
+package classify
+
+import (
+	"time"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// StateRules are the state rules of docs/spec.md#states, as data: one row per
+// state, in the order they are tried; the first that matches decides. A
+// row names the state, what the state means to the steps that act on a
+// claim (restore, rescue, guard read it here instead of restating it), the
+// function that decides whether a claim is in it (and, when it is, writes
+// the decision's reason, snapshot and marks), and the function that says
+// why it did not match (explain).
+//
+// Rules 1–6 (life.go) are decided on the claim, its users and its volume;
+// a claim none of them matches is an orphan, and rules 7–12 (copies.go) are
+// decided on its copies once every claim's orphaned-since is known.
+//
+// To add a state rule: a row here, its two functions beside their
+// neighbours, a row in TestClassify, and docs/spec.md#states (TestRules
+// checks the table against States and the contract's list).
+var StateRules = [...]StateRule{
+	{State: Terminating, match: (*classifier).terminating, not: notTerminating},
+	{State: Held, match: (*classifier).held, not: notHeld,
+		Teardown: "held by an operator: a teardown would not keep it"},
+	{State: Unbound, match: (*classifier).unbound, not: notUnbound},
+	{State: InUse, match: (*classifier).inUse, not: notInUse, Live: true,
+		Teardown: "in use: live data (stop the workspace first)"},
+	{State: Young, match: (*classifier).young, not: (*classifier).notYoung,
+		Teardown: "young: it may be about to be used (stop the workspace first)"},
+	{State: Attached, match: (*classifier).attached, not: notAttached, Live: true, Teardown: noCopy},
+	{State: Rescued, match: (*classifier).rescued, not: (*classifier).notRescued},
+	{State: Superseded, match: (*classifier).supersededRule, not: notSuperseded, Teardown: noCopy},
+	{State: SnapshotFailed, match: (*classifier).snapshotFailed, not: notSnapshotFailed, Rescue: true, Teardown: noCopy},
+	{State: Snapshotting, match: (*classifier).snapshotting, not: notSnapshotting, Rescue: true, Teardown: noCopy},
+	{State: Grace, match: (*classifier).grace, not: (*classifier).notGrace, Teardown: noCopy},
+	{State: Orphaned, match: (*classifier).orphaned, not: notOrphaned, Rescue: true, Teardown: noCopy},
+}
+
+// noCopy is why a teardown would lose an orphan's data.
+const noCopy = "its data has no durable snapshot"
+
+// lifeRules is how many of StateRules are decided before the orphans' copies
+// are looked at (rules 1–6).
+const lifeRules = 6
+
+// A StateRule is one state rule (StateRules).
+type StateRule struct {
+	State State
+	// Live: the claim is in use now (a pod, or its volume attached): a
+	// restore beside it needs --allow-older.
+	Live bool
+	// Rescue: the rescue pipeline snapshots a claim in this state (and a
+	// Superseded one under --superseded archive).
+	Rescue bool
+	// Teardown is why tearing the cluster down would lose the claim's data
+	// (guard); "" when it would not, and for Rescued, where that depends on
+	// its rescue.
+	Teardown string
+
+	// match decides whether the claim is in this state and, when it is,
+	// writes the decision's state, reason, snapshot and marks.
+	match func(c *classifier, f *facts, d *Decision) bool
+	// not says why the claim is not in this state (explain, for the rules
+	// before the one that matched).
+	not func(c *classifier, d *Decision) string
+}
+
+// RuleFor is the row of StateRules for state s (the zero StateRule for a
+// state that is none of them).
+func RuleFor(s State) StateRule {
+	for _, r := range StateRules {
+		if r.State == s {
+			return r
+		}
+	}
+	return StateRule{State: s}
+}
+
+// facts are what the state rules of one claim are decided on: gathered once, in
+// the order the rules need them.
+type facts struct {
+	cl          *inventory.Claim
+	refs        []inventory.Referrer
+	usedNow     bool // a referrer, or the Unused condition False
+	hasPhase    bool // the phase label is set
+	hasMark     bool // the orphaned-since mark is set
+	hasAttempts bool // the attempt record is set
+	atts        []inventory.Attachment
+	// For rules 7–12: the orphan's orphaned-since (nil: not known yet),
+	// the dating's note, and its copies: the newest rescue, the janitor's
+	// own snapshot of this orphan period that is not intact yet, and its
+	// own intact one cut behind the clocks' margin.
+	since               *time.Time
+	note                string
+	rescue, own, behind *inventory.Snapshot
+}
