@@ -72,6 +72,8 @@ type classifier struct {
 	// buf is scratch space for reasons: each reason costs one allocation,
 	// the final string.
 	buf []byte
+	// f is the facts of the claim being decided (use, orphan).
+	f facts
 }
 
 // use decides states 1–6 (the first lifeRules of StateRules) and, for a claim
@@ -83,7 +85,10 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 		d.Workspace = cl.Labels.Workspace
 	}
 	_, hasMark := cl.Annotations[inventory.AnnotationOrphanedSince]
-	f := facts{cl: cl, hasPhase: cl.Labels.HasPhase, hasMark: hasMark, hasAttempts: hasAttemptRecord(cl)}
+	// One facts value for every claim (the rules take a pointer to it,
+	// which would otherwise cost an allocation per claim).
+	c.f = facts{cl: cl, hasPhase: cl.Labels.HasPhase, hasMark: hasMark, hasAttempts: hasAttemptRecord(cl)}
+	f := &c.f
 	if cl.DeletionTimestamp == nil {
 		f.refs = c.referrers(cl)
 		f.usedNow = len(f.refs) > 0 || (cl.Unused != nil && cl.Unused.Status == "False")
@@ -92,11 +97,11 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 		f.atts = c.inv.Attachments[cl.VolumeName]
 	}
 	for i := range StateRules[:lifeRules] {
-		if StateRules[i].match(c, &f, d) {
+		if StateRules[i].match(c, f, d) {
 			return false
 		}
 	}
-	c.date(&f, d, since)
+	c.date(f, d, since)
 	return true
 }
 
@@ -323,11 +328,12 @@ func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted
 // orphan decides states 7–12 (the rules of StateRules after lifeRules) for a
 // claim that use found orphaned: the first rule that matches decides.
 func (c *classifier) orphan(d *Decision, cl *inventory.Claim) {
-	f := facts{cl: cl, since: d.OrphanedSince, note: d.Reason}
+	c.f = facts{cl: cl, since: d.OrphanedSince, note: d.Reason}
+	f := &c.f
 	d.Reason = ""
-	c.copiesOf(&f)
+	c.copiesOf(f)
 	for i := lifeRules; i < len(StateRules); i++ {
-		if StateRules[i].match(c, &f, d) {
+		if StateRules[i].match(c, f, d) {
 			return
 		}
 	}
