@@ -144,6 +144,27 @@ func (w *chaosWorld) watchSnapshots(ctx context.Context) {
 	}
 }
 
+// foreignRescueLocked names the backup tool's snapshot a reaped claim
+// relies on when no intact snapshot of it is the janitor's: the bytes check
+// restores from it by name. "" otherwise. Called with mu held.
+func (w *chaosWorld) foreignRescueLocked(claim string, snaps []truthSnap) string {
+	c := w.claims[claim]
+	if c == nil {
+		return ""
+	}
+	foreign := ""
+	for _, s := range snaps {
+		if !s.Intact || !c.truth.of(s) {
+			continue
+		}
+		if !w.foreign[s.Name] {
+			return ""
+		}
+		foreign = s.Name
+	}
+	return foreign
+}
+
 // seenSnap is a snapshot the watch saw ready.
 type seenSnap struct {
 	name, source string
@@ -214,7 +235,16 @@ func (w *chaosWorld) pickRestoreLocked(snaps []truthSnap) (restoreCase, bool) {
 		if c == nil || w.archived[name] || w.retired[name] || w.restoredOnce[name] {
 			continue
 		}
-		s, ok := c.truth.rescueAfter(snaps, c.truth.Created)
+		// The janitor's copies only: a backup tool's has no claim
+		// template, and a restore without one is labelled with the
+		// workspace alone (outside the runs' selector).
+		var own []truthSnap
+		for _, x := range snaps {
+			if !w.foreign[x.Name] {
+				own = append(own, x)
+			}
+		}
+		s, ok := c.truth.rescueAfter(own, c.truth.Created)
 		if !ok {
 			continue
 		}

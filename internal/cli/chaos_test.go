@@ -1652,7 +1652,7 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 			fail("%s: Event %s %q on outsider %s", when, e.Reason, e.Message, e.InvolvedObject.Name)
 		}
 	}
-	w.checkBytes(fail, when)
+	w.checkBytes(fail, when, snaps)
 	w.maybeRestore(snaps)
 	w.archive(snaps)
 	w.collectContents()
@@ -1669,7 +1669,7 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 // (see bytesFigures.CutSecond). Claims the test retired
 // and those discarded without a rescue (--superseded=discard) are not
 // restored. The restores use a direct client, after the iteration's runs.
-func (w *chaosWorld) checkBytes(fail func(string, ...any), when string) {
+func (w *chaosWorld) checkBytes(fail func(string, ...any), when string, snaps []truthSnap) {
 	type reaped struct {
 		name string
 		at   time.Time
@@ -1700,8 +1700,9 @@ func (w *chaosWorld) checkBytes(fail func(string, ...any), when string) {
 			return w.f.UnusedCondition || seen
 		})
 		w.bytesDone[r.name] = true
+		from := w.foreignRescueLocked(r.name, snaps)
 		w.mu.Unlock()
-		why, err := w.bytes.verify(r.name, gens, held)
+		why, err := w.bytes.verifyFrom(r.name, from, gens, held)
 		if err != nil {
 			fail("%s: bytes: %v", when, err)
 		}

@@ -419,6 +419,14 @@ func bytesEvery(long bool) int {
 // its volume) and waited for until gone, so no run of the janitor ever
 // sees it.
 func (b *bytesCheck) verify(claim string, gens, held []generation) (string, error) {
+	return b.verifyFrom(claim, "", gens, held)
+}
+
+// verifyFrom is verify restoring from the named snapshot of the claim
+// (restore's --from) when from is set: a snapshot that is not the
+// janitor's (a backup tool's) has no claim template, so a restore by claim
+// name does not find it.
+func (b *bytesCheck) verifyFrom(claim, from string, gens, held []generation) (string, error) {
 	b.seen++
 	if (b.seen-1)%b.every != 0 {
 		b.fig.NotSampled++
@@ -428,8 +436,11 @@ func (b *bytesCheck) verify(claim string, gens, held []generation) (string, erro
 	start := time.Now()
 	defer func() { b.fig.time += time.Since(start); b.fig.Time = b.fig.time.Round(10 * time.Millisecond).String() }()
 	as := fmt.Sprintf("%s%s-%d", restorePrefix, claim, b.seen)
-	out, err := restore.Do(ctx, b.c, restore.Request{Namespace: b.ns, Claim: claim, As: as, AllowOlder: true,
-		StorageClass: testenv.ProvisionedStorageClassName}, restore.Options{
+	req := restore.Request{Namespace: b.ns, Claim: claim, As: as, AllowOlder: true, StorageClass: testenv.ProvisionedStorageClassName}
+	if from != "" {
+		req.Claim, req.From, req.Size = "", from, "1Gi"
+	}
+	out, err := restore.Do(ctx, b.c, req, restore.Options{
 		Policy:  classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
 		Timeout: time.Minute, Poll: 50 * time.Millisecond,
 	})
@@ -441,7 +452,7 @@ func (b *bytesCheck) verify(claim string, gens, held []generation) (string, erro
 		return "", fmt.Errorf("restore %s as %s: not bound: %s", claim, as, out.Message)
 	}
 	b.fig.Restores++
-	from := out.Plan.Snapshot.Name
+	from = out.Plan.Snapshot.Name
 	cut := classify.CutTime(&out.Plan.Snapshot.Snapshot)
 	if b.cutOffset != nil {
 		cut = cut.Add(-b.cutOffset(claim)) // the storage clock's offset, taken out
