@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -62,6 +63,10 @@ func (c *classifier) rescued(f *facts, d *Decision) bool {
 	return true
 }
 
+func (c *classifier) thenRescued(d *Decision) Next {
+	return Next{Action: "deleted by the next reap or run (rescued by " + snapName(d) + ")", Earliest: c.at(c.graceEnd(d))}
+}
+
 func (c *classifier) notRescued(*Decision) string {
 	if c.p.ClockSkew > 0 {
 		return "no intact snapshot of this claim cut at or after its orphaned-since plus --clock-skew " + c.p.ClockSkew.String() + " (see snapshots)"
@@ -72,6 +77,13 @@ func (c *classifier) notRescued(*Decision) string {
 // supersededRule is docs/spec.md#rule-superseded (superseded decides it).
 func (c *classifier) supersededRule(f *facts, d *Decision) bool {
 	return d.Workspace != "" && c.superseded(d, f.cl, f.since)
+}
+
+func thenSuperseded(_ *classifier, d *Decision) Next {
+	if d.Discard {
+		return Next{Action: "kept under --superseded=keep; deleted without a snapshot under discard (" + d.DiscardReason + "); archived then deleted under archive"}
+	}
+	return Next{Action: "kept under --superseded=keep and discard (" + d.DiscardReason + "); archived then deleted under archive"}
 }
 
 func notSuperseded(_ *classifier, d *Decision) string {
@@ -123,6 +135,13 @@ func (c *classifier) snapshotFailed(f *facts, d *Decision) bool {
 	return true
 }
 
+func (c *classifier) thenSnapshotFailed(d *Decision) Next {
+	if n, t, ok := attemptRecord(d.Claim); ok {
+		return Next{Action: fmt.Sprintf("another snapshot attempt (%d failed so far)", n), Earliest: c.at(t)}
+	}
+	return Next{Action: "the failed snapshot is deleted and the rescue tried again by the next snapshot or run"}
+}
+
 func notSnapshotFailed(*classifier, *Decision) string {
 	return "no failed snapshot of the janitor's for this orphan period and no attempt record holding the next attempt back"
 }
@@ -145,6 +164,10 @@ func (c *classifier) snapshotting(f *facts, d *Decision) bool {
 	}
 	d.Reason = c.withNote(f.note)
 	return true
+}
+
+func thenSnapshotting(_ *classifier, d *Decision) Next {
+	return Next{Action: "the next snapshot or run waits for snapshot " + snapName(d) + " to become ready"}
 }
 
 func notSnapshotting(*classifier, *Decision) string {
@@ -171,6 +194,10 @@ func (c *classifier) grace(f *facts, d *Decision) bool {
 	return true
 }
 
+func (c *classifier) thenGrace(d *Decision) Next {
+	return Next{Action: fmt.Sprintf("rescued (snapshot) when the grace period of %s ends", c.p.GracePeriod), Earliest: c.at(c.graceEnd(d))}
+}
+
 func (c *classifier) notGrace(d *Decision) string {
 	return "orphaned since " + d.OrphanedSince.UTC().Format(time.RFC3339) + ", longer than the grace period " + c.p.GracePeriod.String()
 }
@@ -183,6 +210,10 @@ func (c *classifier) orphaned(f *facts, d *Decision) bool {
 	c.buf = appendTime(c.buf, *f.since)
 	d.Reason = c.withNote(f.note)
 	return true
+}
+
+func (c *classifier) thenOrphaned(*Decision) Next {
+	return Next{Action: "rescued (snapshot) by the next snapshot or run", Earliest: c.at(c.now)}
 }
 
 func notOrphaned(*classifier, *Decision) string { return "" }

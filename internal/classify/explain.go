@@ -1,7 +1,6 @@
 package classify
 
 import (
-	"fmt"
 	"sort"
 	"time"
 
@@ -102,7 +101,7 @@ func Explain(inv *inventory.Inventory, p Policy, now time.Time, k inventory.Key)
 	e.Rules = c.rules(d)
 	e.Snapshots = c.snapshotEvidence(d)
 	e.OtherClaims = otherClaims(inv, ds, idx)
-	e.Next = next(d, p, now)
+	e.Next = c.next(d)
 	return e, true
 }
 
@@ -225,53 +224,33 @@ func otherClaims(inv *inventory.Inventory, ds []Decision, idx int) []OtherClaim 
 	return out
 }
 
-// next is what the janitor does with the claim next, and from when.
-func next(d *Decision, p Policy, now time.Time) Next {
-	cl := d.Claim
-	at := func(t time.Time) *time.Time {
-		if t.Before(now) {
-			t = now
-		}
-		t = t.UTC()
-		return &t
-	}
-	var graceEnd time.Time
-	if d.OrphanedSince != nil {
-		graceEnd = d.OrphanedSince.Add(p.GracePeriod)
-	} else if d.Marks.OrphanedSince == Set {
-		graceEnd = d.Marks.OrphanedSinceValue.Add(p.GracePeriod)
-	}
-	switch d.State {
-	case Terminating:
-		return Next{Action: "none: the claim is being deleted"}
-	case Held:
-		return Next{Action: "none while it is held"}
-	case Unbound:
-		return Next{Action: "none until it is Bound"}
-	case InUse, Attached:
-		return Next{Action: "none while it is in use; once unused it is marked, then rescued after the grace period " + p.GracePeriod.String()}
-	case Young:
-		return Next{Action: "classified again once older than min-age", Earliest: at(cl.CreationTimestamp.Add(p.MinAge))}
-	case Grace:
-		return Next{Action: fmt.Sprintf("rescued (snapshot) when the grace period of %s ends", p.GracePeriod), Earliest: at(graceEnd)}
-	case Orphaned:
-		return Next{Action: "rescued (snapshot) by the next snapshot or run", Earliest: at(now)}
-	case Snapshotting:
-		return Next{Action: "the next snapshot or run waits for snapshot " + snapName(d) + " to become ready"}
-	case SnapshotFailed:
-		if n, t, ok := attemptRecord(cl); ok {
-			return Next{Action: fmt.Sprintf("another snapshot attempt (%d failed so far)", n), Earliest: at(t)}
-		}
-		return Next{Action: "the failed snapshot is deleted and the rescue tried again by the next snapshot or run"}
-	case Rescued:
-		return Next{Action: "deleted by the next reap or run (rescued by " + snapName(d) + ")", Earliest: at(graceEnd)}
-	case Superseded:
-		if d.Discard {
-			return Next{Action: "kept under --superseded=keep; deleted without a snapshot under discard (" + d.DiscardReason + "); archived then deleted under archive"}
-		}
-		return Next{Action: "kept under --superseded=keep and discard (" + d.DiscardReason + "); archived then deleted under archive"}
+// next is what happens next to a claim in its state: its rule's then.
+func (c *classifier) next(d *Decision) Next {
+	if r := RuleFor(d.State); r.then != nil {
+		return r.then(c, d)
 	}
 	return Next{}
+}
+
+// at is t as a Next's Earliest: never before now, in UTC.
+func (c *classifier) at(t time.Time) *time.Time {
+	if t.Before(c.now) {
+		t = c.now
+	}
+	t = t.UTC()
+	return &t
+}
+
+// graceEnd is when the claim's grace period ends (zero when its
+// orphaned-since is not known).
+func (c *classifier) graceEnd(d *Decision) time.Time {
+	switch {
+	case d.OrphanedSince != nil:
+		return d.OrphanedSince.Add(c.p.GracePeriod)
+	case d.Marks.OrphanedSince == Set:
+		return d.Marks.OrphanedSinceValue.Add(c.p.GracePeriod)
+	}
+	return time.Time{}
 }
 
 func snapName(d *Decision) string {

@@ -27,6 +27,10 @@ func (c *classifier) terminating(f *facts, d *Decision) bool {
 
 func notTerminating(*classifier, *Decision) string { return "no deletionTimestamp" }
 
+func thenTerminating(*classifier, *Decision) Next {
+	return Next{Action: "none: the claim is being deleted"}
+}
+
 // held is docs/spec.md#rule-held: an operator's hold is never overridden,
 // but a use seen while held still restarts the clock: once the hold is
 // lifted, the claim's orphaned-since must not predate that use.
@@ -54,6 +58,8 @@ func notHeld(*classifier, *Decision) string {
 	return "no " + inventory.KeyHold + "=true label or annotation"
 }
 
+func thenHeld(*classifier, *Decision) Next { return Next{Action: "none while it is held"} }
+
 // unbound is docs/spec.md#rule-unbound.
 func (c *classifier) unbound(f *facts, d *Decision) bool {
 	if f.cl.Phase == "Bound" {
@@ -70,6 +76,8 @@ func (c *classifier) unbound(f *facts, d *Decision) bool {
 }
 
 func notUnbound(*classifier, *Decision) string { return "phase Bound" }
+
+func thenUnbound(*classifier, *Decision) Next { return Next{Action: "none until it is Bound"} }
 
 // inUse is docs/spec.md#rule-in-use: use clears the janitor's marks, so
 // that each time a claim becomes orphaned its clock starts afresh. A claim
@@ -103,6 +111,11 @@ func (c *classifier) inUse(f *facts, d *Decision) bool {
 	return true
 }
 
+// thenInUse is what happens next to a claim in use (InUse, Attached).
+func thenInUse(c *classifier, _ *Decision) Next {
+	return Next{Action: "none while it is in use; once unused it is marked, then rescued after the grace period " + c.p.GracePeriod.String()}
+}
+
 func notInUse(_ *classifier, d *Decision) string {
 	w := "no pod, owner, StatefulSet template or workload names it"
 	if u := d.Claim.Unused; u != nil {
@@ -121,6 +134,10 @@ func (c *classifier) young(f *facts, d *Decision) bool {
 	d.Reason = "created " + age.Round(time.Second).String() + " ago, younger than min-age " + c.p.MinAge.String()
 	d.Marks.Phase = removeIf(f.hasPhase)
 	return true
+}
+
+func (c *classifier) thenYoung(d *Decision) Next {
+	return Next{Action: "classified again once older than min-age", Earliest: c.at(d.Claim.CreationTimestamp.Add(c.p.MinAge))}
 }
 
 func (c *classifier) notYoung(d *Decision) string {

@@ -11,8 +11,8 @@ import (
 // row names the state, what the state means to the steps that act on a
 // claim (restore, rescue, guard read it here instead of restating it), the
 // function that decides whether a claim is in it (and, when it is, writes
-// the decision's reason, snapshot and marks), and the function that says
-// why it did not match (explain).
+// the decision's reason, snapshot and marks), and, for explain, the
+// functions that say why it did not match and what happens next.
 //
 // Rules 1–6 (life.go) are decided on the claim, its users and its volume;
 // a claim none of them matches is an orphan, and rules 7–12 (copies.go) are
@@ -22,21 +22,21 @@ import (
 // neighbours, a row in TestClassify, and docs/spec.md#states (TestRules
 // checks the table against States and the contract's list).
 var StateRules = [...]StateRule{
-	{State: Terminating, match: (*classifier).terminating, not: notTerminating},
-	{State: Held, match: (*classifier).held, not: notHeld,
+	{State: Terminating, match: (*classifier).terminating, not: notTerminating, then: thenTerminating},
+	{State: Held, match: (*classifier).held, not: notHeld, then: thenHeld,
 		Teardown: "held by an operator: a teardown would not keep it"},
-	{State: Unbound, match: (*classifier).unbound, not: notUnbound},
-	{State: InUse, match: (*classifier).inUse, not: notInUse, Live: true,
+	{State: Unbound, match: (*classifier).unbound, not: notUnbound, then: thenUnbound},
+	{State: InUse, match: (*classifier).inUse, not: notInUse, then: thenInUse, Live: true,
 		Teardown: "in use: live data (stop the workspace first)"},
-	{State: Young, match: (*classifier).young, not: (*classifier).notYoung,
+	{State: Young, match: (*classifier).young, not: (*classifier).notYoung, then: (*classifier).thenYoung,
 		Teardown: "young: it may be about to be used (stop the workspace first)"},
-	{State: Attached, match: (*classifier).attached, not: notAttached, Live: true, Teardown: noCopy},
-	{State: Rescued, match: (*classifier).rescued, not: (*classifier).notRescued},
-	{State: Superseded, match: (*classifier).supersededRule, not: notSuperseded, Teardown: noCopy},
-	{State: SnapshotFailed, match: (*classifier).snapshotFailed, not: notSnapshotFailed, Rescue: true, Teardown: noCopy},
-	{State: Snapshotting, match: (*classifier).snapshotting, not: notSnapshotting, Rescue: true, Teardown: noCopy},
-	{State: Grace, match: (*classifier).grace, not: (*classifier).notGrace, Teardown: noCopy},
-	{State: Orphaned, match: (*classifier).orphaned, not: notOrphaned, Rescue: true, Teardown: noCopy},
+	{State: Attached, match: (*classifier).attached, not: notAttached, then: thenInUse, Live: true, Teardown: noCopy},
+	{State: Rescued, match: (*classifier).rescued, not: (*classifier).notRescued, then: (*classifier).thenRescued},
+	{State: Superseded, match: (*classifier).supersededRule, not: notSuperseded, then: thenSuperseded, Teardown: noCopy},
+	{State: SnapshotFailed, match: (*classifier).snapshotFailed, not: notSnapshotFailed, then: (*classifier).thenSnapshotFailed, Rescue: true, Teardown: noCopy},
+	{State: Snapshotting, match: (*classifier).snapshotting, not: notSnapshotting, then: thenSnapshotting, Rescue: true, Teardown: noCopy},
+	{State: Grace, match: (*classifier).grace, not: (*classifier).notGrace, then: (*classifier).thenGrace, Teardown: noCopy},
+	{State: Orphaned, match: (*classifier).orphaned, not: notOrphaned, then: (*classifier).thenOrphaned, Rescue: true, Teardown: noCopy},
 }
 
 // noCopy is why a teardown would lose an orphan's data.
@@ -66,6 +66,8 @@ type StateRule struct {
 	// not says why the claim is not in this state (explain, for the rules
 	// before the one that matched).
 	not func(c *classifier, d *Decision) string
+	// then is what happens next to a claim in this state (explain).
+	then func(c *classifier, d *Decision) Next
 }
 
 // RuleFor is the row of StateRules for state s (the zero StateRule for a

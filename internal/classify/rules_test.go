@@ -28,8 +28,8 @@ func TestStateRules(t *testing.T) {
 		if r.State != order[i] {
 			t.Errorf("rule %d is %s, docs/spec.md#states says %s", i+1, r.State, order[i])
 		}
-		if r.match == nil || r.not == nil {
-			t.Errorf("rule %d (%s) lacks its match or not function", i+1, r.State)
+		if r.match == nil || r.not == nil || r.then == nil {
+			t.Errorf("rule %d (%s) lacks its match, not or then function", i+1, r.State)
 		}
 		if got := RuleFor(r.State); got.State != r.State || got.Live != r.Live || got.Rescue != r.Rescue || got.Teardown != r.Teardown {
 			t.Errorf("RuleFor(%s) = %+v, want the table's row", r.State, got)

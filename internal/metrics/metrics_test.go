@@ -2,16 +2,19 @@ package metrics_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/cost"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/metrics"
@@ -36,35 +39,11 @@ func sampleRun() metrics.Run {
 
 // The exact text of sampleRun without the command label: what the
 // Pushgateway receives.
-const wantPushed = `# HELP pvc_janitor_claim_bytes Capacity of the claims in scope per state at the last run, in bytes.
+const wantPushedTemplate = `# HELP pvc_janitor_claim_bytes Capacity of the claims in scope per state at the last run, in bytes.
 # TYPE pvc_janitor_claim_bytes gauge
-pvc_janitor_claim_bytes{state="Attached"} 0
-pvc_janitor_claim_bytes{state="Grace"} 0
-pvc_janitor_claim_bytes{state="Held"} 0
-pvc_janitor_claim_bytes{state="InUse"} 0
-pvc_janitor_claim_bytes{state="Orphaned"} 0
-pvc_janitor_claim_bytes{state="Rescued"} 0
-pvc_janitor_claim_bytes{state="SnapshotFailed"} 0
-pvc_janitor_claim_bytes{state="Snapshotting"} 0
-pvc_janitor_claim_bytes{state="Superseded"} 0
-pvc_janitor_claim_bytes{state="Terminating"} 0
-pvc_janitor_claim_bytes{state="Unbound"} 0
-pvc_janitor_claim_bytes{state="Young"} 0
-# HELP pvc_janitor_claims Claims in scope per state at the last run.
+{{claim_bytes}}# HELP pvc_janitor_claims Claims in scope per state at the last run.
 # TYPE pvc_janitor_claims gauge
-pvc_janitor_claims{state="Attached"} 0
-pvc_janitor_claims{state="Grace"} 0
-pvc_janitor_claims{state="Held"} 0
-pvc_janitor_claims{state="InUse"} 7
-pvc_janitor_claims{state="Orphaned"} 2
-pvc_janitor_claims{state="Rescued"} 1
-pvc_janitor_claims{state="SnapshotFailed"} 0
-pvc_janitor_claims{state="Snapshotting"} 0
-pvc_janitor_claims{state="Superseded"} 0
-pvc_janitor_claims{state="Terminating"} 0
-pvc_janitor_claims{state="Unbound"} 0
-pvc_janitor_claims{state="Young"} 0
-# HELP pvc_janitor_claims_deleted Claims the last run deleted.
+{{claims}}# HELP pvc_janitor_claims_deleted Claims the last run deleted.
 # TYPE pvc_janitor_claims_deleted gauge
 pvc_janitor_claims_deleted 1
 # HELP pvc_janitor_dry_run 1 when the last run was a dry run.
@@ -101,6 +80,21 @@ pvc_janitor_snapshots_pruned 0
 # TYPE pvc_janitor_unfreed_bytes gauge
 pvc_janitor_unfreed_bytes 0
 `
+
+// wantPushed is the body sampleRun pushes: one series per state of
+// classify.States (sorted by name), so that a new state rule needs no
+// change here.
+var wantPushed = func() string {
+	counts := map[classify.State]int{classify.InUse: 7, classify.Orphaned: 2, classify.Rescued: 1}
+	states := slices.Clone(classify.States)
+	slices.Sort(states)
+	var bytes, claims strings.Builder
+	for _, st := range states {
+		fmt.Fprintf(&bytes, "pvc_janitor_claim_bytes{state=%q} 0\n", st)
+		fmt.Fprintf(&claims, "pvc_janitor_claims{state=%q} %d\n", st, counts[st])
+	}
+	return strings.NewReplacer("{{claim_bytes}}", bytes.String(), "{{claims}}", claims.String()).Replace(wantPushedTemplate)
+}()
 
 // withCommand adds command="run" to every sample line of text.
 func withCommand(text string) string {
