@@ -16,7 +16,7 @@ const (
 	// AnnotationRestoredDataTime on a restored claim is the data time (RFC
 	// 3339) of the snapshot it was restored from: until the claim is used
 	// again, that is the newest data it holds.
-	AnnotationRestoredDataTime = inventory.Prefix + "restored-data-time"
+	AnnotationRestoredDataTime = inventory.AnnotationRestoredDataTime
 	// AnnotationLastUsed on a claim is the last use the janitor saw (RFC
 	// 3339, the API server's clock).
 	AnnotationLastUsed = inventory.AnnotationLastUsed
@@ -259,6 +259,11 @@ func SnapshotCopy(s *inventory.Snapshot, contents map[string]inventory.Content, 
 			c.Base = src.Base
 		}
 	}
+	// The rescue of a restored claim records how far its claim's line
+	// reached, for when the claim is gone.
+	if rt := s.RestoredDataTime; rt != nil && rt.Before(c.Base) {
+		c.Base = *rt
+	}
 	c.Intact, _ = Intact(s, contents)
 	c.Recorded = DataTimeKnown(s)
 	c.Retain = contents[s.ContentName].DeletionPolicy == "Retain"
@@ -415,6 +420,9 @@ func (l *Lineage) head(k WorkspaceKey) int32 {
 // only as far as the data that claim was restored from
 // (docs/spec.md#rule-lineage), whatever was written to it since.
 func (c *classifier) lineTime(s *inventory.Snapshot, t time.Time) time.Time {
+	if rt := s.RestoredDataTime; rt != nil && rt.Before(t) {
+		t = *rt // recorded by the rescue: the claim may be gone
+	}
 	if s.SourceClaim == "" || c.ix.byName == nil {
 		return t
 	}

@@ -21,6 +21,12 @@ func restoredFrom(snap string, data time.Time) claimOpt {
 	}
 }
 
+// restoredAt is a rescue's record of the data time its claim was restored
+// from (docs/spec.md#rule-restored-data-time).
+func restoredAt(data time.Time) snapOpt {
+	return func(s *inventory.Snapshot) { s.RestoredDataTime = tp(data) }
+}
+
 // rescueOf is the janitor's intact rescue of claim, recording data time t.
 func rescueOf(name, claim string, t time.Time, opts ...snapOpt) inventory.Snapshot {
 	return ownSnap(name, claim, append([]snapOpt{ready, inWorkspace("alice"), snapAt(t.Add(time.Minute)),
@@ -120,6 +126,12 @@ func TestLineage(t *testing.T) {
 			inv: []invOpt{claims(pvc("alice-old", workspace("alice"), created(ago(2*time.Hour)), marked(ago(time.Hour)), restoredFrom("r1", lT1))),
 				snaps(rescueOf("r2", "alice-2", lT2), rescueOf("r-old", "alice-old", ago(time.Hour)))}, ws: alice,
 			ask: "r2", heldSet: true, held: ""},
+		{name: "a rescue of a restored claim that is gone reaches only as far as the data time it records",
+			inv: []invOpt{snaps(rescueOf("r2", "alice-2", lT2), rescueOf("r-old", "alice-old", ago(time.Hour), restoredAt(lT1)))}, ws: alice,
+			ask: "r2", heldSet: true, held: ""},
+		{name: "a rescue of a restored claim that is gone still holds older data than its restore's source",
+			inv: []invOpt{snaps(rescueOf("r0", "alice-0", ago(6*time.Hour)), rescueOf("r-old", "alice-old", ago(time.Hour), restoredAt(lT1)))}, ws: alice,
+			ask: "r0", heldSet: true, held: "r-old"},
 		{name: "a restored claim in use is no copy of data at least as new as the reaped claim's",
 			inv: []invOpt{claims(pvc("alice-old", workspace("alice"), created(ago(time.Hour)), restoredFrom("r1", lT1))), inUse("alice-old"),
 				snaps(rescueOf("r2", "alice-2", lT2))}, ws: alice,

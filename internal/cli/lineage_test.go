@@ -235,3 +235,73 @@ func TestSafetyV3Finding3ArchiveNeverShieldsItselfOverARescue(t *testing.T) {
 		t.Errorf("alice-2's rescue is gone after prune")
 	}
 }
+
+// TestRescueOfARestoredClaimKeepsItsLineWhenTheClaimIsGone is the sequence
+// a 500-iteration chaos run found (2026-12-03, seed 1796307327777729543):
+// alice-1 is reaped (R1); alice-2, the workspace's newer claim, is used and
+// orphaned; R1 is restored beside it as alice-old (--allow-older), used
+// and orphaned later than alice-2. Both are reaped; alice-old's rescue has
+// the later data time, but its line reaches only R1's data. Once alice-old
+// is gone, `prune --keep-last 1` must keep alice-2's rescue, the only copy
+// of the workspace's newest line: the rescue records the data time its
+// claim was restored from (docs/spec.md#rule-restored-data-time).
+func TestRescueOfARestoredClaimKeepsItsLineWhenTheClaimIsGone(t *testing.T) {
+	ctx := context.Background()
+	f := fixtures(t)
+	ns := env.Namespace(t)
+	orphan(t, f, ns, "alice-1", "alice", "")
+	nextSecond(time.Now())
+	runUntilGone(t, f, ns, "alice-1")
+	r1 := snapshotsOf(t, f, ns, "alice-1")
+	if len(r1) != 1 {
+		t.Fatalf("rescues of alice-1: %v", r1)
+	}
+	orphan(t, f, ns, "alice-2", "alice", "")
+	if err := f.WriteVolume(ctx, ns, "alice-2", "notes.txt", []byte("newest work")); err != nil {
+		t.Fatal(err)
+	}
+	nextSecond(time.Now())
+	if code, out, stderr := run(t, "restore", "-n", ns, "--from", r1[0], "--as", "alice-old", "--allow-older",
+		"--workspace-label", "workspace", "-o", "json"); code != 0 {
+		t.Fatalf("restore --allow-older: exit %d: %s\n%s", code, out, stderr)
+	}
+	// alice-old is used after alice-2's last use: its rescue's data time
+	// is the later one.
+	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide", Claims: []string{"alice-old"}, Scheduled: true}); err != nil {
+		t.Fatal(err)
+	}
+	nextSecond(time.Now())
+	if err := f.ForceDeletePod(ctx, ns, "ide"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WaitIdle(ctx, ns, "alice-old"); err != nil {
+		t.Fatal(err)
+	}
+	nextSecond(time.Now())
+	runUntilGone(t, f, ns, "alice-2")
+	runUntilGone(t, f, ns, "alice-old")
+	r2, rOld := snapshotsOf(t, f, ns, "alice-2"), snapshotsOf(t, f, ns, "alice-old")
+	if len(r2) != 1 || len(rOld) != 1 {
+		t.Fatalf("rescues of alice-2 %v, of alice-old %v: want one each", r2, rOld)
+	}
+	vs, err := f.Snap.SnapshotV1().VolumeSnapshots(ns).Get(ctx, rOld[0], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vs.Annotations["pvc-janitor.io/restored-data-time"] == "" {
+		t.Errorf("the rescue %s of the restored claim alice-old does not record the data time it was restored from: %v", rOld[0], vs.Annotations)
+	}
+	code, out, stderr := run(t, "prune", "-n", ns, "--workspace-label", "workspace", "-o", "json", "--lock-namespace", ns,
+		"--max-deletion-percent", "100", "--keep-last", "1", "--delete-contents", "--yes")
+	if code != 0 && code != 4 {
+		t.Fatalf("prune: exit %d: %s\n%s", code, out, stderr)
+	}
+	for _, s := range parse(t, out).Snapshots {
+		if s.Name == r2[0] && s.Action != "kept" {
+			t.Errorf("prune --keep-last 1 beside %s (alice-old's, later data time, older line): alice-2's rescue %s %s (%s), want kept", rOld[0], s.Name, s.Action, s.Reason)
+		}
+	}
+	if n := len(snapshotsOf(t, f, ns, "alice-2")); n != 1 {
+		t.Errorf("alice-2's rescue, the only copy of the workspace's newest line, is gone after prune")
+	}
+}

@@ -18,6 +18,10 @@ const (
 	Prefix = "pvc-janitor.io/"
 	// AnnotationOrphanedSince is the janitor's own mark (RFC 3339).
 	AnnotationOrphanedSince = Prefix + "orphaned-since"
+	// AnnotationRestoredDataTime on a restored claim is the data time it
+	// was restored from; the claim's rescues record it too
+	// (docs/spec.md#rule-restored-data-time).
+	AnnotationRestoredDataTime = Prefix + "restored-data-time"
 	// AnnotationLastUsed on a claim is the API server's time (RFC 3339,
 	// rounded up) of the last use the janitor saw: no evidence older than
 	// it may date an orphan period (docs/spec.md#rule-last-used).
@@ -181,6 +185,11 @@ type Snapshot struct {
 	Stale bool
 	// OrphanedSince is the pvc-janitor.io/orphaned-since annotation, if any.
 	OrphanedSince *time.Time
+	// RestoredDataTime is the pvc-janitor.io/restored-data-time annotation:
+	// a rescue of a restored claim records the data time its claim was
+	// restored from, so that the workspace's line it carries stays that
+	// short once the claim is gone (docs/spec.md#rule-restored-data-time).
+	RestoredDataTime *time.Time
 	// CutTime is status.creationTime, the moment the storage system cut
 	// the snapshot (for a pre-provisioned one, the original moment, not the
 	// import); nil until the snapshot controller knows it.

@@ -98,6 +98,11 @@ func Snapshot(vs *snapv1.VolumeSnapshot, workspaceLabel string) inventory.Snapsh
 			s.OrphanedSince = &t
 		}
 	}
+	if v, ok := vs.Annotations[inventory.AnnotationRestoredDataTime]; ok && s.ManagedByJanitor {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			s.RestoredDataTime = &t
+		}
+	}
 	if vs.Status != nil {
 		snapshotStatus(&s, vs.Status)
 	}

@@ -63,6 +63,12 @@ func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class 
 	if r.o.WorkspaceLabel != "" && d.Workspace != "" {
 		vs.Labels[r.o.WorkspaceLabel] = d.Workspace
 	}
+	// A restored claim's rescue carries the data time it was restored
+	// from: its line reaches no further once the claim is gone
+	// (docs/spec.md#rule-restored-data-time).
+	if rt, ok := classify.RestoredDataTime(cl); ok {
+		vs.Annotations[inventory.AnnotationRestoredDataTime] = rt.UTC().Format(time.RFC3339)
+	}
 	if err := r.template(ctx, cl, vs); err != nil {
 		return nil, false, err
 	}

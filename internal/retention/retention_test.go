@@ -134,6 +134,9 @@ func TestDecide(t *testing.T) {
 // equal data and ranks after it.
 func TestDecideAsksTheLineage(t *testing.T) {
 	archived := func(x Rescue) Rescue { x.Superseded = true; return x }
+	// restoredRescue is the rescue of a restored claim (gone now) that
+	// records the data time, hours ago, its claim was restored from.
+	restoredRescue := func(x Rescue, hours int) Rescue { x.RestoredDataTime = ago(hours); return x }
 	r2 := r("alice-2-rescue", "alice-2", "alice", 100)
 	r1 := r("alice-1-rescue", "alice-1", "alice", 300)
 	rows := []struct {
@@ -167,6 +170,10 @@ func TestDecideAsksTheLineage(t *testing.T) {
 		{name: "an archive of newer data never shields itself over the rescue", policy: Policy{KeepFor: time.Hour},
 			rescues: []Rescue{archived(r("zz-archive", "alice-1", "alice", 50)), r2},
 			kept:    []string{"zz-archive", "alice-2-rescue"}},
+		{name: "--keep-last 1: the rescue of a reaped restored claim of older data does not shield the newer line's rescue (chaos, 2026-12-03)",
+			policy:  Policy{KeepLast: 1},
+			rescues: []Rescue{restoredRescue(r("alice-old-rescue", "alice-old", "alice", 50), 300), r2},
+			kept:    []string{"alice-old-rescue", "alice-2-rescue"}, reasons: map[string]string{"alice-2-rescue": "the only copy"}},
 		{name: "two rescues of equal data of two sessions: both kept", policy: Policy{KeepFor: time.Hour},
 			rescues: []Rescue{r("alice-1-rescue", "alice-1", "alice", 100), r2},
 			kept:    []string{"alice-1-rescue", "alice-2-rescue"}},
