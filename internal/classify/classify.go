@@ -232,69 +232,18 @@ func lastUsed(cl *inventory.Claim, now time.Time) lastUse {
 // earlier than its last use, and its orphaned-since is not known yet.
 func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted bool, now time.Time) Dating {
 	var out Dating
-	var notes []string
-	var floor time.Time // the latest use the attachments show
-	var floorBy string
+	ev := evidence{cl: cl, lu: lastUsed(cl, now)}
 	for i := range atts {
-		if atts[i].Created.After(floor) {
-			floor, floorBy = atts[i].Created, atts[i].Name
+		if atts[i].Created.After(ev.floor) {
+			ev.floor, ev.floorBy = atts[i].Created, atts[i].Name
 		}
 	}
-	lu := lastUsed(cl, now)
-	if lu.note != "" {
-		notes = append(notes, lu.note)
+	if ev.lu.note != "" {
+		ev.notes = append(ev.notes, ev.lu.note)
 	}
-	if lu.rewrite {
-		out.LastUsed = true
-	}
-	var mark time.Time
-	markOK := false
-	if raw, ok := cl.Annotations[inventory.AnnotationOrphanedSince]; ok {
-		t, err := time.Parse(time.RFC3339, raw)
-		switch {
-		case err != nil:
-			notes = append(notes, "its orphaned-since mark "+strconv.Quote(raw)+" does not parse: ignored")
-		case t.Before(cl.CreationTimestamp):
-			notes = append(notes, "its orphaned-since mark "+raw+" predates the claim's creation (copied from another claim?): ignored")
-		case t.Before(floor):
-			out.UsedAfterMark = true
-			notes = append(notes, "VolumeAttachment "+floorBy+" was created after its orphaned-since mark "+raw+": used again, the clock restarts")
-		case t.Before(lu.at):
-			out.UsedAfterMark = true
-			notes = append(notes, "its orphaned-since mark "+raw+" predates the last use the janitor saw ("+lu.raw+"): ignored")
-		default:
-			mark, markOK = t, true
-		}
-	}
-	var cond time.Time
-	condOK := false
-	if u := cl.Unused; u != nil && u.Status == "True" {
-		t := u.LastTransitionTime
-		switch {
-		case !condTrusted:
-			// Said once per run by the report's unusedCondition.
-		case t.IsZero():
-			notes = append(notes, "its Unused condition has no lastTransitionTime: ignored")
-		case t.Before(cl.CreationTimestamp):
-			notes = append(notes, "its Unused condition's lastTransitionTime predates the claim's creation: ignored")
-		case t.Before(floor):
-			notes = append(notes, "its Unused condition's lastTransitionTime predates VolumeAttachment "+floorBy+": ignored")
-		case endOfSecond(t).Before(lu.at):
-			// The controller manager was down or lagging while the
-			// janitor saw the claim in use: the condition is stale.
-			notes = append(notes, "its Unused condition's lastTransitionTime "+t.UTC().Format(time.RFC3339)+
-				" predates the last use the janitor saw ("+lu.raw+"): stale, ignored")
-		case !markOK && cl.Labels.HasPhase && cl.Labels.Phase == string(Attached):
-			// The last run saw the volume attached: it was in use after
-			// whatever the condition (which counts pods, not
-			// attachments) says.
-			notes = append(notes, "the volume was attached when last seen, and the Unused condition does not see attachments: marked afresh")
-		default:
-			// The API keeps whole seconds: the use ended at some
-			// moment of the second the condition names, up to its end.
-			cond, condOK = endOfSecond(t), true
-		}
-	}
+	out.LastUsed = ev.lu.rewrite
+	mark, markOK := ev.mark(&out)
+	cond, condOK := ev.condition(condTrusted, markOK)
 	switch {
 	case markOK && condOK:
 		out.At, out.Known = mark, true
@@ -310,19 +259,91 @@ func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted
 		out.Mark, out.MarkValue = true, cond
 	default:
 		out.Mark, out.MarkValue = true, ceilSecs(now)
-		if out.MarkValue.Before(lu.at) {
+		if out.MarkValue.Before(ev.lu.at) {
 			// A use seen later than this run's clock (a clock that
 			// stepped back): the orphan period starts after it.
-			out.MarkValue = lu.at
+			out.MarkValue = ev.lu.at
 		}
 	}
 	if out.LastUsed {
 		out.LastUsedValue = out.MarkValue
 	}
-	if len(notes) > 0 {
-		out.Note = strings.Join(notes, "; ")
+	if len(ev.notes) > 0 {
+		out.Note = strings.Join(ev.notes, "; ")
 	}
 	return out
+}
+
+// evidence is what OrphanedSince weighs for one claim: the latest use its
+// volume's attachments show (floor, by VolumeAttachment floorBy), the last
+// use the janitor saw, and the notes on the evidence it ignored.
+type evidence struct {
+	cl      *inventory.Claim
+	floor   time.Time
+	floorBy string
+	lu      lastUse
+	notes   []string
+}
+
+// mark reads the janitor's orphaned-since mark, unless it cannot be true or
+// a later use voids it (then out.UsedAfterMark).
+func (ev *evidence) mark(out *Dating) (time.Time, bool) {
+	raw, ok := ev.cl.Annotations[inventory.AnnotationOrphanedSince]
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, raw)
+	switch {
+	case err != nil:
+		ev.notes = append(ev.notes, "its orphaned-since mark "+strconv.Quote(raw)+" does not parse: ignored")
+	case t.Before(ev.cl.CreationTimestamp):
+		ev.notes = append(ev.notes, "its orphaned-since mark "+raw+" predates the claim's creation (copied from another claim?): ignored")
+	case t.Before(ev.floor):
+		out.UsedAfterMark = true
+		ev.notes = append(ev.notes, "VolumeAttachment "+ev.floorBy+" was created after its orphaned-since mark "+raw+": used again, the clock restarts")
+	case t.Before(ev.lu.at):
+		out.UsedAfterMark = true
+		ev.notes = append(ev.notes, "its orphaned-since mark "+raw+" predates the last use the janitor saw ("+ev.lu.raw+"): ignored")
+	default:
+		return t, true
+	}
+	return time.Time{}, false
+}
+
+// condition reads the Unused condition's True (when condTrusted), unless it
+// cannot be true, is stale, or cannot see the last use (an attachment).
+func (ev *evidence) condition(condTrusted, markOK bool) (time.Time, bool) {
+	cl := ev.cl
+	u := cl.Unused
+	if u == nil || u.Status != "True" {
+		return time.Time{}, false
+	}
+	t := u.LastTransitionTime
+	switch {
+	case !condTrusted:
+		// Said once per run by the report's unusedCondition.
+	case t.IsZero():
+		ev.notes = append(ev.notes, "its Unused condition has no lastTransitionTime: ignored")
+	case t.Before(cl.CreationTimestamp):
+		ev.notes = append(ev.notes, "its Unused condition's lastTransitionTime predates the claim's creation: ignored")
+	case t.Before(ev.floor):
+		ev.notes = append(ev.notes, "its Unused condition's lastTransitionTime predates VolumeAttachment "+ev.floorBy+": ignored")
+	case endOfSecond(t).Before(ev.lu.at):
+		// The controller manager was down or lagging while the janitor
+		// saw the claim in use: the condition is stale.
+		ev.notes = append(ev.notes, "its Unused condition's lastTransitionTime "+t.UTC().Format(time.RFC3339)+
+			" predates the last use the janitor saw ("+ev.lu.raw+"): stale, ignored")
+	case !markOK && cl.Labels.HasPhase && cl.Labels.Phase == string(Attached):
+		// The last run saw the volume attached: it was in use after
+		// whatever the condition (which counts pods, not attachments)
+		// says.
+		ev.notes = append(ev.notes, "the volume was attached when last seen, and the Unused condition does not see attachments: marked afresh")
+	default:
+		// The API keeps whole seconds: the use ended at some moment of
+		// the second the condition names, up to its end.
+		return endOfSecond(t), true
+	}
+	return time.Time{}, false
 }
 
 // orphan decides states 7–12 (the rules of StateRules after lifeRules) for a
@@ -405,70 +426,96 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, since *time.Ti
 	if !ok {
 		e = emptyWS
 	}
-	// The newest claim of the workspace other than cl (Lost claims are not
-	// indexed: they hold no data).
-	var newer *inventory.Claim
+	n := newerData{}
+	c.newerClaim(&n, &e, cl, since)
+	if since != nil {
+		c.newerSnapshots(&n, &e, cl, *since)
+	}
+	if n.claim == nil && n.snap == nil {
+		return false
+	}
+	d.State = Superseded
+	c.supersededReason(d, cl, since, &e, &n)
+	c.discardEvidence(d, cl, since, &e, &n)
+	return true
+}
+
+// newerData is what supersedes a claim: the workspace's newer claim (or a
+// restored claim of newer data), the snapshot of another claim with the
+// newest data after its orphaned-since, and the newest durable one (an
+// intact rescue of the janitor's, whose data time is recorded).
+type newerData struct {
+	claim         *inventory.Claim
+	restored      bool // claim is a restored claim of newer data
+	snap, durable *inventory.Snapshot
+	snapT, durT   time.Time
+}
+
+// newerClaim finds the newest claim of the workspace other than cl (Lost
+// claims are not indexed: they hold no data), created after it; else a
+// restored claim whose source data is newer than cl's orphaned-since (a
+// restored claim holds its source's data, whenever it was created:
+// docs/spec.md#rule-lineage).
+func (c *classifier) newerClaim(n *newerData, e *wsEntry, cl *inventory.Claim, since *time.Time) {
 	j := e.claims.a
 	if j >= 0 && c.inv.Claims[j].UID == cl.UID {
 		j = e.claims.b
 	}
 	if j >= 0 {
-		if n := &c.inv.Claims[j]; n.UID != cl.UID && n.CreationTimestamp.After(cl.CreationTimestamp) {
-			newer = n
+		if o := &c.inv.Claims[j]; o.UID != cl.UID && o.CreationTimestamp.After(cl.CreationTimestamp) {
+			n.claim = o
+			return
 		}
 	}
-	// A restored claim holds its source's data, whenever it was created:
-	// it is newer only when that data is newer than this claim's
-	// orphaned-since (docs/spec.md#rule-lineage).
-	restoredNewer := false
-	if newer == nil && since != nil && e.restored >= 0 && time.Unix(e.restoredT, 0).After(*since) {
-		if n := &c.inv.Claims[e.restored]; n.UID != cl.UID {
-			newer, restoredNewer = n, true
+	if since != nil && e.restored >= 0 && time.Unix(e.restoredT, 0).After(*since) {
+		if o := &c.inv.Claims[e.restored]; o.UID != cl.UID {
+			n.claim, n.restored = o, true
 		}
 	}
-	// The snapshot of the workspace, from another claim, with the newest
-	// data time after this claim's orphaned-since; and the newest durable
-	// one (an intact rescue of the janitor's, whose data time is recorded).
-	var ev, durable *inventory.Snapshot
-	var evT, durT time.Time
-	if since != nil {
-		for k := e.snaps; k >= 0; k = c.ix.wsNext[k] {
-			s := c.ix.snaps[k]
-			if !c.fromOtherClaim(s, cl) || s.Error != nil {
-				continue
-			}
-			t := c.dataTime(s)
-			if !c.lineTime(s, t).After(*since) {
-				continue
-			}
-			if ev == nil || t.After(evT) || (t.Equal(evT) && s.Name > ev.Name) {
-				ev, evT = s, t
-			}
-			if ok, _ := Intact(s, c.inv.Contents); ok && DataTimeKnown(s) &&
-				(durable == nil || t.After(durT) || (t.Equal(durT) && s.Name > durable.Name)) {
-				durable, durT = s, t
-			}
+}
+
+// newerSnapshots finds the snapshots of the workspace, from other claims,
+// whose line reaches past cl's orphaned-since: the one with the newest data
+// time, and the newest durable one.
+func (c *classifier) newerSnapshots(n *newerData, e *wsEntry, cl *inventory.Claim, since time.Time) {
+	for k := e.snaps; k >= 0; k = c.ix.wsNext[k] {
+		s := c.ix.snaps[k]
+		if !c.fromOtherClaim(s, cl) || s.Error != nil {
+			continue
+		}
+		t := c.dataTime(s)
+		if !c.lineTime(s, t).After(since) {
+			continue
+		}
+		if n.snap == nil || t.After(n.snapT) || (t.Equal(n.snapT) && s.Name > n.snap.Name) {
+			n.snap, n.snapT = s, t
+		}
+		if ok, _ := Intact(s, c.inv.Contents); ok && DataTimeKnown(s) &&
+			(n.durable == nil || t.After(n.durT) || (t.Equal(n.durT) && s.Name > n.durable.Name)) {
+			n.durable, n.durT = s, t
 		}
 	}
-	if newer == nil && ev == nil {
-		return false
-	}
-	d.State = Superseded
-	if newer != nil {
+}
+
+// supersededReason writes the reason of a Superseded decision: the newer
+// claim, else the newer snapshot (which becomes the decision's snapshot).
+func (c *classifier) supersededReason(d *Decision, cl *inventory.Claim, since *time.Time, e *wsEntry, n *newerData) {
+	if o := n.claim; o != nil {
 		c.buf = append(c.buf[:0], "superseded by newer claim "...)
-		c.buf = append(c.buf, newer.Namespace...)
+		c.buf = append(c.buf, o.Namespace...)
 		c.buf = append(c.buf, '/')
-		c.buf = append(c.buf, newer.Name...)
+		c.buf = append(c.buf, o.Name...)
 		c.buf = append(c.buf, " of workspace "...)
 		c.buf = append(c.buf, d.Workspace...)
-		if restoredNewer {
+		if n.restored {
 			c.buf = append(c.buf, ", restored from data of "...)
 			c.buf = appendTime(c.buf, time.Unix(e.restoredT, 0))
 		} else {
 			c.buf = append(c.buf, ", created "...)
-			c.buf = appendTime(c.buf, newer.CreationTimestamp)
+			c.buf = appendTime(c.buf, o.CreationTimestamp)
 		}
 	} else {
+		ev := n.snap
 		d.Snapshot = ev
 		c.buf = append(c.buf[:0], "superseded by newer snapshot "...)
 		c.buf = append(c.buf, cl.Namespace...)
@@ -489,25 +536,28 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, since *time.Ti
 			c.buf = append(c.buf, ')')
 		}
 		c.buf = append(c.buf, ", data time "...)
-		c.buf = appendTime(c.buf, evT)
+		c.buf = appendTime(c.buf, n.snapT)
 	}
 	if since != nil {
 		c.buf = append(c.buf, ", after this claim's orphaned-since "...)
 		c.buf = appendTime(c.buf, *since)
 	}
 	d.Reason = string(c.buf)
+}
 
-	// Durable evidence for a discard.
+// discardEvidence decides whether the evidence of newer data is durable
+// enough for --superseded=discard (docs/spec.md#rule-durable-evidence).
+func (c *classifier) discardEvidence(d *Decision, cl *inventory.Claim, since *time.Time, e *wsEntry, n *newerData) {
 	switch {
 	case since == nil:
 		d.DiscardReason = "kept: this claim's orphaned-since is not known yet"
-	case durable != nil:
+	case n.durable != nil:
 		d.Discard = true
-		d.DiscardReason = "newer data of the workspace is in intact rescue " + durable.Name + " (data time " +
-			durT.UTC().Format(time.RFC3339) + ")"
-		d.Durable = durable
+		d.DiscardReason = "newer data of the workspace is in intact rescue " + n.durable.Name + " (data time " +
+			n.durT.UTC().Format(time.RFC3339) + ")"
+		d.Durable = n.durable
 		if d.Snapshot == nil {
-			d.Snapshot = durable
+			d.Snapshot = n.durable
 		}
 	case e.inUse >= 0 && c.inv.Claims[e.inUse].CreationTimestamp.After(cl.CreationTimestamp):
 		// A newer claim in use carries the workspace on; an older one
@@ -524,7 +574,6 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, since *time.Ti
 	default:
 		d.DiscardReason = "kept: no durable evidence of newer data (a newer claim that is not in use, or a snapshot that is not an intact rescue of the janitor's, proves nothing)"
 	}
-	return true
 }
 
 // fromOtherClaim reports whether snapshot s, of cl's workspace, is the

@@ -70,82 +70,95 @@ type index struct {
 // first pass's decisions (states 1–6, orphaned-since of orphans).
 func (ix *index) build(inv *inventory.Inventory, p Policy, ds []Decision, orphans []bool) {
 	if p.WorkspaceLabel != "" {
-		ix.ws = make(map[nsName]wsEntry, len(inv.Claims))
-		for i := range inv.Claims {
-			c := &inv.Claims[i]
-			ws := c.Labels.Workspace
-			if ws == "" {
-				continue
-			}
-			k := nsName{c.Namespace, ws}
-			e, ok := ix.ws[k]
-			if !ok {
-				e = emptyWS
-			}
-			t, restored := RestoredDataTime(c)
-			rt := t.Unix()
-			switch {
-			case c.Phase == "Lost":
-			case !restored:
-				e.claims = pushClaim(inv.Claims, e.claims, int32(i))
-			case e.restored < 0 || rt > e.restoredT:
-				e.restored, e.restoredT = int32(i), rt
-			}
-			if ds[i].State == InUse {
-				switch {
-				case restored:
-					if e.inUseRestored < 0 || rt > e.inUseRestoredT {
-						e.inUseRestored, e.inUseRestoredT = int32(i), rt
-					}
-				case e.inUse < 0 || c.CreationTimestamp.After(inv.Claims[e.inUse].CreationTimestamp):
-					e.inUse = int32(i)
-				}
-			}
-			ix.ws[k] = e
-		}
+		ix.buildWorkspaces(inv, ds)
 	}
-
 	n := 0
 	for _, list := range inv.Snapshots {
 		n += len(list)
 	}
-	if n > 0 {
-		ix.byName = make(map[nsName]int32, len(inv.Claims))
-		ix.since = make([]*time.Time, len(inv.Claims))
-		for i := range inv.Claims {
-			c := &inv.Claims[i]
-			ix.byName[nsName{c.Namespace, c.Name}] = int32(i)
-			if orphans[i] {
-				ix.since[i] = ds[i].OrphanedSince
+	if n == 0 {
+		return
+	}
+	ix.byName = make(map[nsName]int32, len(inv.Claims))
+	ix.since = make([]*time.Time, len(inv.Claims))
+	for i := range inv.Claims {
+		c := &inv.Claims[i]
+		ix.byName[nsName{c.Namespace, c.Name}] = int32(i)
+		if orphans[i] {
+			ix.since[i] = ds[i].OrphanedSince
+		}
+	}
+	ix.buildSnapshots(inv, n)
+}
+
+// buildWorkspaces indexes the claims of each named workspace: its two
+// newest claims, its restored claim of the newest data, and the newest of
+// each kind in use.
+func (ix *index) buildWorkspaces(inv *inventory.Inventory, ds []Decision) {
+	ix.ws = make(map[nsName]wsEntry, len(inv.Claims))
+	for i := range inv.Claims {
+		c := &inv.Claims[i]
+		ws := c.Labels.Workspace
+		if ws == "" {
+			continue
+		}
+		k := nsName{c.Namespace, ws}
+		e, ok := ix.ws[k]
+		if !ok {
+			e = emptyWS
+		}
+		t, restored := RestoredDataTime(c)
+		rt := t.Unix()
+		switch {
+		case c.Phase == "Lost":
+		case !restored:
+			e.claims = pushClaim(inv.Claims, e.claims, int32(i))
+		case e.restored < 0 || rt > e.restoredT:
+			e.restored, e.restoredT = int32(i), rt
+		}
+		if ds[i].State == InUse {
+			switch {
+			case restored:
+				if e.inUseRestored < 0 || rt > e.inUseRestoredT {
+					e.inUseRestored, e.inUseRestoredT = int32(i), rt
+				}
+			case e.inUse < 0 || c.CreationTimestamp.After(inv.Claims[e.inUse].CreationTimestamp):
+				e.inUse = int32(i)
 			}
 		}
-		ix.snaps = make([]*inventory.Snapshot, 0, n)
-		ix.snapNext = make([]int32, 0, n)
-		ix.bySource = make(map[nsName]int32, n)
-		if ix.ws != nil {
-			ix.wsNext = make([]int32, n)
-		}
-		for ns, list := range inv.Snapshots {
-			for j := range list {
-				s := &list[j]
-				i := int32(len(ix.snaps))
-				ix.snaps = append(ix.snaps, s)
-				k := nsName{ns, s.SourceClaim}
-				if head, ok := ix.bySource[k]; ok {
-					ix.snapNext = append(ix.snapNext, head)
-				} else {
-					ix.snapNext = append(ix.snapNext, -1)
-				}
-				ix.bySource[k] = i
-				if ix.ws != nil && s.Workspace != "" && !s.Superseded && s.DeletionTimestamp == nil {
-					// A workspace known only from snapshots cannot
-					// supersede any claim in scope: no entry needed.
-					wk := nsName{ns, s.Workspace}
-					if e, ok := ix.ws[wk]; ok {
-						ix.wsNext[i] = e.snaps
-						e.snaps = i
-						ix.ws[wk] = e
-					}
+		ix.ws[k] = e
+	}
+}
+
+// buildSnapshots chains the n snapshots of inv by source claim name and,
+// for workspaces with claims in scope, by workspace.
+func (ix *index) buildSnapshots(inv *inventory.Inventory, n int) {
+	ix.snaps = make([]*inventory.Snapshot, 0, n)
+	ix.snapNext = make([]int32, 0, n)
+	ix.bySource = make(map[nsName]int32, n)
+	if ix.ws != nil {
+		ix.wsNext = make([]int32, n)
+	}
+	for ns, list := range inv.Snapshots {
+		for j := range list {
+			s := &list[j]
+			i := int32(len(ix.snaps))
+			ix.snaps = append(ix.snaps, s)
+			k := nsName{ns, s.SourceClaim}
+			if head, ok := ix.bySource[k]; ok {
+				ix.snapNext = append(ix.snapNext, head)
+			} else {
+				ix.snapNext = append(ix.snapNext, -1)
+			}
+			ix.bySource[k] = i
+			if ix.ws != nil && s.Workspace != "" && !s.Superseded && s.DeletionTimestamp == nil {
+				// A workspace known only from snapshots cannot supersede
+				// any claim in scope: no entry needed.
+				wk := nsName{ns, s.Workspace}
+				if e, ok := ix.ws[wk]; ok {
+					ix.wsNext[i] = e.snaps
+					e.snaps = i
+					ix.ws[wk] = e
 				}
 			}
 		}

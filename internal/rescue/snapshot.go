@@ -36,6 +36,25 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 var errConflict = errors.New("name conflict")
 
+// rescueAnnotations are what a rescue (or archive) of the claim decided by
+// d records: its source, its orphaned-since, the attempt, and for a
+// restored claim the data time it was restored from, so that the line the
+// rescue carries reaches no further once the claim is gone
+// (docs/spec.md#rule-restored-data-time).
+func rescueAnnotations(d *classify.Decision, attempt int) map[string]string {
+	cl := d.Claim
+	a := map[string]string{
+		inventory.AnnotationSourceUID:     string(cl.UID),
+		inventory.AnnotationSourceName:    cl.Name,
+		inventory.AnnotationOrphanedSince: d.OrphanedSince.UTC().Format(time.RFC3339),
+		inventory.Prefix + "attempt":      fmt.Sprint(attempt),
+	}
+	if rt, ok := classify.RestoredDataTime(cl); ok {
+		a[inventory.AnnotationRestoredDataTime] = rt.UTC().Format(time.RFC3339)
+	}
+	return a
+}
+
 // errDeleting: the snapshot of that name is ours but being deleted.
 var errDeleting = errors.New("the snapshot is being deleted")
 
@@ -45,15 +64,10 @@ func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class 
 	cl := d.Claim
 	vs := &snapv1.VolumeSnapshot{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: cl.Namespace,
-			Name:      name,
-			Labels:    map[string]string{inventory.LabelManagedBy: inventory.ManagedByValue},
-			Annotations: map[string]string{
-				inventory.AnnotationSourceUID:     string(cl.UID),
-				inventory.AnnotationSourceName:    cl.Name,
-				inventory.AnnotationOrphanedSince: d.OrphanedSince.UTC().Format(time.RFC3339),
-				inventory.Prefix + "attempt":      fmt.Sprint(attempt),
-			},
+			Namespace:   cl.Namespace,
+			Name:        name,
+			Labels:      map[string]string{inventory.LabelManagedBy: inventory.ManagedByValue},
+			Annotations: rescueAnnotations(d, attempt),
 		},
 		Spec: snapv1.VolumeSnapshotSpec{
 			Source:                  snapv1.VolumeSnapshotSource{PersistentVolumeClaimName: &cl.Name},
@@ -62,12 +76,6 @@ func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class 
 	}
 	if r.o.WorkspaceLabel != "" && d.Workspace != "" {
 		vs.Labels[r.o.WorkspaceLabel] = d.Workspace
-	}
-	// A restored claim's rescue carries the data time it was restored
-	// from: its line reaches no further once the claim is gone
-	// (docs/spec.md#rule-restored-data-time).
-	if rt, ok := classify.RestoredDataTime(cl); ok {
-		vs.Annotations[inventory.AnnotationRestoredDataTime] = rt.UTC().Format(time.RFC3339)
 	}
 	if err := r.template(ctx, cl, vs); err != nil {
 		return nil, false, err
