@@ -30,6 +30,15 @@ const (
 	Orphaned       State = "Orphaned"
 )
 
+// What --superseded does with Superseded claims (docs/spec.md#rule-superseded-policy):
+// keep them, archive them (a snapshot, then reap), or discard them on
+// durable evidence of newer data.
+const (
+	SupersededKeep    = "keep"
+	SupersededArchive = "archive"
+	SupersededDiscard = "discard"
+)
+
 // States lists every state in precedence order.
 var States = func() []State {
 	out := make([]State, len(StateRules))

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/cost"
-	"github.com/pvc-janitor/pvc-janitor/internal/report"
 )
 
 // Commands that Load knows.
@@ -34,12 +33,14 @@ const (
 	CommandVersion  = "version"
 )
 
-// Values of --output: the report's formats.
+// Values of --output: the report's formats (report.Format*: config
+// imports nothing that reads the cluster or acts, so the names are
+// repeated here, and TestOutputFormatsAreTheReports checks they agree).
 const (
-	OutputTable = report.FormatTable
-	OutputWide  = report.FormatWide
-	OutputJSON  = report.FormatJSON
-	OutputYAML  = report.FormatYAML
+	OutputTable = "table"
+	OutputWide  = "wide"
+	OutputJSON  = "json"
+	OutputYAML  = "yaml"
 )
 
 // Values of --log-format.

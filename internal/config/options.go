@@ -9,10 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/cost"
-	"github.com/pvc-janitor/pvc-janitor/internal/metrics"
-	"github.com/pvc-janitor/pvc-janitor/internal/notify"
-	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
+	"github.com/pvc-janitor/pvc-janitor/internal/endpoint"
 )
 
 // valueKind is how an option's value is typed, in the environment and in the
@@ -244,8 +243,8 @@ func sharedOptions() []option {
 			usage: "margin between the storage, controller manager and API server clocks: a snapshot rescues a claim only when cut this long after its orphaned-since (0s..5m)"},
 		{name: "trust-existing-snapshots", group: groupClassify, cmds: forReading, field: func(c *Config) any { return &c.TrustExistingSnapshots },
 			usage: "count any ready snapshot of a claim as its rescue, whenever it was taken"},
-		{name: "superseded", group: groupClassify, def: rescue.SupersededKeep, cmds: forRescuing | forReap | forRun | forExplain, field: func(c *Config) any { return &c.Superseded },
-			choices: []string{rescue.SupersededKeep, rescue.SupersededArchive, rescue.SupersededDiscard},
+		{name: "superseded", group: groupClassify, def: classify.SupersededKeep, cmds: forRescuing | forReap | forRun | forExplain, field: func(c *Config) any { return &c.Superseded },
+			choices: []string{classify.SupersededKeep, classify.SupersededArchive, classify.SupersededDiscard},
 			usage:   "what to do with superseded claims: keep, archive or discard"},
 		{name: "dry-run", group: groupAct, cmds: forReading &^ forExplain, field: func(c *Config) any { return &c.DryRun },
 			usage: "change nothing; report what would be done"},
@@ -304,10 +303,10 @@ func runOptions() []option {
 		{name: "metrics-file", group: groupPublish, cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.MetricsFile },
 			usage: "write the run's Prometheus metrics to this file, atomically (node-exporter textfile collector)"},
 		{name: "pushgateway", group: groupPublish, cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.Pushgateway }, redact: redactURL,
-			check: parsedBy(metrics.ValidatePushgatewayURL),
+			check: parsedBy(endpoint.ValidatePushgateway),
 			usage: "push the run's Prometheus metrics to this Pushgateway URL (credentials become basic auth and are never logged)"},
 		{name: "notify-webhook", group: groupPublish, cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.NotifyWebhook }, redact: redactSecret,
-			check: parsedBy(notify.Validate),
+			check: parsedBy(endpoint.ValidateWebhook),
 			usage: "post a Slack-compatible summary to this webhook URL when a run acted or failed (the URL is never logged)"},
 	}
 }

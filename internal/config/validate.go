@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 )
 
 // Validate checks a completed configuration, for instance one a test built
@@ -89,7 +89,7 @@ func combinations(c *Config, from func(string) string) error {
 	if c.Command == CommandRestore && c.RestoreWorkspace != "" && c.RestoreFrom != "" {
 		return fail("from", "--from%s and --workspace%s are mutually exclusive", from("from"), from("workspace"))
 	}
-	if c.deleting() && c.Superseded == rescue.SupersededDiscard && !c.Yes && !c.DryRun {
+	if c.deleting() && c.Superseded == classify.SupersededDiscard && !c.Yes && !c.DryRun {
 		return fail("superseded", "--superseded=discard%s deletes superseded claims without a snapshot: %s needs --yes (or --dry-run to preview)", from("superseded"), c.Command)
 	}
 	return nil

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -40,6 +39,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/endpoint"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
 	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
 )
@@ -273,7 +273,7 @@ func WriteFile(path string, runs ...Run) error {
 // leaves the last success already there. Credentials in the URL become
 // basic auth; errors show the URL without them.
 func Push(ctx context.Context, rawURL string, r Run, client *http.Client) error {
-	u, user, pass, err := parsePushgateway(rawURL)
+	u, user, pass, err := endpoint.Pushgateway(rawURL)
 	if err != nil {
 		return err
 	}
@@ -304,47 +304,13 @@ func Push(ctx context.Context, rawURL string, r Run, client *http.Client) error 
 	return nil
 }
 
-// ValidatePushgatewayURL checks a --pushgateway value: an absolute http or
-// https URL with a host and no query or fragment. The error never contains
-// the credentials.
-func ValidatePushgatewayURL(raw string) error {
-	_, _, _, err := parsePushgateway(raw)
-	return err
-}
+// ValidatePushgatewayURL checks a --pushgateway value
+// (endpoint.Pushgateway).
+func ValidatePushgatewayURL(raw string) error { return endpoint.ValidatePushgateway(raw) }
 
-// RedactURL returns the URL without its credentials, query and fragment,
-// for logs and messages; an unparsable URL becomes "<invalid URL>".
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "<invalid URL>"
-	}
-	u.User = nil
-	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
-	return u.String()
-}
-
-// parsePushgateway splits a Pushgateway URL into the URL without
-// credentials (and without a trailing slash) and the credentials.
-func parsePushgateway(raw string) (string, string, string, error) {
-	u, err := url.Parse(strings.TrimSpace(raw))
-	if err != nil {
-		return "", "", "", fmt.Errorf("--pushgateway: invalid URL %s", RedactURL(raw))
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", "", "", fmt.Errorf("--pushgateway: want an http:// or https:// URL with a host, got %s", RedactURL(raw))
-	}
-	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-		return "", "", "", fmt.Errorf("--pushgateway: the URL must not have a query or fragment: %s", RedactURL(raw))
-	}
-	var user, pass string
-	if u.User != nil {
-		user = u.User.Username()
-		pass, _ = u.User.Password()
-		u.User = nil
-	}
-	return strings.TrimSuffix(u.String(), "/"), user, pass, nil
-}
+// RedactURL returns the URL without its credentials, query and fragment
+// (endpoint.Redact).
+func RedactURL(raw string) string { return endpoint.Redact(raw) }
 
 // registry builds the gauges of one run.
 func registry(r Run, withCommand bool, lastSuccess time.Time) (*prometheus.Registry, error) {

@@ -17,17 +17,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/endpoint"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
 )
 
 // Validate checks a webhook URL without ever echoing it.
-func Validate(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return errors.New("must be an http(s) URL with a host")
-	}
-	return nil
-}
+func Validate(raw string) error { return endpoint.ValidateWebhook(raw) }
 
 // Due reports whether a run is worth a message: it created snapshots,
 // deleted claims, had failures or ended in error. A fleet report's summary

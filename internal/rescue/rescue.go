@@ -40,11 +40,12 @@ import (
 // DefaultClassAnnotation marks a VolumeSnapshotClass as its driver's default.
 const DefaultClassAnnotation = "snapshot.storage.kubernetes.io/is-default-class"
 
-// Superseded policies (--superseded).
+// Superseded policies (--superseded), named where config can read them
+// (classify).
 const (
-	SupersededKeep    = "keep"
-	SupersededArchive = "archive"
-	SupersededDiscard = "discard"
+	SupersededKeep    = classify.SupersededKeep
+	SupersededArchive = classify.SupersededArchive
+	SupersededDiscard = classify.SupersededDiscard
 )
 
 // Actions reported per claim.
