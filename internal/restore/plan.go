@@ -299,7 +299,13 @@ func manifest(r Request, name string, s *Snapshot, t *Template, dataTime time.Ti
 	pvc.Annotations[AnnotationRestoredFrom] = s.Name
 	// The provenance: until it is used, the new claim holds data of this
 	// time, however recently it was created (docs/spec.md#rule-restored-data-time).
-	pvc.Annotations[AnnotationRestoredDataTime] = dataTime.UTC().Format(time.RFC3339)
+	// A rescue of a restored claim carries the workspace's line only as
+	// far as that claim's source: so does a claim restored from it.
+	line := dataTime
+	if rt := s.RestoredDataTime; rt != nil && rt.Before(line) {
+		line = *rt
+	}
+	pvc.Annotations[AnnotationRestoredDataTime] = line.UTC().Format(time.RFC3339)
 	for _, m := range t.AccessModes {
 		pvc.Spec.AccessModes = append(pvc.Spec.AccessModes, corev1.PersistentVolumeAccessMode(m))
 	}

@@ -188,7 +188,19 @@ func TestPlanRefusesOlderData(t *testing.T) {
 	if res.Snapshot.Name != "r1" || a[AnnotationRestoredFrom] != "r1" || a[AnnotationRestoredDataTime] != at(10).Format(time.RFC3339) {
 		t.Errorf("--allow-older restores %s with annotations %v, want r1 with its data time %s", res.Snapshot.Name, a, at(10).Format(time.RFC3339))
 	}
-	// The newest rescue itself is not refused; nor is one of another workspace.
+	// A rescue of a restored claim records how far its line reaches: a
+	// claim restored from it carries no more (docs/spec.md#rule-restored-data-time).
+	rr := rescue("rr", "alice-old", "alice", 40, 41)
+	rr.RestoredDataTime = at(10)
+	withRR := []Snapshot{r1, r2, rr}
+	res, err = Plan(Request{Namespace: "ws", From: "rr", As: "alice-old-2", AllowOlder: true}, withRR, contentsOf(withRR...), nil)
+	if err != nil {
+		t.Fatalf("restore --from rr: %v", err)
+	}
+	if got := res.Claim.Annotations[AnnotationRestoredDataTime]; got != at(10).Format(time.RFC3339) {
+		t.Errorf("restored from the rescue of a restored claim: restored-data-time %s, want its line's %s", got, at(10).Format(time.RFC3339))
+	}
+		// The newest rescue itself is not refused; nor is one of another workspace.
 	if _, err := Plan(Request{Namespace: "ws", Claim: "alice-2"}, snaps, contents, nil); err != nil {
 		t.Errorf("restore ws/alice-2: %v", err)
 	}
