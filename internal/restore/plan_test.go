@@ -200,7 +200,7 @@ func TestPlanRefusesOlderData(t *testing.T) {
 	if got := res.Claim.Annotations[AnnotationRestoredDataTime]; got != at(10).Format(time.RFC3339) {
 		t.Errorf("restored from the rescue of a restored claim: restored-data-time %s, want its line's %s", got, at(10).Format(time.RFC3339))
 	}
-		// The newest rescue itself is not refused; nor is one of another workspace.
+	// The newest rescue itself is not refused; nor is one of another workspace.
 	if _, err := Plan(Request{Namespace: "ws", Claim: "alice-2"}, snaps, contents, nil); err != nil {
 		t.Errorf("restore ws/alice-2: %v", err)
 	}
