@@ -160,16 +160,19 @@ func (c *classifier) snapshotEvidence(d *Decision) []SnapshotEvidence {
 		ok, why := Intact(s, c.inv.Contents)
 		ev := SnapshotEvidence{Name: s.Name, Source: s.SourceClaim, Janitor: s.ManagedByJanitor, Intact: ok, NotIntact: why,
 			Cut: CutTime(s), Data: c.dataTime(s), DataKnown: DataTimeKnown(s), Stale: s.Stale}
-		ev.Role = c.role(d, s, mine, ok)
+		ev.Role = c.role(d, s)
 		out = append(out, ev)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Data.After(out[b].Data) })
 	return out
 }
 
-// role says what snapshot s is to the claim of d.
-func (c *classifier) role(d *Decision, s *inventory.Snapshot, mine, intact bool) string {
+// role says what snapshot s, of the claim of d's name or of its
+// workspace, is to that claim.
+func (c *classifier) role(d *Decision, s *inventory.Snapshot) string {
 	cl := d.Claim
+	mine := s.SourceClaim == cl.Name
+	intact, _ := Intact(s, c.inv.Contents)
 	if d.Snapshot == s {
 		switch d.State {
 		case Rescued:

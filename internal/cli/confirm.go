@@ -10,11 +10,11 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/term"
 )
 
-// confirmer returns the prompt reap uses before deleting, or nil with
-// --yes. Without a terminal and without --yes, deleting is refused up front
-// (exit 2) before anything is written.
-func confirmer(s Streams, yes, dryRun bool, command string) (func(int) (bool, error), error) {
-	if yes || dryRun {
+// confirmer returns the prompt a deleting command uses before deleting, or
+// nil with --yes or --dry-run (cfg). Without a terminal and without --yes,
+// deleting is refused up front (exit 2) before anything is written.
+func confirmer(s Streams, cfg *config.Config, command string) (func(int) (bool, error), error) {
+	if cfg.Yes || cfg.DryRun {
 		return nil, nil
 	}
 	if !term.IsTerminal(s.In) {

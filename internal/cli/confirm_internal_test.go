@@ -57,7 +57,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 // whatever the input.
 func TestConfirmYesAndDryRunNeedNoPrompt(t *testing.T) {
 	for _, c := range []struct{ yes, dryRun bool }{{true, false}, {false, true}, {true, true}} {
-		confirm, err := confirmer(Streams{In: strings.NewReader(""), ErrOut: &bytes.Buffer{}}, c.yes, c.dryRun, "reap")
+		confirm, err := confirmer(Streams{In: strings.NewReader(""), ErrOut: &bytes.Buffer{}}, &config.Config{Yes: c.yes, DryRun: c.dryRun}, "reap")
 		if err != nil || confirm != nil {
 			t.Errorf("yes=%v dryRun=%v: prompt %v, error %v; want neither", c.yes, c.dryRun, confirm != nil, err)
 		}
@@ -82,7 +82,7 @@ func TestConfirmRefusedOffATerminal(t *testing.T) {
 	for name, in := range map[string]interface{ Read([]byte) (int, error) }{
 		"strings.Reader": strings.NewReader("yes\n"), "pipe": r, "regular file": file,
 	} {
-		confirm, err := confirmer(Streams{In: in, ErrOut: &bytes.Buffer{}}, false, false, "reap")
+		confirm, err := confirmer(Streams{In: in, ErrOut: &bytes.Buffer{}}, &config.Config{}, "reap")
 		if confirm != nil {
 			t.Errorf("%s: a prompt was returned off a terminal", name)
 		}
@@ -115,7 +115,7 @@ func TestConfirmPromptsOnATerminal(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			master, slave := openPTY(t)
 			var errOut bytes.Buffer
-			confirm, err := confirmer(Streams{In: slave, ErrOut: &errOut}, false, false, "reap")
+			confirm, err := confirmer(Streams{In: slave, ErrOut: &errOut}, &config.Config{}, "reap")
 			if err != nil || confirm == nil {
 				t.Fatalf("on a terminal: prompt %v, error %v; want a prompt", confirm != nil, err)
 			}

@@ -129,35 +129,23 @@ func runFleet(ctx context.Context, base *session, contexts []string, body func(*
 	return err
 }
 
-// publishFleet writes the metrics of every cluster (one file, a cluster
-// label each; one Pushgateway group each) and posts one notification for
-// the fleet when any cluster acted or failed.
+// publishFleet publishes a fleet's report (publishRuns): the metrics of
+// every cluster, and one notification when any cluster acted or failed.
 func publishFleet(ctx context.Context, cfg *config.Config, r *report.Report, parts []report.Part, err error) {
-	log := zerolog.Ctx(ctx)
-	ctx = context.WithoutCancel(ctx)
-	if cfg.MetricsFile != "" || cfg.Pushgateway != "" {
-		runs := make([]metrics.Run, 0, len(parts))
-		for _, p := range parts {
-			pr := p.Report
-			if pr == nil {
-				// The cluster failed before it had a report: its metrics
-				// say so (run_success 0), so that alerting sees it.
-				pr = report.New(r.Command, cfg.DryRun, p.Context, r.StartedAt)
-				pr.Finish(time.Now())
-			}
-			run := metrics.FromReport(pr, p.Code == exitcode.OK)
-			run.Cluster = p.Context
-			runs = append(runs, run)
+	runs := make([]metrics.Run, 0, len(parts))
+	for _, p := range parts {
+		pr := p.Report
+		if pr == nil {
+			// The cluster failed before it had a report: its metrics say
+			// so (run_success 0), so that alerting sees it.
+			pr = report.New(r.Command, cfg.DryRun, p.Context, r.StartedAt)
+			pr.Finish(time.Now())
 		}
-		if perr := metrics.Publish(ctx, metrics.Options{File: cfg.MetricsFile, Pushgateway: cfg.Pushgateway}, runs...); perr != nil {
-			log.Error().Err(perr).Msg("publish metrics")
-		}
+		run := metrics.FromReport(pr, p.Code == exitcode.OK)
+		run.Cluster = p.Context
+		runs = append(runs, run)
 	}
-	if cfg.NotifyWebhook != "" && notify.Due(r, err) {
-		if nerr := notify.Post(ctx, nil, cfg.NotifyWebhook, r, err); nerr != nil {
-			log.Error().Err(nerr).Msg("notify")
-		}
-	}
+	publishRuns(ctx, cfg, r, runs, err, notify.Due(r, err))
 }
 
 // syncWriter serialises writes from several goroutines: each Write (one

@@ -99,7 +99,7 @@ func confirmation(s Streams, name string) (*func(int) (bool, error), func(*confi
 	confirm := new(func(int) (bool, error))
 	return confirm, func(cfg *config.Config) error {
 		var err error
-		*confirm, err = confirmer(s, cfg.Yes, cfg.DryRun, name)
+		*confirm, err = confirmer(s, cfg, name)
 		return err
 	}
 }

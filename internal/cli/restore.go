@@ -45,16 +45,13 @@ claim's manifest and creates nothing.`,
   janitor restore workspaces/ws-abc -o yaml > ws-abc.yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sess, err := begin(cmd, s, config.CommandRestore, nil)
-			if err != nil {
-				return err
-			}
-			defer sess.close()
-			req, err := sess.restoreRequest(args)
-			if err != nil {
-				return err
-			}
-			return sess.restore(req)
+			return command(cmd, s, config.CommandRestore, nil, func(sess *session) error {
+				req, err := sess.restoreRequest(args)
+				if err != nil {
+					return err
+				}
+				return sess.restore(req)
+			})
 		},
 	}
 	return withFlags(cmd, config.CommandRestore)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/spf13/cobra"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
@@ -63,28 +62,6 @@ type session struct {
 	// report instead of stdout; the fleet publishes the metrics and the
 	// notification. nil with one cluster.
 	fleet *clusterRun
-}
-
-// begin is the prologue of every command: the configuration (vetted by
-// check, when set, before anything is read), the logger in the context and
-// the clients. close must be called.
-func begin(cmd *cobra.Command, s Streams, name string, check func(*config.Config) error) (*session, error) {
-	started := time.Now()
-	cfg, err := load(cmd, name, s)
-	if err != nil {
-		return nil, err
-	}
-	if check != nil {
-		if err := check(cfg); err != nil {
-			return nil, err
-		}
-	}
-	log := newLogger(cfg, s.ErrOut)
-	sess := &session{ctx: log.WithContext(cmd.Context()), name: name, s: s, cfg: cfg, started: started, release: func() {}}
-	if err := sess.connect(); err != nil {
-		return nil, err
-	}
-	return sess, nil
 }
 
 // close releases the run's lease, if it took one.
@@ -247,15 +224,24 @@ func (sess *session) failed(err error) error {
 }
 
 // publish writes the run's metrics (--metrics-file, --pushgateway) and,
-// when notifyDue, posts the notification (--notify-webhook). Both happen
-// after SIGTERM too (the context may be done). A failure to publish is
-// logged: it never changes what the run did.
+// when notifyDue, posts the notification (--notify-webhook): one cluster
+// is a fleet of one (publishRuns).
 func (sess *session) publish(r *report.Report, err error, notifyDue bool) {
-	cfg, log := sess.cfg, zerolog.Ctx(sess.ctx)
-	ctx := context.WithoutCancel(sess.ctx)
+	run := metrics.FromReport(r, exitcode.Code(err) == exitcode.OK)
+	publishRuns(sess.ctx, sess.cfg, r, []metrics.Run{run}, err, notifyDue)
+}
+
+// publishRuns is the one publish path of every command, over one cluster or
+// a fleet: the metrics of each cluster's run (one file, a cluster label
+// each; one Pushgateway group each) and, when notifyDue, one notification
+// of the report r. Both happen after SIGTERM too (the context may be
+// done). A failure to publish is logged: it never changes what the run
+// did.
+func publishRuns(ctx context.Context, cfg *config.Config, r *report.Report, runs []metrics.Run, err error, notifyDue bool) {
+	log := zerolog.Ctx(ctx)
+	ctx = context.WithoutCancel(ctx)
 	if cfg.MetricsFile != "" || cfg.Pushgateway != "" {
-		run := metrics.FromReport(r, exitcode.Code(err) == exitcode.OK)
-		if perr := metrics.Publish(ctx, metrics.Options{File: cfg.MetricsFile, Pushgateway: cfg.Pushgateway}, run); perr != nil {
+		if perr := metrics.Publish(ctx, metrics.Options{File: cfg.MetricsFile, Pushgateway: cfg.Pushgateway}, runs...); perr != nil {
 			log.Error().Err(perr).Msg("publish metrics")
 		}
 	}
