@@ -195,6 +195,19 @@ func (r *reader) in(s string) string {
 	return s
 }
 
+// inBytes is in for a view into a response's bytes: a value seen before
+// costs no allocation.
+func (r *reader) inBytes(b []byte) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v, ok := r.intern[string(b)]; ok {
+		return v
+	}
+	s := string(b)
+	r.intern[s] = s
+	return s
+}
+
 // namespaces returns the namespaces to list one by one, or [""] for all.
 func (r *reader) namespaces() []string {
 	if r.s.Namespaces == nil {
