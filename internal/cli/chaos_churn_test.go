@@ -144,25 +144,21 @@ func (w *chaosWorld) watchSnapshots(ctx context.Context) {
 	}
 }
 
-// foreignRescueLocked names the backup tool's snapshot a reaped claim
-// relies on when no intact snapshot of it is the janitor's: the bytes check
-// restores from it by name. "" otherwise. Called with mu held.
+// foreignRescueLocked names the backup tool's snapshot a reaped claim's
+// newest intact snapshot is (the one check holds the claim to: the janitor
+// may have reaped on it), "" when that one is the janitor's. The bytes
+// check restores it by name: it has no claim template, and a restore by
+// claim name picks the janitor's own rescue, which may be older. Called
+// with mu held.
 func (w *chaosWorld) foreignRescueLocked(claim string, snaps []truthSnap) string {
 	c := w.claims[claim]
 	if c == nil {
 		return ""
 	}
-	foreign := ""
-	for _, s := range snaps {
-		if !s.Intact || !c.truth.of(s) {
-			continue
-		}
-		if !w.foreign[s.Name] {
-			return ""
-		}
-		foreign = s.Name
+	if s, ok := c.truth.rescueAfter(snaps, c.truth.Created); ok && w.foreign[s.Name] {
+		return s.Name
 	}
-	return foreign
+	return ""
 }
 
 // seenSnap is a snapshot the watch saw ready.

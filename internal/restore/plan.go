@@ -233,6 +233,9 @@ func conflicts(r Request, name string, s *Snapshot, claims []Claim, snaps []Snap
 // (docs/spec.md#restore-refusals). Archives do not count: they hold a superseded
 // claim's data, not the workspace's line (docs/spec.md#rule-lineage).
 func newerRescue(r Request, s *Snapshot, dataTime time.Time, snaps []Snapshot, contents map[string]inventory.Content) error {
+	if err := newerForeign(r, s, dataTime, snaps, contents); err != nil {
+		return err
+	}
 	for i := range snaps {
 		o := &snaps[i]
 		if o.UID == s.UID || !o.ManagedByJanitor || o.Superseded {
@@ -255,6 +258,28 @@ func newerRescue(r Request, s *Snapshot, dataTime time.Time, snaps []Snapshot, c
 			}
 			return refuse("rescue %s/%s of %s holds newer data (data time %s, after the snapshot's data time %s): restore beside it with --allow-older (and --as)",
 				r.Namespace, o.Name, what, d.UTC().Format(time.RFC3339), dataTime.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+// newerForeign refuses s when someone else's intact snapshot of the same
+// claim (a backup tool's) was cut after s's data time: it may hold the
+// claim's newer data, and the janitor may have reaped the claim on it
+// (docs/spec.md#restore-refusals). It has no claim template, so the way to
+// it is --from (with --size), or --allow-older for s.
+func newerForeign(r Request, s *Snapshot, dataTime time.Time, snaps []Snapshot, contents map[string]inventory.Content) error {
+	for i := range snaps {
+		o := &snaps[i]
+		if o.UID == s.UID || o.ManagedByJanitor || o.SourceClaim == "" || o.SourceClaim != s.SourceClaim {
+			continue
+		}
+		if ok, _ := classify.Intact(&o.Snapshot, contents); !ok {
+			continue
+		}
+		if cut := classify.CutTime(&o.Snapshot); cut.After(dataTime) {
+			return refuse("snapshot %s/%s of claim %s, not the janitor's, was cut at %s, after the data time %s of %s: it may hold newer data of the claim; restore from it with --from (and --size), or pass --allow-older",
+				r.Namespace, o.Name, s.SourceClaim, cut.UTC().Format(time.RFC3339), dataTime.UTC().Format(time.RFC3339), s.Name)
 		}
 	}
 	return nil

@@ -52,7 +52,9 @@ func TestPlan(t *testing.T) {
 	foreign.ManagedByJanitor, foreign.OrphanedSince, foreign.Template = false, nil, ""
 	size := resource.MustParse("8Gi")
 	foreign.RestoreSize = &size
-	all := []Snapshot{old, newer, otherClaim, notReady, foreign}
+	foreignOld := rescue("manual-old", "a", "w", 25, 25)
+	foreignOld.ManagedByJanitor, foreignOld.OrphanedSince, foreignOld.Template = false, nil, ""
+	all := []Snapshot{old, newer, otherClaim, notReady, foreign, foreignOld}
 	contents := contentsOf(all...)
 
 	rows := []struct {
@@ -85,6 +87,10 @@ func TestPlan(t *testing.T) {
 		{name: "refused: a claim of the workspace used after the data", req: Request{Claim: "a"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Orphaned, Created: *at(0), DataTime: *at(31)}}, want: "!claim ws/c of workspace w may hold newer data (last used 2026-12-01T12:31:00Z"},
 		{name: "refused: a claim of the workspace that nothing dates yet (no run has marked it)", req: Request{Claim: "a"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Grace, Created: *at(0), DataTime: *at(90), Undated: true}}, want: "!claim ws/c of workspace w may hold newer data (nothing dates its last use yet, so possibly used until 2026-12-01T13:30:00Z"},
 		{name: "a claim of the workspace last used before the data does not block", req: Request{Claim: "b"}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.Orphaned, Created: *at(0), DataTime: *at(49)}}, want: "b-rescue-1", as: "b"},
+		{name: "refused: someone else's snapshot of the claim cut after the rescue's data (the claim may have been reaped on it)", req: Request{Claim: "a"},
+			snaps: []Snapshot{old, newer, foreign}, want: "!snapshot ws/manual of claim a, not the janitor's, was cut at 2026-12-01T13:30:00Z, after the data time 2026-12-01T12:30:00Z of a-rescue-2"},
+		{name: "someone else's snapshot of the claim cut before the rescue's data does not block", req: Request{Claim: "a"},
+			snaps: []Snapshot{old, newer, foreignOld}, want: "a-rescue-2", as: "a"},
 		{name: "--allow-older restores beside newer data", req: Request{Claim: "a", AllowOlder: true}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.InUse, Created: *at(0)}}, want: "a-rescue-2", as: "a"},
 		{name: "a claim of another workspace does not block", req: Request{Claim: "b"}, claims: []Claim{{Name: "c", Workspace: "other", State: classify.InUse, Created: *at(99)}}, want: "b-rescue-1", as: "b"},
 	}
