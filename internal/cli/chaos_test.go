@@ -1524,17 +1524,19 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 			continue
 		}
 		rescue, rescued := c.truth.rescueAfter(snaps, c.truth.Created)
-		if rescued {
-			w.rescued[name] = true
-		} else if s, verdict := w.actorRescueLocked(c, at); verdict != "" {
-			// Its rescue was deleted by the second actor: sound only if
-			// the claim was deleted while the rescue was still there.
+		// The second actor may have deleted a newer snapshot of the claim
+		// than the one left (the rescue the claim was reaped on, deleted
+		// right after the reap): the claim is judged by that one, sound
+		// only if the claim was deleted while it was still there.
+		if s, verdict := w.actorRescueLocked(c, at); verdict != "" && (!rescued || rescue.Cut.Before(s.Cut)) {
 			w.actorJudged[name] = verdict
-			w.bytesDone[name] = true // nothing left to restore from
+			w.bytesDone[name] = true // its copy is gone: nothing to restore from
 			if verdict != "sound" {
 				continue
 			}
 			rescue, rescued = s, true
+		} else if rescued {
+			w.rescued[name] = true
 		}
 		if !rescued {
 			if by, ok := w.newerDataLocked(c, snaps); ok {
