@@ -1438,9 +1438,12 @@ func (w *chaosWorld) secondActor() {
 	if err != nil {
 		return
 	}
+	done := time.Now()
 	w.mu.Lock()
-	w.actorDel[s.Name] = actorDeletion{claim: s.Source, snap: s, start: start, done: time.Now()}
+	w.actorDel[s.Name] = actorDeletion{claim: s.Source, snap: s, start: start, done: done}
 	w.mu.Unlock()
+	w.t.Logf("second actor: deleted snapshot %s of %s (cut %s) in [%s, %s]", s.Name, s.Source,
+		s.Cut.UTC().Format(time.RFC3339), start.UTC().Format("15:04:05.000"), done.UTC().Format("15:04:05.000"))
 }
 
 // check asserts the safety invariants on the cluster as it is now, from
