@@ -26,6 +26,13 @@ func r(name, claim, ws string, dataHoursAgo int) Rescue {
 
 func snap(x Rescue) *inventory.Snapshot { return &x.Snapshot }
 
+// foreignOf is x as someone else's snapshot (a backup tool's): not the
+// janitor's, no recorded data time.
+func foreignOf(x Rescue) *inventory.Snapshot {
+	x.ManagedByJanitor, x.OrphanedSince = false, nil
+	return &x.Snapshot
+}
+
 func contents(rs []Rescue, retain ...string) map[string]inventory.Content {
 	m := map[string]inventory.Content{}
 	for _, x := range rs {
@@ -174,6 +181,12 @@ func TestDecideAsksTheLineage(t *testing.T) {
 			policy:  Policy{KeepLast: 1},
 			rescues: []Rescue{restoredRescue(r("alice-old-rescue", "alice-old", "alice", 50), 300), r2},
 			kept:    []string{"alice-old-rescue", "alice-2-rescue"}, reasons: map[string]string{"alice-2-rescue": "the only copy"}},
+		{name: "--keep-last 1: someone else's snapshot that rescues a claim holds only that claim's data, not a tied rescue of another claim",
+			policy:  Policy{KeepLast: 1},
+			rescues: []Rescue{r("ws-170-rescue", "ws-170", "w170", 100), r("ws-175-rescue", "ws-175", "w170", 100)},
+			claims: []Claim{{UID: "uid-ws-176", Name: "ws-176", Workspace: "w170", State: classify.Rescued, Bound: true, Created: *ago(300),
+				Rescue: foreignOf(r("backup-176", "ws-176", "w170", 90))}},
+			kept: []string{"ws-170-rescue", "ws-175-rescue"}},
 		{name: "two rescues of equal data of two sessions: both kept", policy: Policy{KeepFor: time.Hour},
 			rescues: []Rescue{r("alice-1-rescue", "alice-1", "alice", 100), r2},
 			kept:    []string{"alice-1-rescue", "alice-2-rescue"}},
