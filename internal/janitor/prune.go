@@ -3,6 +3,8 @@ package janitor
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/prune"
 	"github.com/pvc-janitor/pvc-janitor/internal/retention"
@@ -17,6 +19,9 @@ type PruneOptions struct {
 	MaxDeletions       int
 	MaxDeletionPercent float64
 	Confirm            func(n int) (bool, error)
+	// Keep are rescues kept whatever the retention (retention.Policy.Keep):
+	// Run passes the ones its reap deleted claims on.
+	Keep map[types.UID]string
 }
 
 // Enabled reports whether any retention is configured: without one, prune
@@ -26,7 +31,9 @@ func (o PruneOptions) Enabled() bool { return o.Retention.KeepFor > 0 || o.Reten
 // Prune deletes the janitor's own rescues by retention (docs/spec.md#retention). An error
 // means nothing was pruned: a read failed.
 func Prune(ctx context.Context, c *kube.Clients, o PruneOptions) (*prune.Result, error) {
-	return prune.Prune(ctx, c, prune.Options{Scope: o.Scan.Scope, Policy: o.Scan.Policy, Retention: o.Retention,
+	ret := o.Retention
+	ret.Keep = o.Keep
+	return prune.Prune(ctx, c, prune.Options{Scope: o.Scan.Scope, Policy: o.Scan.Policy, Retention: ret,
 		DryRun: o.Scan.DryRun, MaxDeletions: o.MaxDeletions, MaxDeletionPercent: o.MaxDeletionPercent,
 		Confirm: o.Confirm})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/prune"
@@ -130,7 +132,21 @@ func Run(ctx context.Context, c *kube.Clients, o RunOptions) (*RunResult, error)
 	if o.Prune.Enabled() && ctx.Err() == nil {
 		po := o.Prune
 		po.Scan = o.Rescue.Scan
+		po.Keep = reapedOn(res.Reap.Outcomes)
 		res.Prune, res.PruneErr = Prune(ctx, c, po)
 	}
 	return res, nil
+}
+
+// reapedOn are the rescues the reap deleted claims on (docs/spec.md#retention-never):
+// the claim's data is in them now, so the run's retention keeps them
+// whatever it reads or ranks after the reap.
+func reapedOn(outs []reap.Outcome) map[types.UID]string {
+	keep := map[types.UID]string{}
+	for _, o := range outs {
+		if o.Action == reap.ActionDeleted && o.Evidence != nil && o.Evidence.UID != "" {
+			keep[o.Evidence.UID] = "claim " + o.Namespace + "/" + o.Name + " was reaped on it in this run"
+		}
+	}
+	return keep
 }

@@ -23,6 +23,10 @@ type Policy struct {
 	// DeleteContents (--delete-contents): the janitor may set a Retain
 	// content to Delete before deleting its snapshot.
 	DeleteContents bool
+	// Keep are rescues kept whatever the retention, with why: in a run,
+	// those its reap deleted a claim on moments ago (the claim's data is
+	// in them now, whatever else prune reads or ranks).
+	Keep map[types.UID]string
 }
 
 // Rescue is one of the janitor's snapshots.
@@ -221,6 +225,9 @@ func snapCopy(s *inventory.Snapshot, contents map[string]inventory.Content, copi
 
 // protected is why a candidate is kept whatever the retention, or "".
 func protected(p Policy, r *Rescue, last bool, byUID map[types.UID]*Claim, contents map[string]inventory.Content, claims []Claim) string {
+	if why, ok := p.Keep[r.UID]; ok {
+		return why
+	}
 	switch {
 	case r.Hold:
 		return "held (pvc-janitor.io/hold)"
