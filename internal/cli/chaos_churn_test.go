@@ -317,7 +317,7 @@ func (w *chaosWorld) restoreOne(rc restoreCase) {
 		inherited = string(got)
 	}
 	c := &chaosClaim{name: rc.as, uid: string(pvc.UID), workspace: rc.from.workspace, created: created, iteration: w.iteration,
-		truth: truthOf(pvc, pv.Spec.CSI.VolumeHandle), restoredFrom: rc.from, restoredCut: rc.snap.Cut}
+		truth: truthOf(pvc, pv.Spec.CSI.VolumeHandle), restoredFrom: rc.from}
 	w.gens.inherit(w.ns, rc.as, inherited)
 	w.mu.Lock()
 	w.claims[rc.as] = c

@@ -900,10 +900,9 @@ type chaosClaim struct {
 	// truth is its identity for the ground-truth judge: name, volume handle,
 	// the server's creationTimestamp.
 	truth truthClaim
-	// restoredFrom is the claim whose copy (cut at restoredCut) a restore
-	// made this one from; nil for a claim the test created.
+	// restoredFrom is the claim whose copy a restore made this one from;
+	// nil for a claim the test created.
 	restoredFrom *chaosClaim
-	restoredCut  time.Time
 }
 
 // chaosPod is one pod of the churn and when (local clock; the API server

@@ -34,6 +34,30 @@ func runUntilGone(t *testing.T, f *testenv.Fixtures, ns, name string, extra ...s
 	t.Fatalf("%s not reaped by four runs", name)
 }
 
+// restoreOlderBesideNewer is the sequence of finding 2 (docs/spec.md#rule-restored-data-time):
+// alice-1 is reaped (rescue R1); alice-2, the workspace's newer claim, is
+// orphaned with its newest work; a second later R1 is restored beside it as
+// alice-old with --allow-older (a newer claim by creation, of older data).
+func restoreOlderBesideNewer(t *testing.T, f *testenv.Fixtures, ns string) {
+	t.Helper()
+	orphan(t, f, ns, "alice-1", "alice", "")
+	nextSecond(time.Now())
+	runUntilGone(t, f, ns, "alice-1")
+	r1 := snapshotsOf(t, f, ns, "alice-1")
+	if len(r1) != 1 {
+		t.Fatalf("rescues of alice-1: %v", r1)
+	}
+	orphan(t, f, ns, "alice-2", "alice", "")
+	if err := f.WriteVolume(context.Background(), ns, "alice-2", "notes.txt", []byte("newest work")); err != nil {
+		t.Fatal(err)
+	}
+	nextSecond(time.Now())
+	if code, out, stderr := run(t, "restore", "-n", ns, "--from", r1[0], "--as", "alice-old", "--allow-older",
+		"--workspace-label", "workspace", "-o", "json"); code != 0 {
+		t.Fatalf("restore --allow-older: exit %d: %s\n%s", code, out, stderr)
+	}
+}
+
 // TestSafetyV3Finding2RestoredOlderCopyIsNotNewerData is issue 23's
 // finding 2 on a real cluster (docs/spec.md#restore-refusals,
 // docs/spec.md#retention-last-copy, docs/spec.md#rule-restored-data-time): alice-2 holds
@@ -154,22 +178,7 @@ func TestSafetyV3Finding2RestoredClaimInUseDoesNotSupersede(t *testing.T) {
 	ctx := context.Background()
 	f := fixtures(t)
 	ns := env.Namespace(t)
-	orphan(t, f, ns, "alice-1", "alice", "")
-	nextSecond(time.Now())
-	runUntilGone(t, f, ns, "alice-1")
-	r1 := snapshotsOf(t, f, ns, "alice-1")
-	if len(r1) != 1 {
-		t.Fatalf("rescues of alice-1: %v", r1)
-	}
-	orphan(t, f, ns, "alice-2", "alice", "")
-	if err := f.WriteVolume(ctx, ns, "alice-2", "notes.txt", []byte("newest work")); err != nil {
-		t.Fatal(err)
-	}
-	nextSecond(time.Now()) // alice-old is created a second after alice-2: a newer claim by creation
-	if code, out, stderr := run(t, "restore", "-n", ns, "--from", r1[0], "--as", "alice-old", "--allow-older",
-		"--workspace-label", "workspace", "-o", "json"); code != 0 {
-		t.Fatalf("restore --allow-older: exit %d: %s\n%s", code, out, stderr)
-	}
+	restoreOlderBesideNewer(t, f, ns)
 	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide", Claims: []string{"alice-old"}, Scheduled: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -249,22 +258,7 @@ func TestRescueOfARestoredClaimKeepsItsLineWhenTheClaimIsGone(t *testing.T) {
 	ctx := context.Background()
 	f := fixtures(t)
 	ns := env.Namespace(t)
-	orphan(t, f, ns, "alice-1", "alice", "")
-	nextSecond(time.Now())
-	runUntilGone(t, f, ns, "alice-1")
-	r1 := snapshotsOf(t, f, ns, "alice-1")
-	if len(r1) != 1 {
-		t.Fatalf("rescues of alice-1: %v", r1)
-	}
-	orphan(t, f, ns, "alice-2", "alice", "")
-	if err := f.WriteVolume(ctx, ns, "alice-2", "notes.txt", []byte("newest work")); err != nil {
-		t.Fatal(err)
-	}
-	nextSecond(time.Now())
-	if code, out, stderr := run(t, "restore", "-n", ns, "--from", r1[0], "--as", "alice-old", "--allow-older",
-		"--workspace-label", "workspace", "-o", "json"); code != 0 {
-		t.Fatalf("restore --allow-older: exit %d: %s\n%s", code, out, stderr)
-	}
+	restoreOlderBesideNewer(t, f, ns)
 	// alice-old is used after alice-2's last use: its rescue's data time
 	// is the later one.
 	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide", Claims: []string{"alice-old"}, Scheduled: true}); err != nil {
