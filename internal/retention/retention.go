@@ -7,6 +7,7 @@ package retention
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -70,19 +71,33 @@ func Decide(p Policy, rescues []Rescue, contents map[string]inventory.Content, c
 		byUID[claims[i].UID] = &claims[i]
 	}
 	rank := ranks(rescues)
-	last := lastCopies(rescues, contents, claims)
+	l, at := judge(rescues, contents, claims)
 	for i := range rescues {
 		r := &rescues[i]
 		v := Verdict{Snapshot: &r.Snapshot}
 		v.Prune, v.Reason = candidate(p, r, rank[i], now)
 		if v.Prune {
-			if why := protected(p, r, last[i], byUID, contents, claims); why != "" {
+			c := &l.Copies[at[i]]
+			holder := l.HeldBy(at[i])
+			if why := protected(p, r, c.Intact && holder < 0, byUID, contents, claims); why != "" {
 				v.Prune, v.Reason = false, why
+			} else {
+				v.Reason += "; " + heldWhy(c, l, holder)
 			}
 		}
 		out[i] = v
 	}
 	return out
+}
+
+// heldWhy says why a rescue about to be pruned is no last copy: the copy
+// that holds its data, or that it is not intact.
+func heldWhy(c *classify.Copy, l *classify.Lineage, holder int) string {
+	if !c.Intact {
+		return "not intact"
+	}
+	h := &l.Copies[holder]
+	return "its data is also in " + strings.ReplaceAll(h.Kind.String(), "-", " ") + " " + h.Name
 }
 
 // group is what --keep-last counts within: the workspace, else the source
@@ -154,23 +169,14 @@ func candidate(p Policy, r *Rescue, rank int, now time.Time) (bool, string) {
 	return true, why
 }
 
-// lastCopies marks the intact rescues that the judge says are the last
-// intact copy of their data (docs/spec.md#retention-last-copy, docs/spec.md#rule-lineage):
-// no other rescue, no claim in use that carries the workspace's line past
-// it, no rescue of a claim holds it. An older claim in use (a lingering
-// pod) or a restored claim of older data holds none of it; an archive never
-// holds a rescue's data, and a rescue of equal data holds an archive's.
-func lastCopies(rescues []Rescue, contents map[string]inventory.Content, claims []Claim) []bool {
-	l, at := judge(rescues, contents, claims)
-	out := make([]bool, len(rescues))
-	for i := range rescues {
-		out[i] = l.Copies[at[i]].Intact && l.LastCopy(at[i])
-	}
-	return out
-}
-
 // judge builds the lineage of the namespace's rescues and claims; at maps
-// each rescue to its copy. A Rescued claim's rescue is a copy too (the
+// each rescue to its copy. An intact rescue that no other copy holds
+// (Lineage.HeldBy) is the last intact copy of its data
+// (docs/spec.md#retention-last-copy, docs/spec.md#rule-lineage): no other
+// rescue, no claim in use that carries the workspace's line past it, no
+// rescue of a claim holds it. An older claim in use (a lingering pod) or a
+// restored claim of older data holds none of it; an archive never holds a
+// rescue's data, and a rescue of equal data holds an archive's. A Rescued claim's rescue is a copy too (the
 // classifier found it intact), also when it is not one of the janitor's.
 func judge(rescues []Rescue, contents map[string]inventory.Content, claims []Claim) (*classify.Lineage, []int) {
 	ns := ""

@@ -75,7 +75,7 @@ func TestDecide(t *testing.T) {
 		{name: "--keep-for: older cuts go, the last copy stays", policy: Policy{KeepFor: 150 * time.Hour}, prune: []string{"a-1", "a-2"},
 			reasons: map[string]string{"b-1": "kept by --keep-for"}},
 		{name: "--keep-last 1: all but the newest data of the workspace", policy: Policy{KeepLast: 1}, prune: []string{"a-1", "a-2"},
-			reasons: map[string]string{"b-1": "kept by --keep-last 1"}},
+			reasons: map[string]string{"b-1": "kept by --keep-last 1", "a-2": "; its data is also in rescue b-1"}},
 		{name: "both: kept when either keeps it", policy: Policy{KeepFor: 250 * time.Hour, KeepLast: 1}, prune: []string{"a-1"},
 			reasons: map[string]string{"a-2": "kept by --keep-for"}},
 		{name: "never: the only copy of the workspace's last data, even when retention lets it go", policy: Policy{KeepFor: time.Hour}, prune: []string{"a-1", "a-2"},
