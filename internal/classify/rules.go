@@ -6,6 +6,35 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 )
 
+// State is a claim's state. The strings are public interface: JSON output,
+// the phase label, exit codes, the chart and the docs use them.
+type State string
+
+// The states of docs/spec.md#states, in order of precedence (first match wins).
+const (
+	Terminating    State = "Terminating"
+	Held           State = "Held"
+	Unbound        State = "Unbound"
+	InUse          State = "InUse"
+	Young          State = "Young"
+	Attached       State = "Attached"
+	Rescued        State = "Rescued"
+	Superseded     State = "Superseded"
+	SnapshotFailed State = "SnapshotFailed"
+	Snapshotting   State = "Snapshotting"
+	Grace          State = "Grace"
+	Orphaned       State = "Orphaned"
+)
+
+// States lists every state in precedence order.
+var States = func() []State {
+	out := make([]State, len(StateRules))
+	for i, r := range StateRules {
+		out[i] = r.State
+	}
+	return out
+}()
+
 // StateRules are the state rules of docs/spec.md#states, as data: one row per
 // state, in the order they are tried; the first that matches decides. A
 // row names the state, what the state means to the steps that act on a
@@ -18,9 +47,11 @@ import (
 // a claim none of them matches is an orphan, and rules 7–12 (copies.go) are
 // decided on its copies once every claim's orphaned-since is known.
 //
-// To add a state rule: a row here, its two functions beside their
-// neighbours, a row in TestClassify, and docs/spec.md#states (TestRules
-// checks the table against States and the contract's list).
+// To add a state rule: its constant above, a row here (its functions beside
+// their neighbours, or in the row), a row in TestClassify, and
+// docs/spec.md#states. Nothing else lists the states: metrics, reports,
+// explain, guard and its help, and the rescue read this table (TestStateRules
+// checks it against the contract's list).
 var StateRules = [...]StateRule{
 	{State: Terminating, match: (*classifier).terminating, not: notTerminating, then: thenTerminating},
 	{State: Held, match: (*classifier).held, not: notHeld, then: thenHeld,
@@ -31,12 +62,12 @@ var StateRules = [...]StateRule{
 	{State: Young, match: (*classifier).young, not: (*classifier).notYoung, then: (*classifier).thenYoung,
 		Teardown: "young: it may be about to be used (stop the workspace first)"},
 	{State: Attached, match: (*classifier).attached, not: notAttached, then: thenInUse, Live: true, Teardown: noCopy},
-	{State: Rescued, match: (*classifier).rescued, not: (*classifier).notRescued, then: (*classifier).thenRescued},
+	{State: Rescued, match: (*classifier).rescued, not: (*classifier).notRescued, then: (*classifier).thenRescued, Idle: true},
 	{State: Superseded, match: (*classifier).supersededRule, not: notSuperseded, then: thenSuperseded, Teardown: noCopy},
-	{State: SnapshotFailed, match: (*classifier).snapshotFailed, not: notSnapshotFailed, then: (*classifier).thenSnapshotFailed, Rescue: true, Teardown: noCopy},
-	{State: Snapshotting, match: (*classifier).snapshotting, not: notSnapshotting, then: thenSnapshotting, Rescue: true, Teardown: noCopy},
-	{State: Grace, match: (*classifier).grace, not: (*classifier).notGrace, then: (*classifier).thenGrace, Teardown: noCopy},
-	{State: Orphaned, match: (*classifier).orphaned, not: notOrphaned, then: (*classifier).thenOrphaned, Rescue: true, Teardown: noCopy},
+	{State: SnapshotFailed, match: (*classifier).snapshotFailed, not: notSnapshotFailed, then: (*classifier).thenSnapshotFailed, Rescue: true, Idle: true, Teardown: noCopy},
+	{State: Snapshotting, match: (*classifier).snapshotting, not: notSnapshotting, then: thenSnapshotting, Rescue: true, Idle: true, Teardown: noCopy},
+	{State: Grace, match: (*classifier).grace, not: (*classifier).notGrace, then: (*classifier).thenGrace, Idle: true, Teardown: noCopy},
+	{State: Orphaned, match: (*classifier).orphaned, not: notOrphaned, then: (*classifier).thenOrphaned, Rescue: true, Idle: true, Teardown: noCopy},
 }
 
 // noCopy is why a teardown would lose an orphan's data.
@@ -55,6 +86,9 @@ type StateRule struct {
 	// Rescue: the rescue pipeline snapshots a claim in this state (and a
 	// Superseded one under --superseded archive).
 	Rescue bool
+	// Idle: nobody uses the claim and it is still there, what the janitor
+	// exists to rescue and free (the report's unused bytes and cost).
+	Idle bool
 	// Teardown is why tearing the cluster down would lose the claim's data
 	// (guard); "" when it would not, and for Rescued, where that depends on
 	// its rescue.

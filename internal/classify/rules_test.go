@@ -16,10 +16,12 @@ func TestStateRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^\\| (\\d+) \\| \\[`([A-Za-z]+)`\\]\\(#rule-")
+	row := regexp.MustCompile("(?m)^\\| (\\d+) \\| \\[`([A-Za-z]+)`\\]\\(#rule-.*\\| (yes|no) \\|$")
 	var order []State
+	idle := map[State]bool{}
 	for _, m := range row.FindAllStringSubmatch(string(spec), -1) {
 		order = append(order, State(m[2]))
+		idle[State(m[2])] = m[3] == "yes"
 	}
 	if len(order) != len(StateRules) {
 		t.Fatalf("docs/spec.md#states lists %d states %v, the table %d", len(order), order, len(StateRules))
@@ -33,6 +35,9 @@ func TestStateRules(t *testing.T) {
 		}
 		if got := RuleFor(r.State); got.State != r.State || got.Live != r.Live || got.Rescue != r.Rescue || got.Teardown != r.Teardown {
 			t.Errorf("RuleFor(%s) = %+v, want the table's row", r.State, got)
+		}
+		if r.Idle != idle[r.State] {
+			t.Errorf("rule %d (%s): Idle %v, docs/spec.md#states says unused %v", i+1, r.State, r.Idle, idle[r.State])
 		}
 		if States[i] != r.State {
 			t.Errorf("States[%d] = %s, want %s", i, States[i], r.State)

@@ -10,26 +10,6 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 )
 
-// State is a claim's state. The strings are public interface: JSON output,
-// the phase label, exit codes, the chart and the docs use them.
-type State string
-
-// The states of docs/spec.md#states, in order of precedence (first match wins).
-const (
-	Terminating    State = "Terminating"
-	Held           State = "Held"
-	Unbound        State = "Unbound"
-	InUse          State = "InUse"
-	Young          State = "Young"
-	Attached       State = "Attached"
-	Rescued        State = "Rescued"
-	Superseded     State = "Superseded"
-	SnapshotFailed State = "SnapshotFailed"
-	Snapshotting   State = "Snapshotting"
-	Grace          State = "Grace"
-	Orphaned       State = "Orphaned"
-)
-
 // What --superseded does with Superseded claims (docs/spec.md#rule-superseded-policy):
 // keep them, archive them (a snapshot, then reap), or discard them on
 // durable evidence of newer data.
@@ -38,15 +18,6 @@ const (
 	SupersededArchive = "archive"
 	SupersededDiscard = "discard"
 )
-
-// States lists every state in precedence order.
-var States = func() []State {
-	out := make([]State, len(StateRules))
-	for i, r := range StateRules {
-		out[i] = r.State
-	}
-	return out
-}()
 
 // Policy is the part of the configuration that classification depends on.
 type Policy struct {

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/internal/janitor"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
@@ -18,8 +20,7 @@ func newGuardCommand(s Streams) *cobra.Command {
 		Long: `guard is the gate before a cluster teardown. It classifies every claim in scope
 without writing anything and exits 3 when anything in scope holds data that a
 teardown would lose:
-  - claims that are InUse or Young (live data: stop the workspaces first), Held,
-    Attached, Grace, Orphaned, Snapshotting, SnapshotFailed or Superseded;
+  - claims that are ` + atRiskStates() + `;
   - Rescued claims whose rescue is not intact, or whose VolumeSnapshotContent
     has deletionPolicy Delete (--allow-delete-policy accepts those);
   - the janitor's own rescues of claims already reaped: the rescue is then the
@@ -67,4 +68,35 @@ func (sess *session) guard() error {
 	// rescue did (actions, snapshotsCreated) and is not a dry run.
 	r := sess.newReport(config.CommandGuard, !cfg.Rescue || cfg.DryRun)
 	return sess.finish(r, addGuard(r, res, rescued))
+}
+
+// atRiskStates lists the states whose claims a teardown would lose
+// (classify.StateRules' Teardown), for guard's help: "InUse, Young or Held".
+func atRiskStates() string {
+	var names []string
+	for _, r := range classify.StateRules {
+		if r.Teardown != "" {
+			names = append(names, string(r.State))
+		}
+	}
+	var b strings.Builder
+	width := len("  - claims that are ")
+	for i, n := range names {
+		sep := ", "
+		switch {
+		case i == 0:
+			sep = ""
+		case i == len(names)-1:
+			sep = " or "
+		}
+		if width+len(sep)+len(n) > 78 { // wrap, indented under the item
+			sep = strings.TrimRight(sep, " ") + "\n    "
+			width = 4
+		} else {
+			width += len(sep)
+		}
+		b.WriteString(sep + n)
+		width += len(n)
+	}
+	return b.String()
 }

@@ -6,11 +6,6 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 )
 
-// unused are the states of claims nobody uses that are still there: what
-// the janitor exists to turn into rescues and free.
-var unused = map[string]bool{string(classify.Grace): true, string(classify.Orphaned): true, string(classify.Snapshotting): true,
-	string(classify.SnapshotFailed): true, string(classify.Rescued): true}
-
 // sizes fills the summary's bytes and, with prices, its money.
 func (r *Report) sizes(s *Summary) {
 	priced := r.prices.Any()
@@ -47,7 +42,7 @@ func (r *Report) sizes(s *Summary) {
 		case deleted && e.ReclaimPolicy == "Delete":
 			c.Saved += m
 		case deleted:
-		case unused[e.State]:
+		case classify.RuleFor(classify.State(e.State)).Idle:
 			c.Orphaned += m
 		case e.State == string(classify.Superseded):
 			c.Superseded += m
