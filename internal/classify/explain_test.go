@@ -8,10 +8,47 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 )
 
-// TestExplainEachState: for each of the 12 states, the explanation names the
-// state as the one matching rule (the rules before it say why they did not
-// match, the ones after were not reached), its deciding evidence, and the
-// next action with its earliest time.
+// TestExplainAgreesWithClassify: for every case of TestClassify (so for
+// every state: TestClassifyCoversEveryState), explain gives the state
+// Classify gives, as the one matching rule with the decision's reason (the
+// rules before it say why they did not match, the ones after were not
+// reached), and a next action. A new state rule needs no case here.
+func TestExplainAgreesWithClassify(t *testing.T) {
+	for _, tc := range allCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			inv, p := buildCase(tc)
+			d := Classify(inv, p, now)[0]
+			e, ok := Explain(inv, p, now, inventory.Key{Namespace: d.Claim.Namespace, Name: d.Claim.Name})
+			if !ok {
+				t.Fatal("claim not found")
+			}
+			if e.State != d.State || len(e.Rules) != len(States) {
+				t.Fatalf("explain: state %s with %d rules, classify: %s; want %d rules", e.State, len(e.Rules), d.State, len(States))
+			}
+			for i, rule := range e.Rules {
+				at := indexOf(d.State)
+				switch {
+				case rule.Number != i+1 || rule.State != States[i] || rule.Why == "":
+					t.Errorf("rule %d: %+v", i+1, rule)
+				case rule.Matched != (i == at):
+					t.Errorf("rule %d (%s) matched %v, classify decided rule %d", i+1, rule.State, rule.Matched, at+1)
+				case i == at && !strings.Contains(rule.Why, d.Reason):
+					t.Errorf("matching rule says %q, the decision %q", rule.Why, d.Reason)
+				case i < at && strings.HasPrefix(rule.Why, "not reached"):
+					t.Errorf("rule %s before the state says %q", rule.State, rule.Why)
+				case i > at && !strings.HasPrefix(rule.Why, "not reached"):
+					t.Errorf("rule %s after the state says %q", rule.State, rule.Why)
+				}
+			}
+			if e.Next.Action == "" {
+				t.Error("no next action")
+			}
+		})
+	}
+}
+
+// TestExplainEachState: for each state, the explanation's deciding
+// evidence, and the next action with its earliest time.
 func TestExplainEachState(t *testing.T) {
 	p := defaultPolicy()
 	grace := ago(10 * time.Minute) // within the 30m grace period
@@ -92,8 +129,8 @@ func TestExplainEachState(t *testing.T) {
 			}
 		})
 	}
-	if len(seen) != len(States) {
-		t.Errorf("states explained: %v, want all %d", seen, len(States))
+	if len(seen) != len(rows) {
+		t.Errorf("states explained: %v, want the %d of the rows", seen, len(rows))
 	}
 }
 
