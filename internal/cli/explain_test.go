@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/cli"
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/cli"
 	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
