@@ -36,7 +36,7 @@ ifdef KUBE_VERSION
 export JANITOR_KUBE_VERSION := $(KUBE_VERSION)
 endif
 
-.PHONY: help build test unit race contract matrix lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check bench chaos
+.PHONY: help build test unit race contract matrix lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check image bench chaos
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -105,8 +105,11 @@ tools: ## build the pinned helm, goreleaser and actionlint into the cache, apt-g
 chart-test: control-plane tools ## helm lint/template, server-side dry run, RBAC check and RBAC proof
 	bash scripts/chart/test.sh
 
-release-check: tools ## goreleaser check + snapshot build of this platform + kubectl janitor (no docker)
+release-check: tools ## goreleaser check + snapshot build of this platform, its image checked, + kubectl janitor (no docker)
 	bash scripts/release/check.sh
+
+image: ## the janitor's OCI image archive + SBOM under dist/, in pure Go (no Docker, nothing pulled); IMAGE_ARCH=arm64 for another
+	bash scripts/image/build.sh $(if $(IMAGE_ARCH),--arch $(IMAGE_ARCH))
 
 unit: ## every test that needs no cluster (the files without the integration tag), in seconds
 	go test -count=1 ./...

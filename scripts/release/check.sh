@@ -7,13 +7,17 @@
 #   2. goreleaser build --snapshot --single-target --clean: the current
 #      platform's binary builds as a release would build it, and the version,
 #      commit and date reach it through the ldflags.
-#   3. The kubectl plugin: that binary installed as kubectl-janitor on PATH,
+#   3. The image: the OCI archive of that binary (goreleaser's post hook,
+#      scripts/image/build.sh) declares linux/<arch>, user 65532 and the
+#      entrypoint /usr/bin/janitor, has its SBOM and no shell; the image
+#      tool's own tests pass.
+#   4. The kubectl plugin: that binary installed as kubectl-janitor on PATH,
 #      `kubectl janitor version` (the pinned kubectl of the local cluster)
 #      runs it.
 #
 # With --full it also runs `goreleaser release --snapshot` for every
 # platform (archives with README and LICENSE, checksums, the krew manifest;
-# Docker and publishing skipped) and checks what it wrote. That cross-builds
+# publishing skipped) and checks what it wrote. That cross-builds
 # six binaries: minutes on a cold Go cache, so it is not part of make test.
 #
 # GoReleaser reads the commit and its date from git, and gives up on all of
@@ -65,6 +69,14 @@ log "$bin: $out"
 [[ "$out" != *"built unknown"* ]] || fail "build date did not reach the binary: $out"
 file_out="$(LC_ALL=C od -An -c -N4 "$bin" | tr -d ' ')"
 [[ "$file_out" == '177ELF' || "$(go env GOOS)" != linux ]] || fail "not an ELF binary: $bin"
+
+log "image: the OCI archive goreleaser's post hook built (scripts/image)"
+img="$(find "$dist" -maxdepth 1 -name "pvc-janitor_*_linux_$(go env GOARCH).oci.tar" | head -n1)"
+[[ -f "$img" ]] || fail "no image archive pvc-janitor_*_linux_$(go env GOARCH).oci.tar under $dist"
+[[ -f "${img%.tar}.spdx.json" ]] || fail "no SBOM beside $img"
+go -C scripts/image run . check -arch "$(go env GOARCH)" "$img" >&2 || fail "the image of $img is not what scripts/image builds"
+log "image tests (build, check, push to a registry on loopback)"
+go -C scripts/image test -count=1 . >&2 || fail "scripts/image tests"
 
 log "kubectl plugin: kubectl janitor version"
 plugdir="$(mktemp -d)"
