@@ -58,7 +58,7 @@ test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration
 	$(MAKE) --no-print-directory fuzz
 	bash scripts/release/check.sh
 
-sanity: ## csi-sanity (kubernetes-csi/csi-test) against the CSI driver: identity, controller and snapshot specs (node specs skipped: no node plugin)
+sanity: ## csi-sanity (kubernetes-csi/csi-test) against the CSI driver: identity, controller, snapshot and node specs (node: root only, bind mounts)
 	bash scripts/cluster/sanity.sh
 
 FUZZTIME ?= 3s

@@ -320,24 +320,31 @@ func TestVolumeFilePathsStayInside(t *testing.T) {
 	}
 }
 
-// TestNodeServiceIsEmpty: no node capabilities, nothing is ever published,
-// so unpublishing a volume that exists is a no-op and publishing is
-// Unimplemented.
-func TestNodeServiceIsEmpty(t *testing.T) {
+// TestNodeServiceArguments: the node stages (STAGE_UNSTAGE_VOLUME) and
+// names itself; unpublishing a target never published is a no-op, an
+// unknown volume NotFound, a request without its paths or capability
+// InvalidArgument (node_test.go mounts for real).
+func TestNodeServiceArguments(t *testing.T) {
 	h := start(t, t.TempDir())
 	ctx := rpcCtx(t)
 	caps, err := h.node.NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{})
-	if err != nil || len(caps.GetCapabilities()) != 0 {
+	if err != nil || len(caps.GetCapabilities()) != 1 || caps.GetCapabilities()[0].GetRpc().GetType() != csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME {
 		t.Errorf("NodeGetCapabilities = %v, %v", caps, err)
 	}
-	v := h.mustCreateVolume("pvc-n", "", 0)
-	if _, err := h.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.GetVolumeId(), TargetPath: "/t"}); err != nil {
-		t.Errorf("NodeUnpublishVolume(existing) = %v", err)
+	if info, err := h.node.NodeGetInfo(ctx, &csi.NodeGetInfoRequest{}); err != nil || info.GetNodeId() == "" {
+		t.Errorf("NodeGetInfo = %v, %v", info, err)
 	}
-	_, err = h.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-missing", TargetPath: "/t"})
+	v := h.mustCreateVolume("pvc-n", "", 0)
+	never := filepath.Join(t.TempDir(), "never-published")
+	if _, err := h.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.GetVolumeId(), TargetPath: never}); err != nil {
+		t.Errorf("NodeUnpublishVolume(never published) = %v", err)
+	}
+	_, err = h.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-missing", TargetPath: never})
 	wantCode(t, err, codes.NotFound)
 	_, err = h.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.GetVolumeId()})
 	wantCode(t, err, codes.InvalidArgument)
-	_, err = h.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: v.GetVolumeId(), TargetPath: "/t"})
-	wantCode(t, err, codes.Unimplemented)
+	_, err = h.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: v.GetVolumeId(), TargetPath: never})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = h.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: v.GetVolumeId(), VolumeCapability: mountCap()[0]})
+	wantCode(t, err, codes.InvalidArgument)
 }

@@ -4,9 +4,10 @@
 // produces genuine readyToUse and status.error outcomes, without needing a
 // real storage backend.
 //
-// The identity service and the controller service's volume and snapshot
-// calls are implemented. There is no node side: nothing is ever mounted (the
-// node service answers only the two calls such a driver can, see node.go).
+// The identity service, the controller service's volume and snapshot calls
+// and a node service are implemented: on a node, a volume is staged and
+// published as bind mounts of its folder (node.go), so that a pod writes the
+// bytes a snapshot copies.
 // Volumes and snapshots hold real bytes, kept as plain files in the state
 // folder: CreateSnapshot copies the volume's files, CreateVolume from a
 // snapshot copies them back (see data.go; tests write and read them with
@@ -60,6 +61,8 @@ type Options struct {
 	// Logger, when non-nil, receives one line per RPC so that test failures
 	// in the cluster can be traced back to what the sidecar actually asked.
 	Logger *log.Logger
+	// NodeID is what NodeGetInfo answers; empty means the host name.
+	NodeID string
 }
 
 // Driver serves the CSI identity and controller services over a state
@@ -69,6 +72,7 @@ type Driver struct {
 	name     string
 	stateDir string
 	logger   *log.Logger
+	nodeID   string
 
 	// mu serialises every RPC that reads or writes state, which keeps the
 	// read-modify-write of fault counters and snapshot records trivially
@@ -92,6 +96,7 @@ func New(opts Options) (*Driver, error) {
 		name:     name,
 		stateDir: opts.StateDir,
 		logger:   opts.Logger,
+		nodeID:   opts.NodeID,
 	}
 	for _, dir := range []string{d.snapshotDir(), d.volumeRecordDir(), faultDir(d.stateDir), counterDir(d.stateDir),
 		volumeDataRoot(d.stateDir), snapshotDataRoot(d.stateDir)} {

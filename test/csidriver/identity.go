@@ -18,8 +18,9 @@ func (s *identityServer) GetPluginInfo(context.Context, *csi.GetPluginInfoReques
 	return &csi.GetPluginInfoResponse{Name: s.d.name, VendorVersion: VendorVersion}, nil
 }
 
-// GetPluginCapabilities advertises only the controller service: without it
-// csi-snapshotter refuses to start, and there is no node side to advertise.
+// GetPluginCapabilities advertises the controller service (without it
+// csi-snapshotter refuses to start); the node service needs no plugin
+// capability, and volumes have no topology to advertise.
 func (s *identityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
 	return &csi.GetPluginCapabilitiesResponse{
 		Capabilities: []*csi.PluginCapability{{

@@ -18,6 +18,7 @@ func main() {
 	endpoint := flag.String("endpoint", "unix:///csi/csi.sock", "unix socket to serve on (unix:///path/csi.sock or a plain path)")
 	stateDir := flag.String("state-dir", "", "folder for snapshot records and fault files (required; must survive restarts)")
 	driverName := flag.String("driver-name", csidriver.DefaultDriverName, "CSI driver name reported to the sidecars")
+	nodeID := flag.String("node-id", "", "the node id NodeGetInfo reports (default: the host name)")
 	flag.Parse()
 
 	logger := log.New(os.Stderr, "hostpath-csi: ", log.LstdFlags|log.Lmicroseconds)
@@ -27,7 +28,7 @@ func main() {
 		os.Exit(2)
 	}
 
-	d, err := csidriver.New(csidriver.Options{DriverName: *driverName, StateDir: *stateDir, Logger: logger})
+	d, err := csidriver.New(csidriver.Options{DriverName: *driverName, StateDir: *stateDir, Logger: logger, NodeID: *nodeID})
 	if err != nil {
 		logger.Fatal(err)
 	}
