@@ -122,7 +122,7 @@ func runFleet(ctx context.Context, base *session, contexts []string, body func(*
 	}
 	r := report.Merge(name, cfg.DryRun, started, cfg.PriceTable, parts)
 	r.Finish(time.Now())
-	if werr := report.Write(s.Out, r, cfg.Output); werr != nil && err == nil {
+	if werr := report.WriteOutput(s.Out, r, report.Output{Format: cfg.Output, NoHeaders: cfg.NoHeaders, SortBy: cfg.SortBy}); werr != nil && err == nil {
 		err = fmt.Errorf("write report: %w", werr)
 	}
 	publishFleet(ctx, cfg, r, parts, err)

@@ -202,7 +202,7 @@ func (sess *session) finish(r *report.Report, err error) error {
 		sess.fleet.report = r
 		return err
 	}
-	if werr := report.Write(sess.s.Out, r, sess.cfg.Output); werr != nil && err == nil {
+	if werr := report.WriteOutput(sess.s.Out, r, report.Output{Format: sess.cfg.Output, NoHeaders: sess.cfg.NoHeaders, SortBy: sess.cfg.SortBy}); werr != nil && err == nil {
 		err = fmt.Errorf("write report: %w", werr)
 	}
 	sess.publish(r, err, notify.Due(r, err))

@@ -110,8 +110,14 @@ type Config struct {
 	// Yes skips the confirmation before deleting.
 	Yes bool
 
-	// Output is one of OutputTable, OutputWide, OutputJSON, OutputYAML.
+	// Output is one of OutputTable, OutputWide, OutputJSON, OutputYAML, or
+	// one of kubectl's that kubeout parses (name, jsonpath=…,
+	// custom-columns=…).
 	Output string
+	// NoHeaders drops the header row of a table (--no-headers); SortBy
+	// orders the report's claims by a field path (--sort-by).
+	NoHeaders bool
+	SortBy    string
 	// LogFormat is one of LogFormatAuto, LogFormatJSON, LogFormatConsole.
 	LogFormat string
 	// LogLevel is one of debug, info, warn, error.

@@ -323,7 +323,18 @@ allow-delete-policy: true
 		{name: "max-deletion-percent 101", args: []string{"--max-deletion-percent", "101"}, wantErr: "--max-deletion-percent: must be greater than 0 and at most 100"},
 
 		// Choices.
-		{name: "bad output", args: []string{"-o", "xml"}, wantErr: `--output: invalid value "xml": want table, wide, json or yaml`, exact: true},
+		{name: "bad output", args: []string{"-o", "xml"}, wantErr: `unable to match a printer suitable for the output format "xml", allowed formats are: custom-columns,json,jsonpath,name,table,wide,yaml`, exact: true},
+		{name: "output jsonpath keeps its template's case", args: []string{"-o", "JSONPath={.claims[*].Name}"},
+			check: func(t *testing.T, c *Config) { eq(t, "Output", c.Output, "jsonpath={.claims[*].Name}") }},
+		{name: "output name, custom columns, no headers, sort by", args: []string{"-o=custom-columns=NAME:.name,STATE:.state", "--no-headers", "--sort-by", ".capacity"},
+			check: func(t *testing.T, c *Config) {
+				eq(t, "Output", c.Output, "custom-columns=NAME:.name,STATE:.state")
+				eq(t, "NoHeaders", c.NoHeaders, true)
+				eq(t, "SortBy", c.SortBy, ".capacity")
+			}},
+		{name: "bad jsonpath", args: []string{"-o", "jsonpath={.claims[*}"}, wantErr: `error parsing jsonpath {.claims[*}, unterminated array`, exact: true},
+		{name: "bad custom columns", args: []string{"-o", "custom-columns=NAME"}, wantErr: `unexpected custom-columns spec: NAME, expected <header>:<json-path-expr>`, exact: true},
+		{name: "bad sort by", args: []string{"--sort-by", "{.a[}"}, wantErr: `error parsing jsonpath {.a[}`},
 		{name: "output is case-insensitive", args: []string{"-o", "JSON"},
 			check: func(t *testing.T, c *Config) { eq(t, "Output", c.Output, "json") }},
 		{name: "bad log format", args: []string{"--log-format", "text"}, wantErr: `--log-format: invalid value "text": want auto, json or console`, exact: true},

@@ -431,6 +431,10 @@ func (r *resolver) complete(command string) (*Config, error) {
 			p := o.field(c).(*string)
 			*p = strings.ToLower(*p)
 		}
+		if o.normalize != nil {
+			p := o.field(c).(*string)
+			*p = o.normalize(*p)
+		}
 	}
 	c.ConfigFile = r.filePath
 	if len(c.Contexts) == 1 {

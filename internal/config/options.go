@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/cost"
 	"github.com/pvc-janitor/pvc-janitor/internal/endpoint"
+	"github.com/pvc-janitor/pvc-janitor/internal/kubeout"
 )
 
 // valueKind is how an option's value is typed, in the environment and in the
@@ -128,6 +130,9 @@ type option struct {
 	field func(c *Config) any
 	// choices, when set, are the only values (matched case-insensitively).
 	choices []string
+	// normalize, when set, rewrites the completed value (choices are
+	// lower-cased instead).
+	normalize func(string) string
 	// check, when set, vets the completed value; from says where it came
 	// from when not from a flag.
 	check func(name string, v any, from string) error
@@ -179,7 +184,12 @@ func globalOptions() []option {
 		{name: "selector", short: "l", cmds: global, field: func(c *Config) any { return &c.SelectorString },
 			usage: "label selector of workspace claims, e.g. app=ide"},
 		{name: "output", short: "o", def: OutputTable, cmds: global, field: func(c *Config) any { return &c.Output },
-			choices: []string{OutputTable, OutputWide, OutputJSON, OutputYAML}, usage: "report format: table, wide, json or yaml"},
+			check: output, normalize: outputKind,
+			usage: "report format: table, wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:PATH,... (as kubectl's)"},
+		{name: "no-headers", cmds: global, field: func(c *Config) any { return &c.NoHeaders },
+			usage: "with -o table, wide or custom-columns: no header row (as kubectl's)"},
+		{name: "sort-by", cmds: global, field: func(c *Config) any { return &c.SortBy }, check: sortBy,
+			usage: "sort the report's claims by a field path of their JSON, e.g. .capacity or .orphanedSince (as kubectl's)"},
 		{name: "log-format", def: LogFormatAuto, cmds: global, field: func(c *Config) any { return &c.LogFormat },
 			choices: []string{LogFormatAuto, LogFormatJSON, LogFormatConsole}, usage: "log format on stderr: auto, json or console"},
 		{name: "log-level", def: "info", cmds: global, field: func(c *Config) any { return &c.LogLevel },
@@ -527,6 +537,42 @@ func parsedBy(parse func(string) error) func(name string, v any, from string) er
 		}
 		return nil
 	}
+}
+
+// output checks --output: one of the report's formats, or one of kubectl's
+// that kubeout parses, with kubectl's messages.
+func output(name string, v any, from string) error {
+	o := v.(string)
+	if slices.Contains([]string{OutputTable, OutputWide, OutputJSON, OutputYAML}, o) {
+		return nil
+	}
+	_, ok, err := kubeout.Parse(o)
+	if !ok {
+		return fail(name, "unable to match a printer suitable for the output format %q%s, allowed formats are: custom-columns,json,jsonpath,name,table,wide,yaml", o, from)
+	}
+	if err != nil {
+		return &Error{Flag: name, Err: fmt.Errorf("%w%s", err, from)}
+	}
+	return nil
+}
+
+// outputKind lower-cases --output's kind, never a template or column spec.
+func outputKind(o string) string {
+	kind, arg, has := strings.Cut(o, "=")
+	if !has {
+		return strings.ToLower(o)
+	}
+	return strings.ToLower(kind) + "=" + arg
+}
+
+// sortBy checks --sort-by as kubectl does.
+func sortBy(name string, v any, from string) error {
+	if p := v.(string); p != "" {
+		if err := kubeout.CheckSortBy(p); err != nil {
+			return &Error{Flag: name, Err: fmt.Errorf("%w%s", err, from)}
+		}
+	}
+	return nil
 }
 
 func fail(flag, format string, args ...any) error {

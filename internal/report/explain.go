@@ -12,6 +12,7 @@ import (
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/cost"
+	"github.com/pvc-janitor/pvc-janitor/internal/kubeout"
 )
 
 // Explanation is janitor explain's document: the claim's evidence chain
@@ -50,6 +51,12 @@ type ClusterError struct {
 // (*ExplanationList) in format: JSON or YAML as they are, a table as the
 // evidence chain for a person, under a heading per cluster over a fleet.
 func WriteExplanations(w io.Writer, doc any, format string) error {
+	if spec, ok, err := kubeout.Parse(format); ok {
+		if err != nil {
+			return err
+		}
+		return writeExplanationsKubectl(w, doc, spec)
+	}
 	switch format {
 	case FormatJSON, FormatYAML:
 		b, err := json.MarshalIndent(doc, "", "  ")
@@ -218,4 +225,41 @@ func explainSnapshots(b *strings.Builder, d *Explanation) {
 		fmt.Fprintf(tw, "  %s\t%s\t%t\t%s\t%s\t%s\t%s\n", s.Name, orNone(s.Source), s.Janitor, intact, ts(&s.Cut), data, role)
 	}
 	_ = tw.Flush()
+}
+
+// writeExplanationsKubectl prints explanations in one of kubectl's kinds: a
+// JSONPath template over the document, or name and custom columns with a
+// row per explanation.
+func writeExplanationsKubectl(w io.Writer, doc any, spec kubeout.Spec) error {
+	if spec.Kind == kubeout.KindJSONPath {
+		d, err := kubeout.Document(doc)
+		if err != nil {
+			return err
+		}
+		return kubeout.JSONPath(w, spec.Template, d)
+	}
+	items := []*Explanation{}
+	switch d := doc.(type) {
+	case *Explanation:
+		items = append(items, d)
+	case *ExplanationList:
+		items = d.Items
+	}
+	if spec.Kind == kubeout.KindName {
+		for _, e := range items {
+			if _, err := fmt.Fprintf(w, "persistentvolumeclaim/%s\n", e.Claim.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	rows := make([]any, 0, len(items))
+	for _, e := range items {
+		d, err := kubeout.Document(e)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, d)
+	}
+	return kubeout.Columns(w, spec.Columns, rows, false)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/cost"
+	"github.com/pvc-janitor/pvc-janitor/internal/kubeout"
 	"github.com/pvc-janitor/pvc-janitor/internal/term"
 )
 
@@ -39,14 +40,32 @@ const none = "<none>"
 // "wide", "json" or "yaml". The JSON and YAML field names are those of
 // docs/spec.md#report-json; YAML is made from the JSON so that the two always agree.
 func Write(w io.Writer, r *Report, format string) error {
+	return WriteOutput(w, r, Output{Format: format})
+}
+
+// WriteOutput prints r as o says: Write's formats, kubectl's name,
+// jsonpath=… and custom-columns=… (kubeout), --no-headers for the tables
+// and --sort-by over the report's rows (its claims; prune's snapshots).
+func WriteOutput(w io.Writer, r *Report, o Output) error {
 	if r == nil {
 		return errors.New("no report to write")
 	}
-	switch format {
+	if o.SortBy != "" {
+		if err := sortRows(r, o.SortBy); err != nil {
+			return err
+		}
+	}
+	if spec, ok, err := kubeout.Parse(o.Format); ok {
+		if err != nil {
+			return err
+		}
+		return writeKubectl(w, r, spec, o.NoHeaders)
+	}
+	switch o.Format {
 	case FormatTable, "":
-		return writeTable(w, r, false)
+		return writeTable(w, r, tableOpts{noHeaders: o.NoHeaders})
 	case FormatWide:
-		return writeTable(w, r, true)
+		return writeTable(w, r, tableOpts{wide: true, noHeaders: o.NoHeaders})
 	case FormatJSON:
 		return streamJSON(w, r)
 	case FormatYAML:
@@ -61,7 +80,7 @@ func Write(w io.Writer, r *Report, format string) error {
 		_, err = w.Write(y)
 		return err
 	default:
-		return fmt.Errorf("unknown output format %q: want table, wide, json or yaml", format)
+		return fmt.Errorf("unknown output format %q: want table, wide, json, yaml, name, jsonpath=… or custom-columns=…", o.Format)
 	}
 }
 
@@ -82,22 +101,32 @@ func marshalJSON(r *Report) ([]byte, error) {
 // summary lines. A fleet report groups by cluster: a CLUSTER column first,
 // entries in the order of the clusters, one summary line per cluster and a
 // total.
-func writeTable(w io.Writer, r *Report, wide bool) error {
+func writeTable(w io.Writer, r *Report, o tableOpts) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	fleet := len(r.Clusters) > 0
-	claimTable(tw, r, wide, fleet)
-	snapshotTable(tw, r, wide, fleet)
+	o.fleet = len(r.Clusters) > 0
+	claimTable(tw, r, o)
+	snapshotTable(tw, r, o)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := io.WriteString(w, summaryLines(r, fleet))
+	if o.noHeaders {
+		return nil // rows only, as kubectl's --no-headers: no summary either
+	}
+	_, err := io.WriteString(w, summaryLines(r, o.fleet))
 	return err
 }
 
+// tableOpts are the table's variants: -o wide, a fleet's CLUSTER column,
+// --no-headers (no header row, no empty-scope line, no summary).
+type tableOpts struct{ wide, fleet, noHeaders bool }
+
 // claimTable writes the claims' table.
-func claimTable(tw io.Writer, r *Report, wide, fleet bool) {
+func claimTable(tw io.Writer, r *Report, o tableOpts) {
+	wide, fleet := o.wide, o.fleet
 	if len(r.Claims) == 0 {
-		fmt.Fprintln(tw, "No claims in scope.")
+		if !o.noHeaders {
+			fmt.Fprintln(tw, "No claims in scope.")
+		}
 		return
 	}
 	head := []string{"NAMESPACE", "NAME", "WORKSPACE", "STATE", "SIZE", "ORPHANED-SINCE", "ACTION"}
@@ -108,7 +137,9 @@ func claimTable(tw io.Writer, r *Report, wide, fleet bool) {
 		head = append(head, "CLASS", "RECLAIM", "UID", "VOLUME", "SNAPSHOT", "SNAPSHOT-READY")
 	}
 	head = append(head, "REASON")
-	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	if !o.noHeaders {
+		fmt.Fprintln(tw, strings.Join(head, "\t"))
+	}
 	for _, e := range r.Claims {
 		row := claimRow(e, wide)
 		if fleet {
@@ -119,16 +150,19 @@ func claimTable(tw io.Writer, r *Report, wide, fleet bool) {
 }
 
 // snapshotTable writes the snapshots' table (prune's), if any.
-func snapshotTable(tw io.Writer, r *Report, wide, fleet bool) {
+func snapshotTable(tw io.Writer, r *Report, o tableOpts) {
+	wide, fleet := o.wide, o.fleet
 	if len(r.Snapshots) == 0 {
 		return
 	}
-	fmt.Fprintln(tw)
 	head := "NAMESPACE\tSNAPSHOT\tSOURCE-CLAIM\tDATA-TIME\tREADY\tDELETION-POLICY\tACTION\tREASON"
 	if fleet {
 		head = "CLUSTER\t" + head
 	}
-	fmt.Fprintln(tw, head)
+	if !o.noHeaders {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, head)
+	}
 	for _, s := range r.Snapshots {
 		row := []string{cell(s.Namespace), cell(s.Name), cell(s.SourceClaim), cell(timeCell(s.DataTime)),
 			strconv.FormatBool(s.ReadyToUse), cell(s.DeletionPolicy), cell(s.Action), reasonCell(s.Reason, wide)}
