@@ -52,11 +52,12 @@ func classify(inv *inventory.Inventory, p Policy, now time.Time) (*classifier, [
 	}
 	c.ix.build(inv, p, out, orphans)
 	for i := range inv.Claims {
+		d := &out[i]
 		if orphans[i] {
-			c.orphan(&out[i], &inv.Claims[i])
-			d := &out[i]
+			c.orphan(d, &inv.Claims[i])
 			d.Marks.setPhase(d.State, d.Claim.Labels.Phase, d.Claim.Labels.HasPhase)
 		}
+		c.notice(d, orphans[i])
 	}
 	return &c, out
 }

@@ -64,7 +64,15 @@ func (c *classifier) rescued(f *facts, d *Decision) bool {
 }
 
 func (c *classifier) thenRescued(d *Decision) Next {
-	return Next{Action: "deleted by the next reap or run (rescued by " + snapName(d) + ")", Earliest: c.at(c.graceEnd(d))}
+	at := c.graceEnd(d)
+	if d.Notice && d.NotBefore != nil && d.NotBefore.After(at) {
+		why := "its owner's notice"
+		if d.NoticeNote != "" {
+			why += "; " + d.NoticeNote
+		}
+		return Next{Action: "deleted by the first reap or run after " + why + " (rescued by " + snapName(d) + ")", Earliest: c.at(*d.NotBefore)}
+	}
+	return Next{Action: "deleted by the next reap or run (rescued by " + snapName(d) + ")", Earliest: c.at(at)}
 }
 
 func (c *classifier) notRescued(*Decision) string {

@@ -28,6 +28,12 @@ type Policy struct {
 	MinAge time.Duration
 	// GracePeriod: orphans whose orphaned-since is more recent are in Grace.
 	GracePeriod time.Duration
+	// NoticePeriod (--notice-period, 0: off): an orphan past its grace
+	// period is reaped no earlier than this long after its owner was told
+	// (docs/spec.md#notice); MaxSnooze bounds how far past the notice's end
+	// the owner's pvc-janitor.io/snooze-until may postpone it.
+	NoticePeriod time.Duration
+	MaxSnooze    time.Duration
 	// TrustExistingSnapshots counts any ready snapshot of the claim as its
 	// rescue, whenever it was taken.
 	TrustExistingSnapshots bool
@@ -65,11 +71,16 @@ type Marks struct {
 	// never removed.
 	LastUsed      MarkAction
 	LastUsedValue time.Time
+	// ReapAfter is Set when the owner's notice begins
+	// (pvc-janitor.io/reap-after becomes ReapAfterValue) and Remove when a
+	// use ends it (docs/spec.md#notice).
+	ReapAfter      MarkAction
+	ReapAfterValue time.Time
 }
 
 // Changed reports whether applying m would change the claim.
 func (m Marks) Changed() bool {
-	return m.OrphanedSince != Keep || m.Phase != Keep || m.Attempts != Keep || m.LastUsed != Keep
+	return m.OrphanedSince != Keep || m.Phase != Keep || m.Attempts != Keep || m.LastUsed != Keep || m.ReapAfter != Keep
 }
 
 // RecordsUse reports whether m writes down a use the janitor saw: the
@@ -115,4 +126,12 @@ type Decision struct {
 	// Policy.ClockSkew of its orphaned-since (docs/spec.md#rescue-behind-clock):
 	// not trusted as the rescue, so the rescue replaces it.
 	CutBehind bool
+	// Notice is true for an orphan past its grace period while
+	// Policy.NoticePeriod is set: it is reaped no earlier than NotBefore,
+	// the end of its owner's notice, or the owner's snooze within
+	// --max-snooze (docs/spec.md#notice). NoticeNote says what postponed it
+	// ("" when only the notice did).
+	Notice     bool
+	NotBefore  *time.Time
+	NoticeNote string
 }

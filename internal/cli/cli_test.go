@@ -55,6 +55,7 @@ type report struct {
 	}
 	Claims []struct {
 		Namespace, Name, UID, Workspace, State, Reason, VolumeName, OrphanedSince, Action string
+		ReapAfter, Notice                                                                 string
 		LeakedContents                                                                    []string
 		Snapshot                                                                          *struct {
 			Name       string

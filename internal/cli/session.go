@@ -151,7 +151,8 @@ func (sess *session) scanOptions(dryRun bool) janitor.ScanOptions {
 	cfg := sess.cfg
 	return janitor.ScanOptions{Scope: sess.scope, DryRun: dryRun, Concurrency: cfg.Concurrency,
 		Policy: classify.Policy{WorkspaceLabel: cfg.WorkspaceLabel, MinAge: cfg.MinAge,
-			GracePeriod: cfg.GracePeriod, TrustExistingSnapshots: cfg.TrustExistingSnapshots, ClockSkew: cfg.ClockSkew}}
+			GracePeriod: cfg.GracePeriod, TrustExistingSnapshots: cfg.TrustExistingSnapshots, ClockSkew: cfg.ClockSkew,
+			NoticePeriod: cfg.NoticePeriod, MaxSnooze: cfg.MaxSnooze}}
 }
 
 // snapshotOptions are the options of a rescue; progress shows its counters.

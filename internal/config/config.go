@@ -96,6 +96,10 @@ type Config struct {
 	MinAge time.Duration
 	// GracePeriod: how long a claim must have been orphaned to be rescued.
 	GracePeriod time.Duration
+	// NoticePeriod and MaxSnooze: the owner's notice before a reap
+	// (docs/spec.md#notice); 0 NoticePeriod: none.
+	NoticePeriod time.Duration
+	MaxSnooze    time.Duration
 	// TrustExistingSnapshots counts any ready snapshot as a rescue.
 	TrustExistingSnapshots bool
 	// ClockSkew is the margin between the storage system's, the controller

@@ -26,6 +26,13 @@ const (
 	// rounded up) of the last use the janitor saw: no evidence older than
 	// it may date an orphan period (docs/spec.md#rule-last-used).
 	AnnotationLastUsed = Prefix + "last-used"
+	// AnnotationReapAfter on a claim is when (RFC 3339, server clock) its
+	// owner's notice ends: the janitor wrote it, with the ReapScheduled
+	// Event, when the notice began (docs/spec.md#notice).
+	AnnotationReapAfter = Prefix + "reap-after"
+	// AnnotationSnoozeUntil on a claim, set by its owner, postpones the
+	// reap to that time (RFC 3339), at most --max-snooze past the notice.
+	AnnotationSnoozeUntil = Prefix + "snooze-until"
 	// LabelPhase mirrors the claim's state, from Attached on.
 	LabelPhase = Prefix + "phase"
 	// KeyHold, as a label or an annotation with value "true", holds a claim.

@@ -85,6 +85,12 @@ func Patch(m classify.Marks, uid types.UID, rv string) ([]byte, error) {
 		// docs/spec.md#rule-last-used: the use seen, on the server's clock.
 		ann[inventory.AnnotationLastUsed] = m.LastUsedValue.UTC().Format(time.RFC3339)
 	}
+	switch m.ReapAfter {
+	case classify.Set:
+		ann[inventory.AnnotationReapAfter] = m.ReapAfterValue.UTC().Format(time.RFC3339)
+	case classify.Remove:
+		ann[inventory.AnnotationReapAfter] = nil
+	}
 	if len(ann) > 0 {
 		meta["annotations"] = ann
 	}
@@ -118,7 +124,8 @@ func OtherClaim(err error) bool {
 }
 
 // Removals keeps only the removals of m and its record of a use
-// (last-used). Both record a use the janitor saw: they are always safe to
+// (last-used), and the end of a notice (reap-after removed). They record a
+// use the janitor saw: they are always safe to
 // apply on a newer version of the same claim (they only restart the
 // claim's clock), unlike a Set of the mark or the phase, whose evidence the
 // newer version may contradict.
@@ -135,6 +142,9 @@ func Removals(m classify.Marks) classify.Marks {
 	}
 	if m.LastUsed == classify.Set {
 		r.LastUsed, r.LastUsedValue = classify.Set, m.LastUsedValue
+	}
+	if m.ReapAfter == classify.Remove {
+		r.ReapAfter = classify.Remove // a use ends the notice
 	}
 	return r
 }
@@ -157,6 +167,9 @@ func RetryRemoval(m classify.Marks, uid types.UID, cur *corev1.PersistentVolumeC
 	}
 	if _, ok := cur.Labels[inventory.LabelPhase]; !ok {
 		r.Phase = classify.Keep
+	}
+	if _, ok := cur.Annotations[inventory.AnnotationReapAfter]; !ok {
+		r.ReapAfter = classify.Keep
 	}
 	_, a := cur.Annotations[inventory.AnnotationRescueAttempts]
 	_, n := cur.Annotations[inventory.AnnotationNextAttempt]
@@ -312,6 +325,14 @@ func write(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Opti
 		msg := fmt.Sprintf("no pod or workload references this claim; orphaned since %s (state %s)",
 			d.Marks.OrphanedSinceValue.UTC().Format(time.RFC3339), d.State)
 		Event(ctx, c, cl, corev1.EventTypeNormal, "OrphanDetected", msg)
+	}
+	if d.Marks.ReapAfter == classify.Set {
+		// docs/spec.md#notice: the owner is told once per notice.
+		msg := fmt.Sprintf("orphaned since %s and not deleted before %s: the janitor deletes it then if it is rescued; "+
+			"postpone with the annotation %s (RFC 3339, at most --max-snooze later) or keep it with %s=true",
+			d.OrphanedSince.UTC().Format(time.RFC3339), d.Marks.ReapAfterValue.UTC().Format(time.RFC3339),
+			inventory.AnnotationSnoozeUntil, inventory.KeyHold)
+		Event(ctx, c, cl, corev1.EventTypeNormal, "ReapScheduled", msg)
 	}
 	if d.Marks.Phase == classify.Set && d.Marks.PhaseValue == classify.Superseded {
 		// docs/spec.md#runs: the Superseded Event, once, when the phase turns to it.

@@ -21,8 +21,15 @@ import (
 // left to the classifier's state because Rescued takes precedence over
 // Grace: a snapshot someone else took a minute after the claim was marked
 // would otherwise end the grace period at once.
+//
+// Under a notice (docs/spec.md#notice) it also waits for the notice's end,
+// or the owner's snooze: a decision whose notice begins now, or whose end
+// is not known, is not reapable.
 func Reapable(d *classify.Decision, discard bool, grace time.Duration, now time.Time) bool {
 	if d.State != classify.Rescued && !(discard && d.State == classify.Superseded && d.Discard) {
+		return false
+	}
+	if d.Notice && (d.NotBefore == nil || d.Marks.ReapAfter == classify.Set || now.Before(*d.NotBefore)) {
 		return false
 	}
 	return d.OrphanedSince != nil && !now.IsZero() && now.Sub(*d.OrphanedSince) >= grace
@@ -38,6 +45,13 @@ func notReapableReason(d *classify.Decision, discard bool, grace time.Duration, 
 	}
 	if d.OrphanedSince == nil {
 		return "orphaned-since not known yet: the grace period has not started"
+	}
+	if d.Notice && d.NotBefore != nil && (d.Marks.ReapAfter == classify.Set || now.Before(*d.NotBefore)) {
+		why := "its owner's notice runs until " + d.NotBefore.UTC().Format(time.RFC3339) + ": not deleted before"
+		if d.NoticeNote != "" {
+			why += " (" + d.NoticeNote + ")"
+		}
+		return why
 	}
 	return fmt.Sprintf("orphaned since %s, within the grace period of %s: not deleted yet",
 		d.OrphanedSince.UTC().Format(time.RFC3339), grace)

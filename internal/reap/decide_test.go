@@ -65,6 +65,40 @@ func TestReapable(t *testing.T) {
 	}
 }
 
+// TestReapableUnderNotice: docs/spec.md#notice: a rescued claim past its
+// grace period is reaped only once its owner's notice (or snooze) ended;
+// never in the run whose scan begins the notice, nor when its end is not
+// known.
+func TestReapableUnderNotice(t *testing.T) {
+	now := t0.Add(time.Hour)
+	for _, c := range []struct {
+		name      string
+		notBefore *time.Time
+		begins    bool // the scan writes the mark now
+		want      bool
+		reason    string
+	}{
+		{"the notice ended", at(0), false, true, ""},
+		{"the notice ends exactly now", at(time.Hour), false, true, ""},
+		{"the notice runs a second more", at(time.Hour + time.Second), false, false, "its owner's notice runs until"},
+		{"the notice begins in this run", at(0), true, false, "its owner's notice runs until"},
+		{"the notice's end is not known", nil, false, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := &classify.Decision{State: classify.Rescued, OrphanedSince: at(0), Notice: true, NotBefore: c.notBefore}
+			if c.begins {
+				d.Marks.ReapAfter = classify.Set
+			}
+			if got := Reapable(d, false, 0, now); got != c.want {
+				t.Fatalf("Reapable = %v, want %v", got, c.want)
+			}
+			if why := notReapableReason(d, false, 0, now); !c.want && !strings.Contains(why, c.reason) {
+				t.Errorf("reason %q, want %q", why, c.reason)
+			}
+		})
+	}
+}
+
 func TestLimit(t *testing.T) {
 	for _, c := range []struct {
 		n, total, max int

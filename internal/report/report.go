@@ -151,6 +151,12 @@ type ClaimEntry struct {
 	VolumeName string `json:"volumeName"`
 	// OrphanedSince is the effective orphaned-since, when known.
 	OrphanedSince *time.Time `json:"orphanedSince,omitempty"`
+	// ReapAfter is, under a notice (docs/spec.md#notice), the earliest the
+	// claim may be reaped: the notice's end or the owner's snooze;
+	// Notice says what postponed it beyond the notice (a snooze, a capped
+	// one).
+	ReapAfter *time.Time `json:"reapAfter,omitempty"`
+	Notice    string     `json:"notice,omitempty"`
 	// Snapshot is the snapshot the state or the action is about.
 	Snapshot *SnapshotRef `json:"snapshot,omitempty"`
 	// Action is what the run did (or, in a dry run, would do) to the claim,
@@ -248,6 +254,11 @@ func (r *Report) AddDecisions(ds []classify.Decision) {
 		if d.OrphanedSince != nil {
 			t := normalize(*d.OrphanedSince)
 			e.OrphanedSince = &t
+		}
+		e.ReapAfter, e.Notice = nil, d.NoticeNote
+		if d.NotBefore != nil {
+			t := normalize(*d.NotBefore)
+			e.ReapAfter = &t
 		}
 		e.Capacity, e.StorageClass, e.VolumeAttributesClass = d.Claim.Capacity, d.Claim.StorageClass, d.Claim.VolumeAttributesClass
 		e.Snapshot = nil
