@@ -66,7 +66,14 @@ const (
 	NameMonthlyCost      = "pvc_janitor_monthly_cost"
 	NameRescues          = "pvc_janitor_rescues"
 	NameRescueBytes      = "pvc_janitor_rescue_bytes"
+	NameUnusedCondition  = "pvc_janitor_unused_condition"
 )
+
+// Names lists every metric the janitor exports (dashboards and alerts may
+// use these and no other).
+var Names = []string{NameClaims, NameSnapshotsCreated, NameSnapshotsFailed, NameClaimsDeleted, NameRunDuration,
+	NameRunSuccess, NameDryRun, NameLastRun, NameLastSuccess, NameClaimBytes, NameFreedBytes, NameUnfreedBytes,
+	NameSnapshotsPruned, NameLeakedContents, NameMonthlyCost, NameRescues, NameRescueBytes, NameUnusedCondition}
 
 // DefaultTimeout bounds one push when Options.Timeout is zero.
 const DefaultTimeout = 30 * time.Second
@@ -114,6 +121,9 @@ type Run struct {
 	// read them (nil otherwise: no series).
 	Rescues     map[string]int
 	RescueBytes int64
+	// UnusedCondition is the report's: trusted, ignored or absent ("" when
+	// the run did not classify: no series).
+	UnusedCondition string
 }
 
 // FromReport builds the metrics of a finished report (report.Finish has
@@ -127,6 +137,7 @@ func FromReport(r *report.Report, success bool) Run {
 		ClaimsDeleted:    r.Summary.ClaimsDeleted,
 		Success:          success,
 		Finished:         r.FinishedAt,
+		UnusedCondition:  r.UnusedCondition,
 	}
 	for k, v := range r.Summary.States {
 		run.ClaimsByState[k] = v
@@ -347,6 +358,14 @@ func registry(r Run, withCommand bool, lastSuccess time.Time) (*prometheus.Regis
 	sizes(reg, r, constLabels, gauge)
 	gauge(NameRunSuccess, "1 when the last run exited 0, else 0.", boolFloat(r.Success))
 	gauge(NameDryRun, "1 when the last run was a dry run.", boolFloat(r.DryRun))
+	if r.UnusedCondition != "" {
+		cond := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameUnusedCondition,
+			Help: "1 for how the last run took the claims' Unused condition (trusted, ignored, absent), 0 for the others.", ConstLabels: constLabels}, []string{"condition"})
+		for _, c := range []string{classify.ConditionTrusted, classify.ConditionIgnored, classify.ConditionAbsent} {
+			cond.WithLabelValues(c).Set(boolFloat(c == r.UnusedCondition))
+		}
+		reg.MustRegister(cond)
+	}
 	gauge(NameLastRun, "When the last run ended, in seconds since the epoch.", unix(finished))
 	switch {
 	case r.Success:

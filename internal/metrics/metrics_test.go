@@ -352,6 +352,30 @@ func TestFromReport(t *testing.T) {
 	}
 }
 
+// TestUnusedConditionSeries: how the run took the Unused condition is one
+// series per value, 1 for the report's and 0 for the others, so that an
+// alert on "ignored" does not depend on a series appearing; a run that did
+// not classify publishes none.
+func TestUnusedConditionSeries(t *testing.T) {
+	r := report.New("run", false, "c", finished.Add(-time.Second))
+	r.UnusedCondition = classify.ConditionIgnored
+	r.Finish(finished)
+	b, err := metrics.Text(metrics.FromReport(r, true), true, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`pvc_janitor_unused_condition{command="run",condition="ignored"} 1`,
+		`pvc_janitor_unused_condition{command="run",condition="trusted"} 0`, `pvc_janitor_unused_condition{command="run",condition="absent"} 0`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("no %s in\n%s", want, b)
+		}
+	}
+	r.UnusedCondition = ""
+	if b, _ := metrics.Text(metrics.FromReport(r, true), true, time.Time{}); strings.Contains(string(b), metrics.NameUnusedCondition) {
+		t.Error("a run without the condition's verdict published its series")
+	}
+}
+
 // TestFromReportSizesMoneyAndFractionalDuration: the run's duration is
 // exact (a 0.55 s scan is not 0), and the report's bytes, retention and
 // money reach the metrics.

@@ -228,6 +228,7 @@ func loadConfig(t *testing.T, cfgText string, args []string) *config.Config {
 // with a server-side dry run: real schema validation and admission.
 func TestServerSideDryRun(t *testing.T) {
 	cs := env.Clientset(t)
+	installPrometheusRuleCRD(t) // ci/monitoring-values.yaml renders a PrometheusRule
 	for _, f := range ciValues(t) {
 		t.Run(ciName(f), func(t *testing.T) {
 			ns := env.Namespace(t)

@@ -221,16 +221,16 @@ func (r *Rendered) CronJob(t testing.TB) *batchv1.CronJob {
 // ConfigFile returns the janitor configuration in the one ConfigMap.
 func (r *Rendered) ConfigFile(t testing.TB) string {
 	t.Helper()
-	cms := r.Kind("ConfigMap")
-	if len(cms) != 1 {
-		t.Fatalf("want one ConfigMap, got %d", len(cms))
+	var cfgs []string
+	for _, o := range r.Kind("ConfigMap") {
+		if cfg, ok := convert[corev1.ConfigMap](t, o).Data["config.yaml"]; ok {
+			cfgs = append(cfgs, cfg)
+		}
 	}
-	cm := convert[corev1.ConfigMap](t, cms[0])
-	cfg, ok := cm.Data["config.yaml"]
-	if !ok {
-		t.Fatal("the ConfigMap has no config.yaml")
+	if len(cfgs) != 1 {
+		t.Fatalf("want one ConfigMap with a config.yaml, got %d", len(cfgs))
 	}
-	return cfg
+	return cfgs[0]
 }
 
 // Roles returns every rule-holding object: ClusterRoles and Roles.
