@@ -2,6 +2,7 @@ package classify
 
 import (
 	"maps"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -967,7 +968,7 @@ func TestClassifyDoesNotModifyInventory(t *testing.T) {
 	if spare := shared[:2]; spare[1] != (inventory.Referrer{}) {
 		t.Errorf("Classify wrote %v into the inventory's referrer array", spare[1])
 	}
-	if len(inv.Claims[0].Annotations) != 0 || inv.Claims[0].Labels != (inventory.ClaimLabels{}) {
+	if len(inv.Claims[0].Annotations) != 0 || !reflect.DeepEqual(inv.Claims[0].Labels, inventory.ClaimLabels{}) {
 		t.Errorf("Classify modified the claim: %v %v", inv.Claims[0].Labels, inv.Claims[0].Annotations)
 	}
 }

@@ -88,7 +88,7 @@ func (sess *session) connect() error {
 		exclude[n] = true
 	}
 	sess.scope = kube.Scope{Exclude: exclude, Selector: cfg.Selector, WorkspaceLabel: cfg.WorkspaceLabel,
-		PageSize: cfg.PageSize}
+		PageSize: cfg.PageSize, NotifyLabels: cfg.LabelKeys()}
 	switch {
 	case cfg.AllNamespaces:
 	case len(cfg.Namespaces) > 0:
@@ -249,6 +249,16 @@ func publishRuns(ctx context.Context, cfg *config.Config, r *report.Report, runs
 	if cfg.NotifyWebhook != "" && notifyDue {
 		if nerr := notify.Post(ctx, nil, cfg.NotifyWebhook, r, err); nerr != nil {
 			log.Error().Err(nerr).Msg("notify")
+		}
+	}
+	if len(cfg.NotifyRoutes) > 0 {
+		// docs/usage.md#notification-routes: one message per owner per
+		// route, only about what this run did; a failure is logged.
+		msgs := notify.Messages(r, cfg.NotifyRoutes, cfg.OwnerLabel)
+		if nerr := notify.SendRoutes(ctx, nil, cfg.NotifyRoutes, msgs, cfg.NotifyRetryTime); nerr != nil {
+			log.Error().Err(nerr).Msg("notify routes")
+		} else if len(msgs) > 0 {
+			log.Info().Int("messages", len(msgs)).Msg("notified owners")
 		}
 	}
 }

@@ -96,6 +96,14 @@ type Config struct {
 	MinAge time.Duration
 	// GracePeriod: how long a claim must have been orphaned to be rescued.
 	GracePeriod time.Duration
+	// OwnerLabel names the claim label whose value is its owner (the
+	// namespace when empty or unset on a claim); NotifyRoutes are the
+	// config file's notification routes, loaded (docs/usage.md#notification-routes).
+	OwnerLabel   string
+	NotifyRoutes []Route
+	// NotifyRetryTime bounds the routes' notifications of a run, retries
+	// included.
+	NotifyRetryTime time.Duration
 	// NoticePeriod and MaxSnooze: the owner's notice before a reap
 	// (docs/spec.md#notice); 0 NoticePeriod: none.
 	NoticePeriod time.Duration

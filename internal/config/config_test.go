@@ -156,6 +156,26 @@ func TestLoad(t *testing.T) {
 				}
 			},
 		},
+		{name: "notification routes", env: map[string]string{"TEAM_A_HOOK": "https://hooks.example.com/a"},
+			args: []string{"--owner-label", "owner"},
+			file: "notify-routes:\n  - name: team-a\n    namespaces: [team-a]\n    selector: tier=gold\n    webhook-env: TEAM_A_HOOK\n    format: template\n    template: '{{.Owner}}'\n",
+			check: func(t *testing.T, c *Config) {
+				if len(c.NotifyRoutes) != 1 || c.NotifyRoutes[0].Webhook != "https://hooks.example.com/a" || c.NotifyRoutes[0].Tmpl == nil ||
+					!c.NotifyRoutes[0].Sel.Matches(labelSet{"tier": "gold"}) {
+					t.Errorf("routes %+v", c.NotifyRoutes)
+				}
+				eq(t, "LabelKeys", strings.Join(c.LabelKeys(), ","), "owner,tier")
+			}},
+		{name: "route: unknown field", file: "notify-routes:\n  - name: x\n    webhook: https://h\n",
+			wantErr: `notify-routes: want a list of routes`},
+		{name: "route: webhook variable unset", file: "notify-routes:\n  - name: x\n    webhook-env: NOPE_HOOK\n",
+			wantErr: `notify-routes: route "x": environment variable NOPE_HOOK (the webhook's URL) is not set`, exact: true},
+		{name: "route: bad selector", env: map[string]string{"H": "https://h.example.com"}, file: "notify-routes:\n  - name: x\n    webhook-env: H\n    selector: 'a in ('\n",
+			wantErr: `notify-routes: route "x": selector:`},
+		{name: "route: template without its format", env: map[string]string{"H": "https://h.example.com"},
+			file: "notify-routes:\n  - name: x\n    webhook-env: H\n    template: '{{.Owner}}'\n", wantErr: `a template needs format: template`},
+		{name: "route: broken template", env: map[string]string{"H": "https://h.example.com"},
+			file: "notify-routes:\n  - name: x\n    webhook-env: H\n    format: template\n    template: '{{.Owner'\n", wantErr: `route "x": template:`},
 		{name: "duplicate key in file", file: "output: json\nmin-age: 1m\noutput: yaml\n",
 			wantErr: `config file $FILE: invalid YAML (want a mapping of flag names to values): yaml: unmarshal errors: line 3: mapping key "output" already defined at line 1`,
 			exact:   true},
@@ -483,3 +503,10 @@ func TestRedacted(t *testing.T) {
 		}
 	})
 }
+
+// labelSet is labels.Set without importing it twice in the table.
+type labelSet map[string]string
+
+func (l labelSet) Has(k string) bool              { _, ok := l[k]; return ok }
+func (l labelSet) Get(k string) string            { return l[k] }
+func (l labelSet) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok }

@@ -50,6 +50,9 @@ func Load(fs *pflag.FlagSet, command string, lookupEnv func(string) (string, boo
 	if err := validate(c, r.from); err != nil {
 		return nil, err
 	}
+	if err := loadRoutes(c.NotifyRoutes, lookupEnv); err != nil {
+		return nil, err
+	}
 	// Each price was checked by the option table; the table is built once.
 	if c.PriceTable, err = cost.Parse(c.Prices, c.SnapshotPrice); err != nil {
 		return nil, &Error{Flag: "price", Err: err}
@@ -78,6 +81,8 @@ type resolver struct {
 	// file holds the config file's values (already type-checked).
 	file     map[string]any
 	filePath string
+	// routes are the config file's notification routes, as decoded.
+	routes []Route
 }
 
 func newResolver(fs *pflag.FlagSet, command string, lookupEnv func(string) (string, bool)) (*resolver, error) {
@@ -113,10 +118,11 @@ func newResolver(fs *pflag.FlagSet, command string, lookupEnv func(string) (stri
 		return nil, err
 	}
 	if path != "" {
-		file, err := readFile(path)
+		file, routes, err := readFile(path)
 		if err != nil {
 			return nil, err
 		}
+		r.routes = routes
 		r.file, r.filePath = file, path
 		layer := make(map[string]any, len(file))
 		for k, v := range file {
@@ -134,15 +140,31 @@ func newResolver(fs *pflag.FlagSet, command string, lookupEnv func(string) (stri
 
 // readFile reads and type-checks the config file. An unknown key is an
 // error, not a warning: a misspelt exclusion must not pass silently.
-func readFile(path string) (map[string]any, error) {
+func readFile(path string) (map[string]any, []Route, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &Error{Flag: "config", Err: fmt.Errorf("--config: %w", err)}
+		return nil, nil, &Error{Flag: "config", Err: fmt.Errorf("--config: %w", err)}
 	}
 	m, err := decodeOne(path, data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var routes []Route
+	if raw, ok := m[KeyNotifyRoutes]; ok {
+		delete(m, KeyNotifyRoutes)
+		if routes, err = decodeRoutes(path, raw); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := checkFileKeys(path, m); err != nil {
+		return nil, nil, err
+	}
+	return m, routes, nil
+}
+
+// checkFileKeys refuses an unknown key and type-checks the others; a null
+// value is dropped (the option keeps its default).
+func checkFileKeys(path string, m map[string]any) error {
 	kinds := map[string]valueKind{}
 	var names []string
 	for _, o := range options() {
@@ -156,7 +178,7 @@ func readFile(path string) (map[string]any, error) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if k == "config" {
-			return nil, &Error{Flag: "config", Err: fmt.Errorf("config file %s: key \"config\" cannot be set in a config file", path)}
+			return &Error{Flag: "config", Err: fmt.Errorf("config file %s: key \"config\" cannot be set in a config file", path)}
 		}
 		kd, ok := kinds[k]
 		if !ok {
@@ -164,17 +186,17 @@ func readFile(path string) (map[string]any, error) {
 			if s := closest(k, names); s != "" {
 				hint = fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			return nil, &Error{Err: fmt.Errorf("config file %s: unknown key %q%s; keys are flag names", path, k, hint)}
+			return &Error{Err: fmt.Errorf("config file %s: unknown key %q%s; keys are flag names", path, k, hint)}
 		}
 		if m[k] == nil {
 			delete(m, k)
 			continue
 		}
 		if !fileTypeOK(kd, m[k]) {
-			return nil, &Error{Flag: k, Err: fmt.Errorf("config file %s: key %q: want a %s, got %s", path, k, kindWant(kd), describe(m[k]))}
+			return &Error{Flag: k, Err: fmt.Errorf("config file %s: key %q: want a %s, got %s", path, k, kindWant(kd), describe(m[k]))}
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // decodeOne decodes the config file's one YAML document, a mapping.
@@ -437,6 +459,7 @@ func (r *resolver) complete(command string) (*Config, error) {
 		}
 	}
 	c.ConfigFile = r.filePath
+	c.NotifyRoutes = r.routes
 	if len(c.Contexts) == 1 {
 		c.Context = c.Contexts[0]
 	}

@@ -249,6 +249,8 @@ func sharedOptions() []option {
 			usage: "claims younger than this are never orphans"},
 		{name: "grace-period", group: groupClassify, def: "30m", cmds: forReading, field: func(c *Config) any { return &c.GracePeriod }, check: nonNegative,
 			usage: "how long a claim must have been orphaned before it is rescued"},
+		{name: "owner-label", group: groupClassify, cmds: forReading, field: func(c *Config) any { return &c.OwnerLabel }, check: labelKey,
+			usage: "label whose value names a claim's owner, for notification routes (default: the claim's namespace)"},
 		{name: "notice-period", group: groupClassify, def: "0s", cmds: forReading, field: func(c *Config) any { return &c.NoticePeriod }, check: nonNegative,
 			usage: "tell a claim's owner (annotation pvc-janitor.io/reap-after, Event ReapScheduled) once it is orphaned past the grace period, and reap it no earlier than this later (0s: no notice)"},
 		{name: "max-snooze", group: groupClassify, def: "720h", cmds: forReading, field: func(c *Config) any { return &c.MaxSnooze }, check: nonNegative,
@@ -322,6 +324,8 @@ func runOptions() []option {
 		{name: "notify-webhook", group: groupPublish, cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.NotifyWebhook }, redact: redactSecret,
 			check: parsedBy(endpoint.ValidateWebhook),
 			usage: "post a Slack-compatible summary to this webhook URL when a run acted or failed (the URL is never logged)"},
+		{name: "notify-retry-time", group: groupPublish, def: "20s", cmds: forPipeline | forPrune, field: func(c *Config) any { return &c.NotifyRetryTime }, check: nonNegative,
+			usage: "how long the notifications of the config file's notify-routes may take, retries included, in all"},
 	}
 }
 

@@ -127,6 +127,24 @@ type ClaimLabels struct {
 	HasPhase  bool
 	Hold      string // pvc-janitor.io/hold
 	HasHold   bool
+	// Notify holds the labels notifications read (the owner label, the
+	// keys of the routes' selectors), nil when none is configured.
+	Notify map[string]string
+}
+
+// KeepLabels picks keys out of a claim's labels (nil when it has none of
+// them).
+func KeepLabels(l map[string]string, keys []string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := l[k]; ok {
+			if out == nil {
+				out = make(map[string]string, len(keys))
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // PickLabels picks the labels classification reads out of a claim's labels.

@@ -35,6 +35,9 @@ type Scope struct {
 	Selector labels.Selector
 	// WorkspaceLabel is copied from snapshots' labels into the inventory.
 	WorkspaceLabel string
+	// NotifyLabels are the claim labels kept for notifications
+	// (inventory.ClaimLabels.Notify).
+	NotifyLabels []string
 	// PageSize is the limit of each list call; 0 reads each list as one
 	// streamed response, decoded an item at a time.
 	PageSize int64

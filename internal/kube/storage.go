@@ -38,6 +38,9 @@ func (r *reader) claims(ctx context.Context, inv *inventory.Inventory) error {
 
 func (r *reader) claim(p *corev1.PersistentVolumeClaim) inventory.Claim {
 	c := Claim(p, r.s.WorkspaceLabel)
+	if len(r.s.NotifyLabels) > 0 {
+		c.Labels.Notify = inventory.KeepLabels(p.Labels, r.s.NotifyLabels)
+	}
 	c.Namespace = r.in(c.Namespace)
 	c.StorageClass = r.in(c.StorageClass)
 	c.VolumeAttributesClass = r.in(c.VolumeAttributesClass)

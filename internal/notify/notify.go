@@ -87,9 +87,22 @@ func Post(ctx context.Context, client *http.Client, webhook string, r *report.Re
 	if err != nil {
 		return err
 	}
+	code, err := post(ctx, client, webhook, body)
+	if err != nil {
+		return err
+	}
+	if code/100 != 2 {
+		return fmt.Errorf("post to the notify webhook: HTTP %d", code)
+	}
+	return nil
+}
+
+// post sends a JSON body and returns the HTTP status. Its errors never
+// carry the URL (whoever has a webhook's URL can post to its channel).
+func post(ctx context.Context, client *http.Client, webhook string, body []byte) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, webhook, bytes.NewReader(body))
 	if err != nil {
-		return errors.New("notify webhook: invalid URL")
+		return 0, errors.New("invalid webhook URL")
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
@@ -98,12 +111,9 @@ func Post(ctx context.Context, client *http.Client, webhook string, r *report.Re
 		if errors.As(err, &ue) {
 			err = ue.Err // *url.Error repeats the URL
 		}
-		return fmt.Errorf("post to the notify webhook: %w", err)
+		return 0, fmt.Errorf("post to the webhook: %w", err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("post to the notify webhook: HTTP %d", resp.StatusCode)
-	}
-	return nil
+	return resp.StatusCode, nil
 }

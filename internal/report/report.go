@@ -174,6 +174,9 @@ type ClaimEntry struct {
 	ReclaimPolicy         string `json:"reclaimPolicy,omitempty"`
 	// MonthlyCost is the claim's cost per month, when its class has a price.
 	MonthlyCost *float64 `json:"monthlyCost,omitempty"`
+	// Labels are the claim's labels notifications read (its owner, the
+	// routes' selectors); not part of the report's JSON.
+	Labels map[string]string `json:"-"`
 }
 
 // SnapshotRef is the part of a VolumeSnapshot the report shows.
@@ -254,6 +257,9 @@ func (r *Report) AddDecisions(ds []classify.Decision) {
 		if d.OrphanedSince != nil {
 			t := normalize(*d.OrphanedSince)
 			e.OrphanedSince = &t
+		}
+		if d.Claim.Labels.Notify != nil {
+			e.Labels = d.Claim.Labels.Notify
 		}
 		e.ReapAfter, e.Notice = nil, d.NoticeNote
 		if d.NotBefore != nil {

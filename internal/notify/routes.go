@@ -1,0 +1,193 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/config"
+	"github.com/pvc-janitor/pvc-janitor/internal/report"
+)
+
+// Message is what one owner is told about their claims by one route: the
+// data of a route's template (docs/usage.md#notification-routes).
+type Message struct {
+	Route   string         `json:"route"`
+	Owner   string         `json:"owner"`
+	Cluster string         `json:"cluster"`
+	Command string         `json:"command"`
+	DryRun  bool           `json:"dryRun"`
+	Claims  []MessageClaim `json:"claims"`
+}
+
+// MessageClaim is one claim of a message, as the report has it.
+type MessageClaim struct {
+	Namespace string     `json:"namespace"`
+	Name      string     `json:"name"`
+	State     string     `json:"state"`
+	Action    string     `json:"action"`
+	Reason    string     `json:"reason"`
+	Snapshot  string     `json:"snapshot,omitempty"`
+	ReapAfter *time.Time `json:"reapAfter,omitempty"`
+	Capacity  int64      `json:"capacity,omitempty"`
+}
+
+// quiet are actions that change nothing an owner needs to hear of.
+var quiet = map[string]bool{"": true, "snapshot-skipped": true, "reap-skipped": true, "snapshot-ready": true}
+
+// Messages groups the claims each route matches by owner (ownerLabel's
+// value, else the namespace) and keeps, per owner, the claims this run
+// acted on (marked, rescued, deleted, failed…): an owner whose claims saw
+// nothing new gets no message. Routes and owners come in a stable order.
+func Messages(r *report.Report, routes []config.Route, ownerLabel string) []Message {
+	var out []Message
+	for i := range routes {
+		rt := &routes[i]
+		byOwner := map[string][]MessageClaim{}
+		for _, e := range r.Claims {
+			if quiet[e.Action] || !matches(rt, e) {
+				continue
+			}
+			owner := e.Labels[ownerLabel]
+			if ownerLabel == "" || owner == "" {
+				owner = e.Namespace
+			}
+			byOwner[owner] = append(byOwner[owner], messageClaim(e))
+		}
+		owners := make([]string, 0, len(byOwner))
+		for o := range byOwner {
+			owners = append(owners, o)
+		}
+		sort.Strings(owners)
+		for _, o := range owners {
+			out = append(out, Message{Route: rt.Name, Owner: o, Cluster: r.Cluster, Command: r.Command, DryRun: r.DryRun, Claims: byOwner[o]})
+		}
+	}
+	return out
+}
+
+func matches(rt *config.Route, e *report.ClaimEntry) bool {
+	if len(rt.Namespaces) > 0 && !contains(rt.Namespaces, e.Namespace) {
+		return false
+	}
+	return rt.Sel == nil || rt.Sel.Empty() || rt.Sel.Matches(labels.Set(e.Labels))
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func messageClaim(e *report.ClaimEntry) MessageClaim {
+	c := MessageClaim{Namespace: e.Namespace, Name: e.Name, State: e.State, Action: e.Action, Reason: e.Reason,
+		ReapAfter: e.ReapAfter, Capacity: e.Capacity}
+	if e.Snapshot != nil {
+		c.Snapshot = e.Snapshot.Name
+	}
+	return c
+}
+
+// Body renders a message in its route's format: Slack's {"text"}, a Teams
+// MessageCard, the message as JSON, or the route's template.
+func Body(rt *config.Route, m Message) ([]byte, error) {
+	switch rt.Format {
+	case config.FormatJSON:
+		return json.Marshal(m)
+	case config.FormatTemplate:
+		var b bytes.Buffer
+		if err := rt.Tmpl.Execute(&b, m); err != nil {
+			return nil, fmt.Errorf("route %q: template: %w", rt.Name, err)
+		}
+		return b.Bytes(), nil
+	case config.FormatTeams:
+		return json.Marshal(map[string]any{"@type": "MessageCard", "@context": "https://schema.org/extensions",
+			"summary": headline(m), "title": headline(m), "text": strings.ReplaceAll(lines(m), "\n", "<br>")})
+	}
+	return json.Marshal(map[string]string{"text": "*" + headline(m) + "*\n" + lines(m)})
+}
+
+func headline(m Message) string {
+	h := fmt.Sprintf("pvc-janitor %s on %s: %d of %s's claims", m.Command, m.Cluster, len(m.Claims), m.Owner)
+	if m.DryRun {
+		h += " (dry run)"
+	}
+	return h
+}
+
+// lines is one line per claim: what happened and what happens when.
+func lines(m Message) string {
+	var b strings.Builder
+	for i, c := range m.Claims {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "%s/%s: %s, %s", c.Namespace, c.Name, c.State, c.Action)
+		if c.ReapAfter != nil {
+			fmt.Fprintf(&b, "; not deleted before %s", c.ReapAfter.UTC().Format(time.RFC3339))
+		}
+		if c.Reason != "" {
+			b.WriteString(" (" + c.Reason + ")")
+		}
+	}
+	return b.String()
+}
+
+// SendRoutes posts each message to its route's webhook, retrying a failed
+// post with exponential backoff (4xx other than 429 not retried), all of it
+// within budget (0: one try each). It returns the failures joined, each
+// naming its route and owner, never a URL: a failed notification changes
+// nothing the run did.
+func SendRoutes(ctx context.Context, client *http.Client, routes []config.Route, msgs []Message, budget time.Duration) error {
+	if client == nil {
+		client = &http.Client{Timeout: 15 * time.Second}
+	}
+	deadline := time.Now().Add(budget)
+	byName := map[string]*config.Route{}
+	for i := range routes {
+		byName[routes[i].Name] = &routes[i]
+	}
+	var errs []error
+	for _, m := range msgs {
+		rt := byName[m.Route]
+		body, err := Body(rt, m)
+		if err == nil {
+			err = retryPost(ctx, client, rt.Webhook, body, time.Until(deadline))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("route %q, owner %q: %w", m.Route, m.Owner, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func retryPost(ctx context.Context, client *http.Client, url string, body []byte, left time.Duration) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxElapsedTime = 200*time.Millisecond, max(left, time.Nanosecond)
+	var policy backoff.BackOff = b
+	if left <= 0 {
+		policy = &backoff.StopBackOff{} // out of time: one try
+	}
+	return backoff.Retry(func() error {
+		code, err := post(ctx, client, url, body)
+		if err == nil && code/100 != 2 {
+			err = fmt.Errorf("post to the route's webhook: HTTP %d", code)
+			if code/100 == 4 && code != http.StatusTooManyRequests {
+				return backoff.Permanent(err)
+			}
+		}
+		return err
+	}, backoff.WithContext(policy, ctx))
+}
