@@ -288,19 +288,9 @@ func newerForeign(r Request, s *Snapshot, dataTime time.Time, snaps []Snapshot, 
 // manifest builds the new claim from the template (nil: from the flags).
 func manifest(r Request, name string, s *Snapshot, t *Template, dataTime time.Time) (*corev1.PersistentVolumeClaim, []string, error) {
 	if t == nil {
-		var missing []string
-		if r.StorageClass == "" {
-			missing = append(missing, "--storage-class")
-		}
-		if r.Size == "" && s.RestoreSize == nil {
-			missing = append(missing, "--size")
-		}
-		if len(missing) > 0 {
-			return nil, nil, refuse("snapshot %s/%s carries no claim template: %s required", s.Namespace, s.Name, strings.Join(missing, " and "))
-		}
-		t = &Template{AccessModes: []string{string(corev1.ReadWriteOnce)}}
-		if r.WorkspaceLabel != "" && s.Workspace != "" {
-			t.Labels = map[string]string{r.WorkspaceLabel: s.Workspace}
+		var err error
+		if t, err = flagTemplate(r, s); err != nil {
+			return nil, nil, err
 		}
 	}
 	var notes []string
@@ -347,6 +337,27 @@ func manifest(r Request, name string, s *Snapshot, t *Template, dataTime time.Ti
 	group := "snapshot.storage.k8s.io"
 	pvc.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: s.Name}
 	return pvc, notes, nil
+}
+
+// flagTemplate is the template of a snapshot that carries none: the flags
+// say the class and size (or the snapshot's restore size), the access mode
+// is ReadWriteOnce, and the workspace label comes from the snapshot.
+func flagTemplate(r Request, s *Snapshot) (*Template, error) {
+	var missing []string
+	if r.StorageClass == "" {
+		missing = append(missing, "--storage-class")
+	}
+	if r.Size == "" && s.RestoreSize == nil {
+		missing = append(missing, "--size")
+	}
+	if len(missing) > 0 {
+		return nil, refuse("snapshot %s/%s carries no claim template: %s required", s.Namespace, s.Name, strings.Join(missing, " and "))
+	}
+	t := &Template{AccessModes: []string{string(corev1.ReadWriteOnce)}}
+	if r.WorkspaceLabel != "" && s.Workspace != "" {
+		t.Labels = map[string]string{r.WorkspaceLabel: s.Workspace}
+	}
+	return t, nil
 }
 
 // sizeOf is the new claim's requested size: the largest of the template's,
