@@ -50,7 +50,20 @@ func trackedFiles(dir string) ([]file, error) {
 // check returns one line per problem found in files under dir.
 func check(dir string, files []file) ([]string, error) {
 	var problems []string
-	anchors := map[string]map[string]bool{} // markdown path -> its anchors
+	for _, step := range []func(string, []file) ([]string, error){binaries, brokenLinks, outsideReferences} {
+		p, err := step(dir, files)
+		if err != nil {
+			return nil, err
+		}
+		problems = append(problems, p...)
+	}
+	sort.Strings(problems)
+	return problems, nil
+}
+
+// binaries finds tracked executable binaries.
+func binaries(dir string, files []file) ([]string, error) {
+	var problems []string
 	for _, f := range files {
 		head, err := readHead(filepath.Join(dir, filepath.FromSlash(f.Path)), 8192)
 		if err != nil {
@@ -63,6 +76,14 @@ func check(dir string, files []file) ([]string, error) {
 			problems = append(problems, fmt.Sprintf("%s: tracked executable binary (%s): remove it and ignore it in .gitignore", f.Path, why))
 		}
 	}
+	return problems, nil
+}
+
+// brokenLinks finds the markdown files' relative links and anchors that
+// do not resolve.
+func brokenLinks(dir string, files []file) ([]string, error) {
+	var problems []string
+	anchors := map[string]map[string]bool{} // markdown path -> its anchors
 	exists := map[string]bool{}
 	dirs := map[string]bool{}
 	for _, f := range files {
@@ -88,6 +109,12 @@ func check(dir string, files []file) ([]string, error) {
 			}
 		}
 	}
+	return problems, nil
+}
+
+// outsideReferences finds text that refers outside the repository.
+func outsideReferences(dir string, files []file) ([]string, error) {
+	var problems []string
 	for _, f := range files {
 		if strings.HasPrefix(f.Path, "scripts/lint/repocheck/") {
 			continue // they name the pattern they look for
@@ -108,7 +135,6 @@ func check(dir string, files []file) ([]string, error) {
 			}
 		}
 	}
-	sort.Strings(problems)
 	return problems, nil
 }
 
