@@ -57,6 +57,60 @@ func fleetBench(ctx context.Context, o *options, work, janitorBin string) (res *
 	res = &fleetResult{N: o.fleetN, Reps: o.reps,
 		Env: collectEnv(ctx, clusters[0], "two minimal local control planes on this machine: etcd + kube-apiserver each, no controllers")}
 	start := time.Now()
+	if err := seedBoth(ctx, o, clusters); err != nil {
+		return nil, err
+	}
+	res.Seed = time.Since(start)
+	logf("seeded both clusters to N=%d in %s", o.fleetN, res.Seed.Round(time.Second))
+	kc, err := writeFleetKubeconfig(work, map[string]*testenv.Cluster{"a": clusters[0], "b": clusters[1]})
+	if err != nil {
+		return nil, err
+	}
+	scan := func(contexts string) []string {
+		return append([]string{"scan", "--kubeconfig", kc, "--context", contexts, "--dry-run", "-o", "json", "-A",
+			"-l", appLabel + "=" + appValue, "--workspace-label", workspaceLabel, "--min-age", "0s", "--log-level", "warn"}, o.scanArgs...)
+	}
+	if res.FleetClaims, err = fleetWarmUp(ctx, o, janitorBin, scan); err != nil {
+		return nil, err
+	}
+	if err := fleetReps(ctx, o, janitorBin, clusters, scan, res); err != nil {
+		return nil, err
+	}
+	res.A, res.B, res.Fleet = median(res.AAll), median(res.BAll), median(res.FleetAll)
+	res.Env.LoadAfter = loadAvg()
+	logf("fleet N=%d: a %s, b %s, fleet %s (%.2fx the sum); rss a %d, b %d, fleet %d MiB", o.fleetN,
+		res.A.Wall.Round(time.Millisecond), res.B.Wall.Round(time.Millisecond), res.Fleet.Wall.Round(time.Millisecond),
+		ratio(res.Fleet.Wall, res.A.Wall+res.B.Wall), res.A.MaxRSS/1024, res.B.MaxRSS/1024, res.Fleet.MaxRSS/1024)
+	return res, nil
+}
+
+// fleetReps measures, reps times, the scan of a, of b and of both, with
+// the two kube-apiservers' CPU time: what a scan costs the servers, which
+// share this machine's CPUs with each other and the janitor.
+func fleetReps(ctx context.Context, o *options, janitorBin string, clusters []*testenv.Cluster, scan func(string) []string, res *fleetResult) error {
+	pids := []int{componentPID(clusters[0].Dir, "kube-apiserver"), componentPID(clusters[1].Dir, "kube-apiserver")}
+	serversCPU := func() time.Duration { return procCPU(pids[0]) + procCPU(pids[1]) }
+	for rep := 0; rep < o.reps; rep++ {
+		logf("fleet N=%d: rep %d/%d", o.fleetN, rep+1, o.reps)
+		for _, m := range []struct {
+			contexts string
+			into     *[]sample
+		}{{"a", &res.AAll}, {"b", &res.BAll}, {"a,b", &res.FleetAll}} {
+			before := serversCPU()
+			s, err := runProc(ctx, 0, nil, janitorBin, scan(m.contexts)...)
+			if err != nil {
+				return err
+			}
+			s.ServerCPU = serversCPU() - before
+			*m.into = append(*m.into, s)
+		}
+	}
+	return nil
+}
+
+// seedBoth seeds N claims (and the scale benchmark's pods, snapshots and
+// workloads) into each cluster, concurrently.
+func seedBoth(ctx context.Context, o *options, clusters []*testenv.Cluster) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(clusters))
 	for i, c := range clusters {
@@ -76,19 +130,17 @@ func fleetBench(ctx context.Context, o *options, work, janitorBin string) (res *
 	wg.Wait()
 	for _, e := range errs {
 		if e != nil {
-			return nil, e
+			return e
 		}
 	}
-	res.Seed = time.Since(start)
-	logf("seeded both clusters to N=%d in %s", o.fleetN, res.Seed.Round(time.Second))
-	kc, err := writeFleetKubeconfig(work, map[string]*testenv.Cluster{"a": clusters[0], "b": clusters[1]})
-	if err != nil {
-		return nil, err
-	}
-	scan := func(contexts string) []string {
-		return append([]string{"scan", "--kubeconfig", kc, "--context", contexts, "--dry-run", "-o", "json", "-A",
-			"-l", appLabel + "=" + appValue, "--workspace-label", workspaceLabel, "--min-age", "0s", "--log-level", "warn"}, o.scanArgs...)
-	}
+	return nil
+}
+
+// fleetWarmUp scans each cluster and both once, unrecorded, and checks that
+// each cluster's claims are in the fleet report once; it returns the fleet
+// scan's claims.
+func fleetWarmUp(ctx context.Context, o *options, janitorBin string, scan func(string) []string) (int, error) {
+	fleetClaims := 0
 	// Warm-up and checks: each cluster's claims once, in the fleet report.
 	for _, c := range []struct {
 		contexts string
@@ -96,46 +148,22 @@ func fleetBench(ctx context.Context, o *options, work, janitorBin string) (res *
 	}{{"a", o.fleetN}, {"b", o.fleetN}, {"a,b", 2 * o.fleetN}} {
 		var out bytes.Buffer
 		if _, err := runProc(ctx, 0, &out, janitorBin, scan(c.contexts)...); err != nil {
-			return nil, err
+			return 0, err
 		}
 		var rep struct {
 			Summary struct{ Claims int } `json:"summary"`
 		}
 		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-			return nil, fmt.Errorf("parse the scan report of %s: %w", c.contexts, err)
+			return 0, fmt.Errorf("parse the scan report of %s: %w", c.contexts, err)
 		}
 		if rep.Summary.Claims != c.want {
-			return nil, fmt.Errorf("scan of %s saw %d claims, want %d", c.contexts, rep.Summary.Claims, c.want)
+			return 0, fmt.Errorf("scan of %s saw %d claims, want %d", c.contexts, rep.Summary.Claims, c.want)
 		}
 		if c.contexts == "a,b" {
-			res.FleetClaims = rep.Summary.Claims
+			fleetClaims = rep.Summary.Claims
 		}
 	}
-	// The two kube-apiservers' CPU time: what a scan costs the servers,
-	// which share this machine's CPUs with each other and the janitor.
-	pids := []int{componentPID(clusters[0].Dir, "kube-apiserver"), componentPID(clusters[1].Dir, "kube-apiserver")}
-	serversCPU := func() time.Duration { return procCPU(pids[0]) + procCPU(pids[1]) }
-	for rep := 0; rep < o.reps; rep++ {
-		logf("fleet N=%d: rep %d/%d", o.fleetN, rep+1, o.reps)
-		for _, m := range []struct {
-			contexts string
-			into     *[]sample
-		}{{"a", &res.AAll}, {"b", &res.BAll}, {"a,b", &res.FleetAll}} {
-			before := serversCPU()
-			s, err := runProc(ctx, 0, nil, janitorBin, scan(m.contexts)...)
-			if err != nil {
-				return nil, err
-			}
-			s.ServerCPU = serversCPU() - before
-			*m.into = append(*m.into, s)
-		}
-	}
-	res.A, res.B, res.Fleet = median(res.AAll), median(res.BAll), median(res.FleetAll)
-	res.Env.LoadAfter = loadAvg()
-	logf("fleet N=%d: a %s, b %s, fleet %s (%.2fx the sum); rss a %d, b %d, fleet %d MiB", o.fleetN,
-		res.A.Wall.Round(time.Millisecond), res.B.Wall.Round(time.Millisecond), res.Fleet.Wall.Round(time.Millisecond),
-		ratio(res.Fleet.Wall, res.A.Wall+res.B.Wall), res.A.MaxRSS/1024, res.B.MaxRSS/1024, res.Fleet.MaxRSS/1024)
-	return res, nil
+	return fleetClaims, nil
 }
 
 // writeFleetKubeconfig writes one kubeconfig with a context per cluster.

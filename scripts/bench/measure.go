@@ -143,17 +143,52 @@ func scale(ctx context.Context, o *options, work, janitorBin string) (res *scale
 // all of them alike, after one unrecorded warm-up of each that also checks
 // the results.
 func measureSize(ctx context.Context, o *options, c *testenv.Cluster, janitorBin string, apiPID int, sr *sizeResult) error {
-	kubectl := c.Bin.Kubectl
 	// --min-age 0s: the fleet was seeded seconds ago, a real one is older
 	// than the 10m default; without it half the claims would stop at Young
 	// and skip the rest of classification.
-	scanArgs := append([]string{"scan", "--kubeconfig", c.Kubeconfig, "--dry-run", "-o", "json", "-A",
-		"-l", appLabel + "=" + appValue, "--workspace-label", workspaceLabel, "--min-age", "0s", "--log-level", "warn"}, o.scanArgs...)
+	m := &sizeRun{ctx: ctx, o: o, c: c, janitorBin: janitorBin, apiPID: apiPID, sr: sr, per: map[string][]time.Duration{},
+		scanArgs: append([]string{"scan", "--kubeconfig", c.Kubeconfig, "--dry-run", "-o", "json", "-A",
+			"-l", appLabel + "=" + appValue, "--workspace-label", workspaceLabel, "--min-age", "0s", "--log-level", "warn"}, o.scanArgs...)}
+	if err := m.warmUp(); err != nil {
+		return err
+	}
+	for rep := 0; rep < o.reps; rep++ {
+		if err := m.rep(rep); err != nil {
+			return err
+		}
+	}
+	sr.ScanAll, sr.FloorAll = m.scans, m.floors
+	sr.Scan, sr.Floor, sr.InProcess = median(m.scans), median(m.floors), median(m.inproc)
+	if len(m.gets) > 0 {
+		sr.KubectlGet = median(m.gets)
+	}
+	sr.FloorPer = map[string]time.Duration{}
+	for k, v := range m.per {
+		sr.FloorPer[k] = medianDur(v)
+	}
+	return nil
+}
 
-	// Warm-up and checks.
+// sizeRun is one size's measurements in progress.
+type sizeRun struct {
+	ctx                         context.Context
+	o                           *options
+	c                           *testenv.Cluster
+	janitorBin                  string
+	apiPID                      int
+	sr                          *sizeResult
+	scanArgs                    []string
+	scans, floors, gets, inproc []sample
+	per                         map[string][]time.Duration
+}
+
+// warmUp runs one unrecorded scan, checks its report, and measures each
+// list's size.
+func (m *sizeRun) warmUp() error {
+	sr := m.sr
 	logf("N=%d: warm-up scan", sr.N)
 	var out bytes.Buffer
-	if _, err := runProc(ctx, apiPID, &out, janitorBin, scanArgs...); err != nil {
+	if _, err := runProc(m.ctx, m.apiPID, &out, m.janitorBin, m.scanArgs...); err != nil {
 		return err
 	}
 	var rep struct {
@@ -172,61 +207,50 @@ func measureSize(ctx context.Context, o *options, c *testenv.Cluster, janitorBin
 	sr.ListBytes = map[string]int64{}
 	for _, u := range floorURLs {
 		cw := &countWriter{}
-		if _, err := runProc(ctx, apiPID, cw, kubectl, "--kubeconfig", c.Kubeconfig, "get", "--raw", u.url); err != nil {
+		if _, err := runProc(m.ctx, m.apiPID, cw, m.c.Bin.Kubectl, "--kubeconfig", m.c.Kubeconfig, "get", "--raw", u.url); err != nil {
 			return err
 		}
 		sr.ListBytes[u.name] = cw.n
 	}
+	return nil
+}
 
-	var scans, floors, gets, inproc []sample
-	per := map[string][]time.Duration{}
-	for rep := 0; rep < o.reps; rep++ {
-		logf("N=%d: rep %d/%d", sr.N, rep+1, o.reps)
-		s, err := runProc(ctx, apiPID, nil, janitorBin, scanArgs...)
+// rep is one repetition: a scan, the floor, the in-process floor and,
+// while asked for, kubectl get.
+func (m *sizeRun) rep(rep int) error {
+	logf("N=%d: rep %d/%d", m.sr.N, rep+1, m.o.reps)
+	s, err := runProc(m.ctx, m.apiPID, nil, m.janitorBin, m.scanArgs...)
+	if err != nil {
+		return err
+	}
+	m.scans = append(m.scans, s)
+	var f sample
+	before := procCPU(m.apiPID)
+	for _, u := range floorURLs {
+		one, err := runProc(m.ctx, 0, nil, m.c.Bin.Kubectl, "--kubeconfig", m.c.Kubeconfig, "get", "--raw", u.url)
 		if err != nil {
 			return err
 		}
-		scans = append(scans, s)
-
-		var f sample
-		before := procCPU(apiPID)
-		for _, u := range floorURLs {
-			one, err := runProc(ctx, 0, nil, kubectl, "--kubeconfig", c.Kubeconfig, "get", "--raw", u.url)
-			if err != nil {
-				return err
-			}
-			per[u.name] = append(per[u.name], one.Wall)
-			f.Wall += one.Wall
-			f.CPU += one.CPU
-			f.MaxRSS = max(f.MaxRSS, one.MaxRSS)
-		}
-		f.ServerCPU = procCPU(apiPID) - before
-		floors = append(floors, f)
-
-		ip, err := inProcessFloor(ctx, c.Config, apiPID)
+		m.per[u.name] = append(m.per[u.name], one.Wall)
+		f.Wall += one.Wall
+		f.CPU += one.CPU
+		f.MaxRSS = max(f.MaxRSS, one.MaxRSS)
+	}
+	f.ServerCPU = procCPU(m.apiPID) - before
+	m.floors = append(m.floors, f)
+	ip, err := inProcessFloor(m.ctx, m.c.Config, m.apiPID)
+	if err != nil {
+		return err
+	}
+	m.inproc = append(m.inproc, ip)
+	if rep < m.o.kubectlGetReps && m.sr.KubectlSkipped == "" {
+		g, err := runProc(m.ctx, m.apiPID, nil, m.c.Bin.Kubectl, "--kubeconfig", m.c.Kubeconfig, "get",
+			"pvc,pods,volumesnapshots", "-A", "-o", "json")
 		if err != nil {
 			return err
 		}
-		inproc = append(inproc, ip)
-
-		if rep < o.kubectlGetReps && sr.KubectlSkipped == "" {
-			g, err := runProc(ctx, apiPID, nil, kubectl, "--kubeconfig", c.Kubeconfig, "get",
-				"pvc,pods,volumesnapshots", "-A", "-o", "json")
-			if err != nil {
-				return err
-			}
-			gets = append(gets, g)
-			sr.KubectlOK = true
-		}
-	}
-	sr.ScanAll, sr.FloorAll = scans, floors
-	sr.Scan, sr.Floor, sr.InProcess = median(scans), median(floors), median(inproc)
-	if len(gets) > 0 {
-		sr.KubectlGet = median(gets)
-	}
-	sr.FloorPer = map[string]time.Duration{}
-	for k, v := range per {
-		sr.FloorPer[k] = medianDur(v)
+		m.gets = append(m.gets, g)
+		m.sr.KubectlOK = true
 	}
 	return nil
 }

@@ -145,23 +145,37 @@ func verdict(ok bool) string {
 func renderScale(r *scaleResult) string {
 	var b strings.Builder
 	b.WriteString("## Scan at scale\n\n")
-	r.Env.markdown(&b)
-	fmt.Fprintf(&b, "- Fleet per N, in one namespace: N claims (Bound, `app=ide`, `%s`) and their N CSI PVs, N pods (half of them mount a claim; %d bytes of JSON each as served, %d without managedFields), N/2 ready VolumeSnapshots", workspaceLabel, r.PodBytes, r.PodBytesN)
+	scaleIntro(&b, r)
+	scaleTable(&b, r)
+	scaleDetails(&b, r)
+	scaleSeeding(&b, r)
+	scaleTargets(&b, r)
+	return b.String()
+}
+
+// scaleIntro writes the method: the fleet, the repetitions and what each column measures.
+func scaleIntro(b *strings.Builder, r *scaleResult) {
+	r.Env.markdown(b)
+	fmt.Fprintf(b, "- Fleet per N, in one namespace: N claims (Bound, `app=ide`, `%s`) and their N CSI PVs, N pods (half of them mount a claim; %d bytes of JSON each as served, %d without managedFields), N/2 ready VolumeSnapshots", workspaceLabel, r.PodBytes, r.PodBytesN)
 	if r.Contents {
 		b.WriteString(" with their VolumeSnapshotContents")
 	}
-	fmt.Fprintf(&b, ", %d Deployments, %d StatefulSets and %d Jobs. Seeded incrementally from one N to the next.\n", workloadsPerKind, workloadsPerKind, workloadsPerKind)
-	fmt.Fprintf(&b, "- Medians of %d interleaved repetitions (`kubectl get -o json`: %d), after one unrecorded warm-up.\n", r.Reps, min(r.KubeReps, r.Reps))
+	fmt.Fprintf(b, ", %d Deployments, %d StatefulSets and %d Jobs. Seeded incrementally from one N to the next.\n", workloadsPerKind, workloadsPerKind, workloadsPerKind)
+	fmt.Fprintf(b, "- Medians of %d interleaved repetitions (`kubectl get -o json`: %d), after one unrecorded warm-up.\n", r.Reps, min(r.KubeReps, r.Reps))
 	scan := "`janitor scan --dry-run -o json -A -l app=ide --workspace-label " + workspaceLabel + " --min-age 0s`"
 	if len(r.ScanArgs) > 0 {
 		scan += " + `" + strings.Join(r.ScanArgs, " ") + "`"
 	}
-	fmt.Fprintf(&b, "- **scan**: %s, a subprocess of a `go build -trimpath -ldflags '-s -w'` binary, stdout to /dev/null; CPU is user+sys, RSS the peak (getrusage). `--min-age 0s` because the fleet is seconds old (a real one is older than the 10m default), so that no claim stops at `Young`; all other flags are the defaults (`--qps 50 --burst 100 --page-size 0`: one streamed response per list).\n", scan)
+	fmt.Fprintf(b, "- **scan**: %s, a subprocess of a `go build -trimpath -ldflags '-s -w'` binary, stdout to /dev/null; CPU is user+sys, RSS the peak (getrusage). `--min-age 0s` because the fleet is seconds old (a real one is older than the 10m default), so that no claim stops at `Young`; all other flags are the defaults (`--qps 50 --burst 100 --page-size 0`: one streamed response per list).\n", scan)
 	b.WriteString("- **floor**: the issue's serving floor: one `kubectl get --raw <list>` per resource the scan reads (claims, pods, PVs, VolumeAttachments, VolumeSnapshots, VolumeSnapshotContents and the six workload kinds; unpaginated JSON), one after another, to /dev/null. It includes kubectl's start-up, about 12 × 40-80 ms.\n")
 	b.WriteString("- **in-process floor**: the same twelve lists fetched one after another by the benchmark's own HTTP client (no process start-up): the API server's serving time plus transfer.\n")
 	b.WriteString("- **kubectl get**: `kubectl get pvc,pods,volumesnapshots -A -o json` to /dev/null, what an operator would otherwise run.\n")
 	b.WriteString("- **server CPU**: kube-apiserver's user+sys time during the run (from /proc): what the run costs the API server.\n\n")
 
+}
+
+// scaleTable writes the table of every N, and the sizes kubectl get was skipped at.
+func scaleTable(b *strings.Builder, r *scaleResult) {
 	b.WriteString("| N | seed | scan wall | scan CPU | scan peak RSS | server CPU (scan) | floor (kubectl --raw) | server CPU (floor) | scan / floor | in-process floor | scan / in-process | kubectl get wall | kubectl get RSS |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.Sizes {
@@ -172,7 +186,7 @@ func renderScale(r *scaleResult) string {
 		if s.KubectlOK {
 			get, getRSS = dur(s.KubectlGet.Wall), mib(s.KubectlGet.MaxRSS)
 		}
-		fmt.Fprintf(&b, "| %s | %s | **%s** | %s | **%s** | %s | %s | %s | **%.2f** | %s | %.2f | %s | %s |\n",
+		fmt.Fprintf(b, "| %s | %s | **%s** | %s | **%s** | %s | %s | %s | **%.2f** | %s | %.2f | %s | %s |\n",
 			kn(s.N), dur(s.SeedTotal), dur(s.Scan.Wall), dur(s.Scan.CPU), mib(s.Scan.MaxRSS), dur(s.Scan.ServerCPU),
 			dur(s.Floor.Wall), dur(s.Floor.ServerCPU), ratio(s.Scan.Wall, s.Floor.Wall),
 			dur(s.InProcess.Wall), ratio(s.Scan.Wall, s.InProcess.Wall), get, getRSS)
@@ -184,8 +198,12 @@ func renderScale(r *scaleResult) string {
 		}
 	}
 	if len(skipped) > 0 {
-		fmt.Fprintf(&b, "\n¹ `kubectl get -o json` was not run where it would not fit: %s.\n", strings.Join(skipped, "; "))
+		fmt.Fprintf(b, "\n¹ `kubectl get -o json` was not run where it would not fit: %s.\n", strings.Join(skipped, "; "))
 	}
+}
+
+// scaleDetails writes the API server's memory, every repetition and the floor per list.
+func scaleDetails(b *strings.Builder, r *scaleResult) {
 	b.WriteString("\nkube-apiserver resident memory after each N: ")
 	var rss []string
 	for _, s := range r.Sizes {
@@ -198,13 +216,13 @@ func renderScale(r *scaleResult) string {
 		for i := range s.ScanAll {
 			parts = append(parts, fmt.Sprintf("%s / %s", dur(s.ScanAll[i].Wall), dur(s.FloorAll[i].Wall)))
 		}
-		fmt.Fprintf(&b, "- N=%s: %s\n", kn(s.N), strings.Join(parts, "; "))
+		fmt.Fprintf(b, "- N=%s: %s\n", kn(s.N), strings.Join(parts, "; "))
 	}
 
 	b.WriteString("\nFloor per list (median wall of `kubectl get --raw`, and the list's JSON size):\n\n")
 	b.WriteString("| list |")
 	for _, s := range r.Sizes {
-		fmt.Fprintf(&b, " N=%s |", kn(s.N))
+		fmt.Fprintf(b, " N=%s |", kn(s.N))
 	}
 	b.WriteString("\n|---|")
 	for range r.Sizes {
@@ -212,13 +230,17 @@ func renderScale(r *scaleResult) string {
 	}
 	b.WriteString("\n")
 	for _, u := range floorURLs {
-		fmt.Fprintf(&b, "| %s |", u.name)
+		fmt.Fprintf(b, "| %s |", u.name)
 		for _, s := range r.Sizes {
-			fmt.Fprintf(&b, " %s (%s) |", dur(s.FloorPer[u.name]), bytesStr(s.ListBytes[u.name]))
+			fmt.Fprintf(b, " %s (%s) |", dur(s.FloorPer[u.name]), bytesStr(s.ListBytes[u.name]))
 		}
 		b.WriteString("\n")
 	}
 
+}
+
+// scaleSeeding writes the seeding times and the states the scan found.
+func scaleSeeding(b *strings.Builder, r *scaleResult) {
 	b.WriteString("\nSeeding (API server bound; 64 concurrent creates, status through the status subresource):\n\n")
 	for _, s := range r.Sizes {
 		keys := make([]string, 0, len(s.Seed))
@@ -230,7 +252,7 @@ func renderScale(r *scaleResult) string {
 		for _, k := range keys {
 			parts = append(parts, k+" "+dur(s.Seed[k]))
 		}
-		fmt.Fprintf(&b, "- to N=%s: %s (%s)\n", kn(s.N), dur(s.SeedTotal), strings.Join(parts, ", "))
+		fmt.Fprintf(b, "- to N=%s: %s (%s)\n", kn(s.N), dur(s.SeedTotal), strings.Join(parts, ", "))
 	}
 	b.WriteString("\nStates the scan found (checked against N on every warm-up):\n\n")
 	for _, s := range r.Sizes {
@@ -243,9 +265,13 @@ func renderScale(r *scaleResult) string {
 		for _, k := range keys {
 			parts = append(parts, fmt.Sprintf("%s %d", k, s.States[k]))
 		}
-		fmt.Fprintf(&b, "- N=%s: %d claims: %s\n", kn(s.N), s.Claims, strings.Join(parts, ", "))
+		fmt.Fprintf(b, "- N=%s: %d claims: %s\n", kn(s.N), s.Claims, strings.Join(parts, ", "))
 	}
 
+}
+
+// scaleTargets writes issue 7's targets against the figures.
+func scaleTargets(b *strings.Builder, r *scaleResult) {
 	b.WriteString("\n### Targets (issue 7)\n\n")
 	b.WriteString("| target | measured | |\n|---|---|---|\n")
 	worst := 0.0
@@ -255,7 +281,7 @@ func renderScale(r *scaleResult) string {
 		worst = max(worst, q)
 		parts = append(parts, fmt.Sprintf("%.2f at %s", q, kn(s.N)))
 	}
-	fmt.Fprintf(&b, "| scan <= 1.5 × floor at every N | %s | %s |\n", strings.Join(parts, ", "), verdict(worst <= 1.5))
+	fmt.Fprintf(b, "| scan <= 1.5 × floor at every N | %s | %s |\n", strings.Join(parts, ", "), verdict(worst <= 1.5))
 	var small, large *sizeResult
 	for i := range r.Sizes {
 		s := &r.Sizes[i]
@@ -267,18 +293,17 @@ func renderScale(r *scaleResult) string {
 		}
 	}
 	if small != nil {
-		fmt.Fprintf(&b, "| peak RSS <= 64 MiB at 10k pods | %s | %s |\n", mib(small.Scan.MaxRSS), verdict(small.Scan.MaxRSS <= 64*1024))
+		fmt.Fprintf(b, "| peak RSS <= 64 MiB at 10k pods | %s | %s |\n", mib(small.Scan.MaxRSS), verdict(small.Scan.MaxRSS <= 64*1024))
 	}
 	if large != nil {
-		fmt.Fprintf(&b, "| peak RSS <= 256 MiB at 100k pods | %s | %s |\n", mib(large.Scan.MaxRSS), verdict(large.Scan.MaxRSS <= 256*1024))
+		fmt.Fprintf(b, "| peak RSS <= 256 MiB at 100k pods | %s | %s |\n", mib(large.Scan.MaxRSS), verdict(large.Scan.MaxRSS <= 256*1024))
 	}
 	if small != nil && large != nil {
 		q := ratio(large.Scan.Wall, small.Scan.Wall)
-		fmt.Fprintf(&b, "| 100k time / 10k time <= 11 | %.1f (%s / %s) | %s |\n", q, dur(large.Scan.Wall), dur(small.Scan.Wall), verdict(q <= 11))
+		fmt.Fprintf(b, "| 100k time / 10k time <= 11 | %.1f (%s / %s) | %s |\n", q, dur(large.Scan.Wall), dur(small.Scan.Wall), verdict(q <= 11))
 	} else {
 		b.WriteString("| 100k time / 10k time <= 11 | needs N=10000 and N=100000 in one run (`--sizes 10000,50000,100000`) | |\n")
 	}
-	return b.String()
 }
 
 func bytesStr(n int64) string {

@@ -350,21 +350,6 @@ func retryCreate(ctx context.Context, fn func() error) error {
 // such pods carry. As served (with managedFields and the admission
 // defaults), it is about 5 KB of JSON.
 func workspacePod() *corev1.Pod {
-	env := func(pairs ...string) []corev1.EnvVar {
-		var out []corev1.EnvVar
-		for i := 0; i+1 < len(pairs); i += 2 {
-			out = append(out, corev1.EnvVar{Name: pairs[i], Value: pairs[i+1]})
-		}
-		return out
-	}
-	res := func(cpu, mem string) corev1.ResourceRequirements {
-		return corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)},
-			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(mem)},
-		}
-	}
-	no, yes := false, true
-	uid := int64(1000)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: benchNS,
 			Labels: map[string]string{appLabel: appValue, "app.kubernetes.io/component": "workspace",
@@ -376,32 +361,7 @@ func workspacePod() *corev1.Pod {
 				"prometheus.io/port":                      "9090",
 			}},
 		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{
-				Name: "ide", Image: "registry.example.com/ide/workspace:2026.01.3",
-				Env: env("HOME", "/home/user", "SHELL", "/bin/bash", "WORKSPACE_DIR", "/workspace",
-					"IDE_PORT", "3000", "IDE_TELEMETRY", "off", "GIT_AUTHOR_NAME", "Workspace User",
-					"GIT_AUTHOR_EMAIL", "user@example.com", "HTTP_PROXY", "http://proxy.example.com:3128",
-					"NO_PROXY", "localhost,127.0.0.1,.svc,.cluster.local", "LANG", "C.UTF-8",
-					"NODE_OPTIONS", "--max-old-space-size=2048", "PIP_INDEX_URL", "https://pypi.example.com/simple",
-					"GOPROXY", "https://proxy.golang.org,direct", "TZ", "UTC"),
-				Ports:     []corev1.ContainerPort{{Name: "ide", ContainerPort: 3000}, {Name: "metrics", ContainerPort: 9090}},
-				Resources: res("500m", "4Gi"),
-				VolumeMounts: []corev1.VolumeMount{{Name: "workspace", MountPath: "/workspace"},
-					{Name: "settings", MountPath: "/etc/ide", ReadOnly: true}, {Name: "tmp", MountPath: "/tmp"}},
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-					Path: "/healthz", Port: intstr.FromString("ide")}}, PeriodSeconds: 10, FailureThreshold: 3},
-				LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-					Path: "/healthz", Port: intstr.FromString("ide")}}, InitialDelaySeconds: 30, PeriodSeconds: 20},
-				SecurityContext: &corev1.SecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, AllowPrivilegeEscalation: &no},
-			}, {
-				Name: "auth-proxy", Image: "registry.example.com/ide/auth-proxy:1.14.2",
-				Args: []string{"--upstream=http://127.0.0.1:3000", "--http-address=0.0.0.0:4180", "--cookie-secure=true"},
-				Env: env("OAUTH2_PROXY_PROVIDER", "oidc", "OAUTH2_PROXY_OIDC_ISSUER_URL", "https://sso.example.com/realms/ide",
-					"OAUTH2_PROXY_CLIENT_ID", "workspace", "OAUTH2_PROXY_EMAIL_DOMAINS", "*"),
-				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 4180}},
-				Resources:       res("50m", "128Mi"),
-				SecurityContext: &corev1.SecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, AllowPrivilegeEscalation: &no},
-			}},
+			Containers: []corev1.Container{ideContainer(), authProxyContainer()},
 			Volumes: []corev1.Volume{
 				{Name: "settings", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 					LocalObjectReference: corev1.LocalObjectReference{Name: "ide-settings"}}}},
@@ -412,6 +372,65 @@ func workspacePod() *corev1.Pod {
 			PriorityClassName:  "",
 			ServiceAccountName: "default",
 		},
+	}
+}
+
+// envVars turns name, value pairs into a container's environment.
+func envVars(pairs ...string) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, corev1.EnvVar{Name: pairs[i], Value: pairs[i+1]})
+	}
+	return out
+}
+
+// resources requests cpu and mem and limits mem.
+func resources(cpu, mem string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(mem)},
+	}
+}
+
+// nonRoot is the workspace containers' security context.
+func nonRoot() *corev1.SecurityContext {
+	no, yes := false, true
+	uid := int64(1000)
+	return &corev1.SecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, AllowPrivilegeEscalation: &no}
+}
+
+// ideContainer is the workspace pod's IDE.
+func ideContainer() corev1.Container {
+	return corev1.Container{
+		Name: "ide", Image: "registry.example.com/ide/workspace:2026.01.3",
+		Env: envVars("HOME", "/home/user", "SHELL", "/bin/bash", "WORKSPACE_DIR", "/workspace",
+			"IDE_PORT", "3000", "IDE_TELEMETRY", "off", "GIT_AUTHOR_NAME", "Workspace User",
+			"GIT_AUTHOR_EMAIL", "user@example.com", "HTTP_PROXY", "http://proxy.example.com:3128",
+			"NO_PROXY", "localhost,127.0.0.1,.svc,.cluster.local", "LANG", "C.UTF-8",
+			"NODE_OPTIONS", "--max-old-space-size=2048", "PIP_INDEX_URL", "https://pypi.example.com/simple",
+			"GOPROXY", "https://proxy.golang.org,direct", "TZ", "UTC"),
+		Ports:     []corev1.ContainerPort{{Name: "ide", ContainerPort: 3000}, {Name: "metrics", ContainerPort: 9090}},
+		Resources: resources("500m", "4Gi"),
+		VolumeMounts: []corev1.VolumeMount{{Name: "workspace", MountPath: "/workspace"},
+			{Name: "settings", MountPath: "/etc/ide", ReadOnly: true}, {Name: "tmp", MountPath: "/tmp"}},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/healthz", Port: intstr.FromString("ide")}}, PeriodSeconds: 10, FailureThreshold: 3},
+		LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/healthz", Port: intstr.FromString("ide")}}, InitialDelaySeconds: 30, PeriodSeconds: 20},
+		SecurityContext: nonRoot(),
+	}
+}
+
+// authProxyContainer is the workspace pod's auth proxy sidecar.
+func authProxyContainer() corev1.Container {
+	return corev1.Container{
+		Name: "auth-proxy", Image: "registry.example.com/ide/auth-proxy:1.14.2",
+		Args: []string{"--upstream=http://127.0.0.1:3000", "--http-address=0.0.0.0:4180", "--cookie-secure=true"},
+		Env: envVars("OAUTH2_PROXY_PROVIDER", "oidc", "OAUTH2_PROXY_OIDC_ISSUER_URL", "https://sso.example.com/realms/ide",
+			"OAUTH2_PROXY_CLIENT_ID", "workspace", "OAUTH2_PROXY_EMAIL_DOMAINS", "*"),
+		Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 4180}},
+		Resources:       resources("50m", "128Mi"),
+		SecurityContext: nonRoot(),
 	}
 }
 

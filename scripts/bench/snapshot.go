@@ -83,21 +83,44 @@ func snapshotThroughput(ctx context.Context, o *options, work, janitorBin string
 	if err != nil {
 		return nil, err
 	}
+	if err := seedOrphans(ctx, o, f, res); err != nil {
+		return nil, err
+	}
+
+	logf("rescuing %d claims: janitor %s", o.snapshotN, strings.Join(res.Args, " "))
+	counter, err := startRequestCounter(c.Config, work)
+	if err != nil {
+		return nil, err
+	}
+	defer counter.close()
+	if err := rescueAll(ctx, c, f, counter, janitorBin, res); err != nil {
+		return nil, err
+	}
+	if err := reapAll(ctx, c, counter, janitorBin, res); err != nil {
+		return nil, err
+	}
+	logf("reaped %d in %s", res.Reaped, res.ReapRun.Wall.Round(time.Millisecond))
+	return res, nil
+}
+
+// seedOrphans creates the bound claims and waits until the controller
+// manager counts each Unused.
+func seedOrphans(ctx context.Context, o *options, f *testenv.Fixtures, res *snapshotResult) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: snapNS}}
 	if _, err := f.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, err
+		return err
 	}
 	// BoundClaim waits for the binder claim by claim: a pool keeps many
 	// waits in flight.
 	s := &seeder{workers: min(o.workers, 32)}
 	t := time.Now()
-	err = s.pool(ctx, "bound claims", 0, o.snapshotN, func(ctx context.Context, i int) error {
+	err := s.pool(ctx, "bound claims", 0, o.snapshotN, func(ctx context.Context, i int) error {
 		_, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: snapNS, Name: claimName(i),
 			Labels: map[string]string{appLabel: appValue, workspaceLabel: workspace(i)}})
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res.SeedTime = time.Since(t)
 	t = time.Now()
@@ -106,26 +129,27 @@ func snapshotThroughput(ctx context.Context, o *options, work, janitorBin string
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res.UnusedTime = time.Since(t)
 
-	logf("rescuing %d claims: janitor %s", o.snapshotN, strings.Join(res.Args, " "))
+	return nil
+}
+
+// rescueAll runs the one `janitor snapshot` of every claim, counting its
+// requests, and reads what it did.
+func rescueAll(ctx context.Context, c *testenv.Cluster, f *testenv.Fixtures, counter *requestCounter, janitorBin string, res *snapshotResult) error {
 	var out bytes.Buffer
-	counter, err := startRequestCounter(c.Config, work)
-	if err != nil {
-		return nil, err
-	}
-	defer counter.close()
 	args := append([]string{"--kubeconfig", counter.kubeconfig}, res.Args...)
 	before := requestCounts(ctx, f)
+	var err error
 	res.Run, err = runProc(ctx, componentPID(c.Dir, "kube-apiserver"), &out, janitorBin, args...)
 	res.Requests = diffCounts(requestCounts(ctx, f), before)
 	res.Own = counter.take()
 	if err != nil {
 		// Exit 4 (some rescues failed) still has a report worth recording.
 		if !strings.Contains(err.Error(), "exit status 4") {
-			return nil, err
+			return err
 		}
 		res.ExitCode = 4
 	}
@@ -137,13 +161,13 @@ func snapshotThroughput(ctx context.Context, o *options, work, janitorBin string
 		} `json:"summary"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		return nil, fmt.Errorf("parse the snapshot report: %w", err)
+		return fmt.Errorf("parse the snapshot report: %w", err)
 	}
 	res.Created, res.Failed, res.States = rep.Summary.SnapshotsCreated, rep.Summary.Failures, rep.Summary.States
 	res.ClaimsPerSecond = float64(res.Created) / res.Run.Wall.Seconds()
 	l, err := f.Snap.SnapshotV1().VolumeSnapshots(snapNS).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := range l.Items {
 		if testenv.Ready(&l.Items[i]) {
@@ -153,15 +177,20 @@ func snapshotThroughput(ctx context.Context, o *options, work, janitorBin string
 	logf("rescued %d/%d in %s (%.1f claims/s); %d failed; %d snapshots ready", res.Created, res.N,
 		res.Run.Wall.Round(time.Millisecond), res.ClaimsPerSecond, res.Failed, res.ReadyAfter)
 
-	// The reap of every rescued claim, counted the same way.
+	return nil
+}
+
+// reapAll reaps every rescued claim, counted the same way.
+func reapAll(ctx context.Context, c *testenv.Cluster, counter *requestCounter, janitorBin string, res *snapshotResult) error {
+	var out bytes.Buffer
+	var err error
 	res.ReapArgs = reapArgs(res.N)
-	out.Reset()
 	res.ReapRun, err = runProc(ctx, componentPID(c.Dir, "kube-apiserver"), &out, janitorBin,
 		append([]string{"--kubeconfig", counter.kubeconfig}, res.ReapArgs...)...)
 	res.Reap = counter.take()
 	if err != nil {
 		if !strings.Contains(err.Error(), "exit status 4") {
-			return nil, fmt.Errorf("reap: %w", err)
+			return fmt.Errorf("reap: %w", err)
 		}
 		res.ReapExit = 4
 	}
@@ -171,12 +200,11 @@ func snapshotThroughput(ctx context.Context, o *options, work, janitorBin string
 		} `json:"summary"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &reaped); err != nil {
-		return nil, fmt.Errorf("parse the reap report: %w", err)
+		return fmt.Errorf("parse the reap report: %w", err)
 	}
 	res.Reaped = reaped.Summary.ClaimsDeleted
 	res.Env.LoadAfter = loadAvg()
-	logf("reaped %d in %s", res.Reaped, res.ReapRun.Wall.Round(time.Millisecond))
-	return res, nil
+	return nil
 }
 
 func renderSnapshot(r *snapshotResult) string {

@@ -52,80 +52,25 @@ func main() {
 	}
 	out := io.Discard
 	if *reportOut != "" {
-		f, err := os.Create(*reportOut)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
+		f := create(*reportOut)
 		defer f.Close()
 		out = f
 	}
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
+		must(pprof.StartCPUProfile(create(*cpuProfile)))
 		defer pprof.StopCPUProfile()
 	}
 	if *traceOut != "" {
-		f, err := os.Create(*traceOut)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		if err := trace.Start(f); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
+		must(trace.Start(create(*traceOut)))
 		defer trace.Stop()
 	}
-
-	// Heap sampler: remembers the peak and snapshots the heap profile at it.
-	var (
-		mu       sync.Mutex
-		peak     uint64
-		peakProf []byte
-	)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(5 * time.Millisecond)
-		defer t.Stop()
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-			runtime.ReadMemStats(&ms)
-			mu.Lock()
-			if ms.HeapInuse > peak {
-				grew := ms.HeapInuse > peak+peak/10
-				peak = ms.HeapInuse
-				if *memProfile != "" && grew {
-					var b bytesBuf
-					_ = pprof.Lookup("heap").WriteTo(&b, 0)
-					peakProf = b.b
-				}
-			}
-			mu.Unlock()
-		}
-	}()
-
+	s := startSampler(*memProfile != "")
 	start := time.Now()
 	var code int
 	var inv *inventory.Inventory
 	if *readKubeconfig != "" {
 		var err error
-		inv, err = read(*readKubeconfig, *selector, *pageSize, float32(*qps))
-		if err != nil {
+		if inv, err = read(*readKubeconfig, *selector, *pageSize, float32(*qps)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
@@ -133,28 +78,22 @@ func main() {
 		code = cli.Run(context.Background(), flag.Args(), cli.Streams{In: os.Stdin, Out: out, ErrOut: os.Stderr})
 	}
 	wall := time.Since(start)
-	close(stop)
-	<-done
+	peak, peakProf := s.stop()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	fmt.Fprintf(os.Stderr, "exit %d, wall %s, peak heap in use %.1f MiB, heap sys %.1f MiB, %d GCs, %.1f MiB allocated in all\n",
 		code, wall.Round(time.Millisecond), float64(peak)/(1<<20), float64(ms.HeapSys)/(1<<20), ms.NumGC, float64(ms.TotalAlloc)/(1<<20))
 	if inv != nil {
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		fmt.Fprintf(os.Stderr, "inventory: %d claims, %d PVs, %d referrer keys, %d snapshot namespaces, %d contents; live heap with it %.1f MiB (%.0f B per claim)\n",
-			len(inv.Claims), len(inv.PVs), len(inv.Referrers), len(inv.Snapshots), len(inv.Contents),
-			float64(ms.HeapAlloc)/(1<<20), float64(ms.HeapAlloc)/float64(max(1, len(inv.Claims))))
-		if *invProfile != "" {
-			if f, err := os.Create(*invProfile); err == nil {
-				_ = pprof.Lookup("heap").WriteTo(f, 0)
-				f.Close()
-			}
-		}
-		runtime.KeepAlive(inv)
+		inventorySize(inv, *invProfile)
 	}
-	if *memProfile != "" && peakProf != nil {
-		if err := os.WriteFile(*memProfile, peakProf, 0o644); err != nil {
+	finish(code, *memProfile, peakProf)
+}
+
+// finish writes the peak's heap profile and exits with code when not 0
+// (the profiles stopped first: a deferred stop would not run).
+func finish(code int, memProfile string, peakProf []byte) {
+	if memProfile != "" && peakProf != nil {
+		if err := os.WriteFile(memProfile, peakProf, 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
@@ -163,6 +102,88 @@ func main() {
 		trace.Stop()
 		os.Exit(code)
 	}
+}
+
+// create creates a file or exits 1.
+func create(name string) *os.File {
+	f, err := os.Create(name)
+	must(err)
+	return f
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// sampler remembers the heap's peak (sampled every 5 ms) and, when asked,
+// snapshots the heap profile at it: the sample that first reaches a new
+// peak above 110% of the last one takes it.
+type sampler struct {
+	mu       sync.Mutex
+	peak     uint64
+	peakProf []byte
+	halt     chan struct{}
+	done     chan struct{}
+}
+
+func startSampler(profile bool) *sampler {
+	s := &sampler{halt: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-s.halt:
+				return
+			case <-t.C:
+			}
+			runtime.ReadMemStats(&ms)
+			s.mu.Lock()
+			if ms.HeapInuse > s.peak {
+				grew := ms.HeapInuse > s.peak+s.peak/10
+				s.peak = ms.HeapInuse
+				if profile && grew {
+					var b bytesBuf
+					_ = pprof.Lookup("heap").WriteTo(&b, 0)
+					s.peakProf = b.b
+				}
+			}
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+// stop ends the sampling and returns the peak and its profile.
+func (s *sampler) stop() (uint64, []byte) {
+	close(s.halt)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak, s.peakProf
+}
+
+// inventorySize prints what the inventory keeps alive (after a forced GC)
+// and, with a path, writes that heap profile.
+func inventorySize(inv *inventory.Inventory, profile string) {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	fmt.Fprintf(os.Stderr, "inventory: %d claims, %d PVs, %d referrer keys, %d snapshot namespaces, %d contents; live heap with it %.1f MiB (%.0f B per claim)\n",
+		len(inv.Claims), len(inv.PVs), len(inv.Referrers), len(inv.Snapshots), len(inv.Contents),
+		float64(ms.HeapAlloc)/(1<<20), float64(ms.HeapAlloc)/float64(max(1, len(inv.Claims))))
+	if profile != "" {
+		if f, err := os.Create(profile); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+	runtime.KeepAlive(inv)
 }
 
 // read runs kube.Read as janitor scan -A would.
