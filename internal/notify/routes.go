@@ -14,6 +14,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
 )
@@ -54,7 +55,7 @@ func Messages(r *report.Report, routes []config.Route, ownerLabel string) []Mess
 		rt := &routes[i]
 		byOwner := map[string][]MessageClaim{}
 		for _, e := range r.Claims {
-			if quiet[e.Action] || !matches(rt, e) {
+			if !news(e) || !matches(rt, e) {
 				continue
 			}
 			owner := e.Labels[ownerLabel]
@@ -73,6 +74,18 @@ func Messages(r *report.Report, routes []config.Route, ownerLabel string) []Mess
 		}
 	}
 	return out
+}
+
+// news reports whether a claim's entry is news to its owner: an action of
+// this run that is not a skip, and for a mark only one of an idle or
+// superseded claim (a mark removed because the claim is in use again is
+// not worth a message).
+func news(e *report.ClaimEntry) bool {
+	if quiet[e.Action] {
+		return false
+	}
+	st := classify.State(e.State)
+	return e.Action != "marked" || classify.RuleFor(st).Idle || st == classify.Superseded
 }
 
 func matches(rt *config.Route, e *report.ClaimEntry) bool {

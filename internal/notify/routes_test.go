@@ -34,6 +34,7 @@ func testReport() *report.Report {
 		{Namespace: "a", Name: "ws-2", State: "Rescued", Action: "deleted", Labels: map[string]string{"owner": "alice", "team": "x"}},
 		{Namespace: "a", Name: "ws-3", State: "Rescued", Action: "reap-skipped", Labels: map[string]string{"owner": "alice"}},
 		{Namespace: "a", Name: "ws-4", State: "InUse", Labels: map[string]string{"owner": "bob"}},
+		{Namespace: "a", Name: "ws-6", State: "InUse", Action: "marked", Labels: map[string]string{"owner": "bob"}}, // used again: marks removed
 		{Namespace: "b", Name: "ws-5", State: "Orphaned", Action: "snapshot-created", Labels: map[string]string{"team": "x"}},
 	}
 	return r
