@@ -81,3 +81,22 @@ func TestNotice(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainShowsTheNotice: explain's next action of a rescued claim under
+// a notice names the notice (and a snooze), and its earliest moment is the
+// notice's end, not the grace period's.
+func TestExplainShowsTheNotice(t *testing.T) {
+	p := defaultPolicy()
+	p.NoticePeriod, p.MaxSnooze = time.Hour, 720*time.Hour
+	end := now.Add(20 * time.Minute)
+	inv := build(claims(pvc("c", marked(ago(2*time.Hour)), annot(inventory.AnnotationReapAfter, end.Format(time.RFC3339)),
+		annot(inventory.AnnotationSnoozeUntil, now.Add(time.Hour).Format(time.RFC3339)))),
+		snaps(ownSnap("s", "c", ready, snapAt(ago(time.Hour)))))
+	e, ok := Explain(inv, p, now, inventory.Key{Namespace: "ws", Name: "c"})
+	if !ok || e.State != Rescued {
+		t.Fatalf("explain: %v %+v", ok, e)
+	}
+	if !strings.Contains(e.Next.Action, "owner's notice; snoozed by its owner until") || e.Next.Earliest == nil || !e.Next.Earliest.Equal(now.Add(time.Hour)) {
+		t.Errorf("next %q at %v, want the notice and its snooze, at the snooze's end %s", e.Next.Action, e.Next.Earliest, now.Add(time.Hour))
+	}
+}
