@@ -209,6 +209,24 @@ func idleClaims(t *testing.T, c *testenv.Cluster) (*testenv.Fixtures, string, ti
 	if _, err := f.Pod(ctx, testenv.PodSpec{Namespace: ns, Name: "ide", Claims: []string{"released"}, Scheduled: true}); err != nil {
 		t.Fatal(err)
 	}
+	if c.UnusedCondition() {
+		// The pod's use is recorded (Unused=False) before the pod goes.
+		// kube-controller-manager's pvc-protection controller decides the
+		// condition on its informer's copy of the claim: a pod deleted
+		// before that copy shows Unused=False is judged against the older
+		// Unused=True, which looks right already, and the claim is left
+		// False for good (seen under load: make test, 2026-12-03;
+		// pvc_protection_controller.go processPVC reads pvcLister).
+		if _, err := f.WaitClaim(ctx, ns, "released", func(pvc *corev1.PersistentVolumeClaim) bool {
+			cond := testenv.UnusedCondition(pvc)
+			return cond != nil && cond.Status == corev1.ConditionFalse
+		}); err != nil {
+			t.Fatalf("released: the pod's use never showed as Unused=False: %v", err)
+		}
+		// A claim created after that write has been processed: the
+		// controller's informer has the write too (one watch, in order).
+		protectionBarrier(t, f, ns)
+	}
 	if err := f.ForceDeletePod(ctx, ns, "ide"); err != nil {
 		t.Fatal(err)
 	}
