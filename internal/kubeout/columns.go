@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"k8s.io/client-go/util/jsonpath"
 )
 
 // none is kubectl's empty cell.
@@ -50,23 +52,24 @@ func Columns(w io.Writer, cols []Column, items []any, noHeaders bool) error {
 	return tw.Flush()
 }
 
-// pathFinder finds the values of one relaxed path in a document.
-type pathFinder struct{ path string }
+// pathFinder finds the values of one relaxed path in a document, parsed
+// once for every row.
+type pathFinder struct {
+	path string
+	j    *jsonpath.JSONPath
+}
 
 func newFinder(path string) (*pathFinder, error) {
-	if _, err := newJSONPath(path); err != nil {
+	j, err := newJSONPath(path)
+	if err != nil {
 		return nil, err
 	}
-	return &pathFinder{path: path}, nil
+	return &pathFinder{path: path, j: j}, nil
 }
 
 // found is what a path finds in doc, as values (nil when it finds nothing).
 func (p *pathFinder) found(doc any) ([]reflect.Value, error) {
-	j, err := newJSONPath(p.path)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := j.FindResults(doc)
+	rs, err := p.j.FindResults(doc)
 	if err != nil {
 		return nil, fmt.Errorf("error executing jsonpath %q: %v", p.path, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -89,19 +90,10 @@ func news(e *report.ClaimEntry) bool {
 }
 
 func matches(rt *config.Route, e *report.ClaimEntry) bool {
-	if len(rt.Namespaces) > 0 && !contains(rt.Namespaces, e.Namespace) {
+	if len(rt.Namespaces) > 0 && !slices.Contains(rt.Namespaces, e.Namespace) {
 		return false
 	}
 	return rt.Sel == nil || rt.Sel.Empty() || rt.Sel.Matches(labels.Set(e.Labels))
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func messageClaim(e *report.ClaimEntry) MessageClaim {
