@@ -25,12 +25,17 @@ import (
 const (
 	uid        = 65532
 	entrypoint = "/usr/bin/janitor"
+	binDir     = "/usr/bin/"
 	caFile     = "/etc/ssl/certs/ca-certificates.crt"
 	home       = "/home/nonroot"
 	source     = "https://github.com/pvc-janitor/pvc-janitor"
 )
 
 type buildOptions struct {
+	// name is the program: /usr/bin/<name> is the entrypoint. The release
+	// builds "janitor"; the local node's test images (pause, workspace) are
+	// built by the same recipe with another name.
+	name                                      string
 	binary, arch, version, revision, ref, out string
 	created                                   time.Time
 }
@@ -67,6 +72,7 @@ func parseBuild(args []string) (*buildOptions, error) {
 	fs := flag.NewFlagSet("build", flag.ContinueOnError)
 	o := &buildOptions{}
 	fs.StringVar(&o.binary, "binary", "", "the static linux janitor binary")
+	fs.StringVar(&o.name, "name", "janitor", "the program's name: the entrypoint is /usr/bin/<name>")
 	fs.StringVar(&o.arch, "arch", "amd64", "its architecture (GOARCH)")
 	fs.StringVar(&o.version, "version", "dev", "the version (label org.opencontainers.image.version)")
 	fs.StringVar(&o.revision, "revision", "", "the commit (label org.opencontainers.image.revision)")
@@ -78,6 +84,9 @@ func parseBuild(args []string) (*buildOptions, error) {
 	}
 	if o.binary == "" || o.out == "" || o.ref == "" {
 		return nil, errors.New("build needs -binary, -ref and -out")
+	}
+	if o.name == "" || filepath.Base(o.name) != o.name {
+		return nil, fmt.Errorf("-name %q: want a file name", o.name)
 	}
 	t, err := time.Parse(time.RFC3339, *created)
 	if err != nil {
@@ -101,7 +110,7 @@ func trimExt(p, ext string) string {
 
 // image is the one-layer image of the binary.
 func image(o *buildOptions, bin []byte) (v1.Image, error) {
-	files, err := rootfs(o.created, bin)
+	files, err := rootfs(o.created, o.name, bin)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +122,7 @@ func image(o *buildOptions, bin []byte) (v1.Image, error) {
 	}
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, MediaType: types.OCILayer,
-		History: v1.History{Created: v1.Time{Time: o.created}, CreatedBy: "scripts/image build", Comment: "janitor " + o.version}})
+		History: v1.History{Created: v1.Time{Time: o.created}, CreatedBy: "scripts/image build", Comment: o.name + " " + o.version}})
 	if err != nil {
 		return nil, err
 	}
@@ -123,10 +132,14 @@ func image(o *buildOptions, bin []byte) (v1.Image, error) {
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Created = "linux", o.arch, v1.Time{Time: o.created}
+	var cmd []string
+	if o.name == "janitor" {
+		cmd = []string{"--help"}
+	}
 	cf.Config = v1.Config{
 		User:       fmt.Sprintf("%d:%d", uid, uid),
-		Entrypoint: []string{entrypoint},
-		Cmd:        []string{"--help"},
+		Entrypoint: []string{binDir + o.name},
+		Cmd:        cmd,
 		WorkingDir: home,
 		Env:        []string{"PATH=/usr/bin", "SSL_CERT_FILE=" + caFile, "HOME=" + home},
 		Labels:     labels(o),
@@ -136,7 +149,7 @@ func image(o *buildOptions, bin []byte) (v1.Image, error) {
 
 func labels(o *buildOptions) map[string]string {
 	l := map[string]string{
-		"org.opencontainers.image.title":    "pvc-janitor",
+		"org.opencontainers.image.title":    title(o.name),
 		"org.opencontainers.image.source":   source,
 		"org.opencontainers.image.version":  o.version,
 		"org.opencontainers.image.licenses": "Apache-2.0",
@@ -159,7 +172,7 @@ type entry struct {
 
 // rootfs is the layer's tar: every entry owned by root except the user's
 // home, every time the commit's.
-func rootfs(created time.Time, bin []byte) ([]byte, error) {
+func rootfs(created time.Time, name string, bin []byte) ([]byte, error) {
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:%s:/sbin/nologin\n", uid, uid, home)
 	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", uid)
 	entries := []entry{
@@ -174,7 +187,7 @@ func rootfs(created time.Time, bin []byte) ([]byte, error) {
 		{name: "tmp/", mode: 0o1777, dir: true},
 		{name: "usr/", mode: 0o755, dir: true},
 		{name: "usr/bin/", mode: 0o755, dir: true},
-		{name: entrypoint[1:], mode: 0o755, body: bin},
+		{name: binDir[1:] + name, mode: 0o755, body: bin},
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -266,4 +279,12 @@ func tarDir(dir, out string) error {
 		return err
 	}
 	return os.Rename(out+".tmp", out)
+}
+
+// title is the image's title label: the project's for the janitor.
+func title(name string) string {
+	if name == "janitor" {
+		return "pvc-janitor"
+	}
+	return "pvc-janitor-" + name
 }

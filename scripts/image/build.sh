@@ -5,6 +5,8 @@
 #   dist/pvc-janitor_<version>_linux_<arch>.oci.tar   (+ .oci.spdx.json, the SBOM)
 #
 #   scripts/image/build.sh                       this checkout, host arch
+#   scripts/image/build.sh --out FILE            write the archive to FILE (the
+#                                                local node's import, docs/node.md)
 #   scripts/image/build.sh --binary B --arch A --version V --os O
 #                                                a binary already built (the
 #                                                release's post hook; O other
@@ -21,14 +23,15 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 cd "$root"
 
-binary="" arch="$(go env GOARCH)" version="" os=linux
+binary="" arch="$(go env GOARCH)" version="" os=linux out=""
 while [[ $# -gt 0 ]]; do
 	case "$1" in
 	--binary) binary="$2"; shift 2 ;;
 	--arch) arch="$2"; shift 2 ;;
 	--version) version="$2"; shift 2 ;;
 	--os) os="$2"; shift 2 ;;
-	*) echo "usage: $0 [--binary PATH --arch GOARCH --version V --os GOOS]" >&2; exit 2 ;;
+	--out) out="$2"; shift 2 ;;
+	*) echo "usage: $0 [--binary PATH --arch GOARCH --version V --os GOOS --out FILE]" >&2; exit 2 ;;
 	esac
 done
 [[ "$os" == linux ]] || exit 0
@@ -47,7 +50,7 @@ if [[ -z "$binary" ]]; then
 		-ldflags "-s -w -X $pkg.Version=$version -X $pkg.Commit=$commit -X $pkg.Date=$created" \
 		-o "$binary" ./cmd/janitor
 fi
-out="$root/dist/pvc-janitor_${version}_linux_${arch}.oci.tar"
+[[ -n "$out" ]] || out="$root/dist/pvc-janitor_${version}_linux_${arch}.oci.tar"
 [[ "$binary" = /* ]] || binary="$root/$binary"
 tool=(go -C "$root/scripts/image" run .)
 "${tool[@]}" build -binary "$binary" -arch "$arch" -version "$version" -revision "$commit" -created "$created" \

@@ -22,7 +22,7 @@ func spdx(o *buildOptions, bin []byte) ([]byte, error) {
 	sum := sha256.Sum256(bin)
 	type pkg = map[string]any
 	root := pkg{
-		"SPDXID": "SPDXRef-Package-janitor", "name": "janitor", "versionInfo": o.version,
+		"SPDXID": "SPDXRef-Package-" + o.name, "name": o.name, "versionInfo": o.version,
 		"downloadLocation": source, "filesAnalyzed": false, "licenseConcluded": "Apache-2.0",
 		"checksums":    []pkg{{"algorithm": "SHA256", "checksumValue": hex.EncodeToString(sum[:])}},
 		"externalRefs": []pkg{purl("github.com/pvc-janitor/pvc-janitor", o.version)},
