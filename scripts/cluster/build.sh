@@ -2,7 +2,7 @@
 # Builds the pinned control-plane binaries from Go modules into a cache outside
 # the repository, one folder per component and version. A folder that is
 # complete is never rebuilt. A cold build takes about 20 minutes on 2 cores.
-# Usage: build.sh [all|kube|etcd|snapshotter|provisioner|sanity]...
+# Usage: build.sh [all|kube|etcd|snapshotter|provisioner|sanity|node]...
 #
 # Honours KUBEBUILDER_ASSETS: when it holds etcd and kube-apiserver, those two
 # are not built (kube-controller-manager, kubectl and the snapshot binaries
@@ -16,7 +16,8 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
 log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# build DEST MODULE_DIR LDFLAGS PKG... : builds PKGs into DEST atomically.
+# build DEST MODULE_DIR LDFLAGS PKG... : builds PKGs into DEST atomically
+# (with $BUILD_TAGS as -tags when set).
 build() {
 	local dest="$1" mod="$2" ldflags="$3"
 	shift 3
@@ -32,7 +33,9 @@ build() {
 	rm -rf "$tmp" && mkdir -p "$tmp"
 	log "building $(basename "$dest") ($*) ... this takes minutes on a cold cache"
 	local start=$SECONDS
-	(cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" "$@")
+	local tags=()
+	[[ -z "${BUILD_TAGS:-}" ]] || tags=(-tags "$BUILD_TAGS")
+	(cd "$mod" && go build -trimpath "${tags[@]}" -ldflags "$ldflags" -o "$tmp/" "$@")
 	mkdir -p "$dest"
 	mv "$tmp"/* "$dest/" && rm -rf "$tmp"
 	log "built $(basename "$dest") in $((SECONDS - start))s"
@@ -51,14 +54,16 @@ kube_ldflags() {
 }
 
 # Components: all (the stack: etcd, kube, snapshotter, provisioner) or any of
-# them by name, and sanity (csi-sanity, for `make sanity`; not in all).
-usage="usage: $0 [all|kube|etcd|snapshotter|provisioner|sanity]..."
+# them by name, sanity (csi-sanity, for `make sanity`) and node (kubelet,
+# kube-scheduler, containerd, runc, CNI plugins: the opt-in node); neither
+# is in all.
+usage="usage: $0 [all|kube|etcd|snapshotter|provisioner|sanity|node]..."
 [[ $# -gt 0 ]] || set -- all
 declare -A comps=()
 for c in "$@"; do
 	case "$c" in
 	all) comps[etcd]=1 comps[kube]=1 comps[snapshotter]=1 comps[provisioner]=1 ;;
-	kube | etcd | snapshotter | provisioner | sanity) comps[$c]=1 ;;
+	kube | etcd | snapshotter | provisioner | sanity | node) comps[$c]=1 ;;
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
 done
@@ -125,4 +130,25 @@ if [[ -n ${comps[provisioner]:-} ]]; then
 fi
 if [[ -n ${comps[sanity]:-} ]]; then
 	build "$SANITY_BIN" "$tools/sanity" "-s -w" github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity
+fi
+if [[ -n ${comps[node]:-} ]]; then
+	build "$NODE_BIN" "$(kube_module)" "$(kube_ldflags)" \
+		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler
+	BUILD_TAGS="no_btrfs no_devmapper no_zfs" build "$CONTAINERD_BIN" "$tools/containerd" \
+		"-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+		github.com/containerd/containerd/v2/cmd/containerd \
+		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+		github.com/containerd/containerd/v2/cmd/ctr
+	# runc needs cgo and libseccomp (the pods' RuntimeDefault seccomp
+	# profile): Debian's libseccomp-dev, installed here when it is missing.
+	if ! pkg-config --exists libseccomp; then
+		log "installing libseccomp-dev (Debian) for runc's seccomp support"
+		apt-get install -y -q libseccomp-dev >&2 || { log "apt-get install libseccomp-dev failed"; exit 1; }
+	fi
+	CGO_ENABLED=1 BUILD_TAGS=seccomp build "$RUNC_BIN" "$tools/runc" "-s -w -X main.version=${RUNC_VERSION#v}" \
+		github.com/opencontainers/runc
+	build "$CNI_BIN" "$tools/cni" "-s -w" \
+		github.com/containernetworking/plugins/plugins/main/bridge \
+		github.com/containernetworking/plugins/plugins/main/loopback \
+		github.com/containernetworking/plugins/plugins/ipam/host-local
 fi

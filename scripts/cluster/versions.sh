@@ -23,6 +23,16 @@ SNAPSHOTTER_BIN="$BIN_ROOT/snapshotter-$SNAPSHOTTER_VERSION"
 PROVISIONER_BIN="$BIN_ROOT/provisioner-$PROVISIONER_VERSION"
 # csi-sanity, the CSI conformance test of `make sanity` (not part of the stack).
 SANITY_BIN="$BIN_ROOT/sanity-$SANITY_VERSION"
+# The opt-in node (JANITOR_CLUSTER_NODE=1, docs/node.md): kubelet and
+# kube-scheduler of KUBE_VERSION, containerd, runc (cgo, libseccomp) and the
+# CNI plugins, each built from its Go module (scripts/tools/<name>).
+CONTAINERD_VERSION=v2.4.2
+RUNC_VERSION=v1.5.3
+CNI_VERSION=v1.10.0
+NODE_BIN="$BIN_ROOT/node-$KUBE_VERSION"
+CONTAINERD_BIN="$BIN_ROOT/containerd-$CONTAINERD_VERSION"
+RUNC_BIN="$BIN_ROOT/runc-$RUNC_VERSION"
+CNI_BIN="$BIN_ROOT/cni-$CNI_VERSION"
 # Linters the examples tests run (test/examplestest): actionlint is built
 # from its Go module into the cache; shellcheck is the Debian package.
 ACTIONLINT_VERSION=v1.7.12
