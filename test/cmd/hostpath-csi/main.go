@@ -19,6 +19,7 @@ func main() {
 	stateDir := flag.String("state-dir", "", "folder for snapshot records and fault files (required; must survive restarts)")
 	driverName := flag.String("driver-name", csidriver.DefaultDriverName, "CSI driver name reported to the sidecars")
 	nodeID := flag.String("node-id", "", "the node id NodeGetInfo reports (default: the host name)")
+	registration := flag.String("registration-socket", "", "also serve kubelet's plugin registration API on this socket (kubelet's plugins_registry/<driver>-reg.sock), as node-driver-registrar would")
 	flag.Parse()
 
 	logger := log.New(os.Stderr, "hostpath-csi: ", log.LstdFlags|log.Lmicroseconds)
@@ -38,6 +39,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	if *registration != "" {
+		go func() {
+			if err := d.ServeRegistration(ctx, *registration, *endpoint); err != nil {
+				logger.Fatal(err)
+			}
+		}()
+		logger.Printf("kubelet plugin registration on %s", *registration)
+	}
 	logger.Printf("serving %s on %s (state %s)", *driverName, *endpoint, *stateDir)
 	if err := d.Serve(ctx, *endpoint); err != nil {
 		logger.Fatal(err)
