@@ -83,6 +83,9 @@ func addReap(r *report.Report, step janitor.ReapStep) error {
 		if e == nil {
 			continue
 		}
+		if e.Action == report.ActionSnapshotCreated {
+			e.SnapshotCreated = true // run: rescued, then reaped
+		}
 		e.Action = o.Action
 		if o.State != "" {
 			e.State = string(o.State)

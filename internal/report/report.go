@@ -92,7 +92,8 @@ type Summary struct {
 	Claims int `json:"claims"`
 	// States counts claims per state; states with no claim are left out.
 	States map[string]int `json:"states"`
-	// SnapshotsCreated counts entries whose action is "snapshot-created".
+	// SnapshotsCreated counts entries whose action is "snapshot-created",
+	// or whose rescue this run created before reaping the claim.
 	SnapshotsCreated int `json:"snapshotsCreated"`
 	// ClaimsDeleted counts entries whose action is "deleted".
 	ClaimsDeleted int `json:"claimsDeleted"`
@@ -162,6 +163,10 @@ type ClaimEntry struct {
 	// Action is what the run did (or, in a dry run, would do) to the claim,
 	// e.g. "marked", "snapshot-created", "deleted", "snapshot-failed".
 	Action string `json:"action,omitempty"`
+	// SnapshotCreated is true when this run created the claim's rescue and
+	// a later step of the same run (run's reap) then set Action: the
+	// summary still counts the snapshot.
+	SnapshotCreated bool `json:"snapshotCreated,omitempty"`
 	// LeakedContents are the VolumeSnapshotContents the rescue's snapshot
 	// deletions left behind (docs/spec.md#retention): Retain ones, or ones set to Delete
 	// that the snapshot controller did not delete.
@@ -328,9 +333,11 @@ func (r *Report) Finish(at time.Time) {
 		if e.State != "" {
 			s.States[e.State]++
 		}
+		if e.Action == ActionSnapshotCreated || e.SnapshotCreated {
+			s.SnapshotsCreated++
+		}
 		switch {
 		case e.Action == ActionSnapshotCreated:
-			s.SnapshotsCreated++
 		case e.Action == ActionDeleted:
 			s.ClaimsDeleted++
 		case strings.HasSuffix(e.Action, FailedSuffix):

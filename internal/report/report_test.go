@@ -245,14 +245,16 @@ func TestSummaryCounts(t *testing.T) {
 		"d": "delete-failed", "e": "mark-failed", "f": "snapshot-failed", "g": "marked"} {
 		r.Entry("ns", name).Action = action
 	}
+	// run rescued c, then reaped it: the snapshot still counts.
+	r.Entry("ns", "c").SnapshotCreated = true
 	r.Finish(finished)
 	want := Summary{Claims: 7, States: map[string]int{"Orphaned": 2, "Rescued": 2, "Grace": 1, "SnapshotFailed": 1, "Superseded": 1},
-		SnapshotsCreated: 2, ClaimsDeleted: 1, Failures: 3}
+		SnapshotsCreated: 3, ClaimsDeleted: 1, Failures: 3}
 	if !reflect.DeepEqual(r.Summary, want) {
 		t.Errorf("summary = %+v, want %+v", r.Summary, want)
 	}
 	line := summaryLine(r)
-	wantLine := "7 claims: 2 Rescued, 1 Superseded, 1 SnapshotFailed, 1 Grace, 2 Orphaned; 2 snapshots created, 1 claim deleted, 3 failures"
+	wantLine := "7 claims: 2 Rescued, 1 Superseded, 1 SnapshotFailed, 1 Grace, 2 Orphaned; 3 snapshots created, 1 claim deleted, 3 failures"
 	if line != wantLine {
 		t.Errorf("summary line = %q, want %q", line, wantLine)
 	}
