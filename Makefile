@@ -8,6 +8,11 @@ export GOTOOLCHAIN := local
 
 JANITOR_CLUSTER_DIR ?= $(CURDIR)/.cluster
 export JANITOR_CLUSTER_DIR
+# NODE=1 (or JANITOR_CLUSTER_NODE=1) gives cluster-up and demo the opt-in
+# node: kubelet, containerd, runc, CNI; pods run (docs/node.md). Root only.
+ifeq ($(NODE),1)
+export JANITOR_CLUSTER_NODE := 1
+endif
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -36,7 +41,7 @@ ifdef KUBE_VERSION
 export JANITOR_KUBE_VERSION := $(KUBE_VERSION)
 endif
 
-.PHONY: help build test unit race contract matrix lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check image bench chaos
+.PHONY: help build test unit race contract matrix lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check image bench chaos node-test
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -54,9 +59,14 @@ test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration
 	$(MAKE) --no-print-directory contract KUBE_VERSION=$(OLDEST_KUBE_VERSION)
 	@echo "safety and chaos (short) on a control plane with --feature-gates=$(GATED_FEATURE_GATES)"
 	JANITOR_CLUSTER_FEATURE_GATES='$(GATED_FEATURE_GATES)' $(GOTEST) $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestRandomizedSafety|TestChaos)$$' ./internal/cli/
+	$(MAKE) --no-print-directory node-test
 	$(MAKE) --no-print-directory sanity
 	$(MAKE) --no-print-directory fuzz
 	bash scripts/release/check.sh
+
+node-test: ## the chart's CronJob and real workspace pods on the opt-in node (root; kubelet, containerd, runc, CNI built into the cache on first use)
+	bash scripts/cluster/build.sh node
+	$(GOTEST) -tags 'integration node' -count=1 -timeout $(TEST_TIMEOUT) ./test/nodetest/
 
 sanity: ## csi-sanity (kubernetes-csi/csi-test) against the CSI driver: identity, controller, snapshot and node specs (node: root only, bind mounts)
 	bash scripts/cluster/sanity.sh
@@ -130,10 +140,12 @@ lint: ## repocheck (no tracked binaries, every relative link resolves), go vet (
 	go run ./scripts/lint/repocheck
 	go vet ./...
 	go vet $(INTEGRATION) ./...
+	go vet -tags 'integration node' ./test/nodetest/
 	@out="$$(gofmt -l cmd internal scripts test)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	"$$(bash scripts/lint/build-staticcheck.sh)" $(INTEGRATION) ./...
+	"$$(bash scripts/lint/build-staticcheck.sh)" -tags 'integration node' ./test/nodetest/
 
-cluster-up: control-plane ## start the local cluster in the background (KUBE_VERSION=v1.35.4 for another minor, JANITOR_CLUSTER_FEATURE_GATES=… for --feature-gates); prints export KUBECONFIG=…
+cluster-up: control-plane ## start the local cluster in the background (NODE=1 adds a node: docs/node.md; KUBE_VERSION=v1.35.4 for another minor, JANITOR_CLUSTER_FEATURE_GATES=… for --feature-gates); prints export KUBECONFIG=…
 	@go run $(INTEGRATION) ./test/cmd/localcluster up
 
 cluster-down: ## stop the local cluster's processes and remove its folder
@@ -153,7 +165,7 @@ DEMO_SNAP_FLAGS := --snapshot-timeout 15s --snapshot-error-grace 2s --snapshot-a
 demo-seed: cluster-up ## (re)seed the demo fleet of ~20 workspace claims
 	@go run $(INTEGRATION) ./test/cmd/localcluster seed-demo
 
-demo: build demo-seed ## local cluster + demo fleet, then janitor scan, snapshot, reap, guard, explain and restore (the way back) on it
+demo: build demo-seed ## local cluster + demo fleet, then janitor scan, snapshot, reap, guard, explain and restore (the way back) on it; NODE=1 adds the chart's CronJob and real workspace pods on a node
 	@echo; echo "$$ janitor scan $(DEMO_FLAGS) $(DEMO_PRICES)"
 	@bin/janitor scan $(DEMO_FLAGS) $(DEMO_PRICES) --log-level warn
 	@echo; echo "$$ janitor snapshot $(DEMO_FLAGS) $(DEMO_SNAP_FLAGS)"
@@ -169,4 +181,5 @@ demo: build demo-seed ## local cluster + demo fleet, then janitor scan, snapshot
 	@bin/janitor restore $(DEMO_NS)/ws-olivia --as ws-olivia-restored $(DEMO_EXPLAIN_FLAGS) --log-level warn -o table
 	@echo; echo "$$ cat notes.md   # in the restored volume (localcluster read-volume stands in for a pod)"
 	@go run $(INTEGRATION) ./test/cmd/localcluster read-volume $(DEMO_NS) ws-olivia-restored notes.md
+	@if [[ "$$JANITOR_CLUSTER_NODE" == 1 ]]; then bash scripts/cluster/node-demo.sh; fi
 	@echo; echo "The cluster keeps running: export KUBECONFIG=$(JANITOR_CLUSTER_DIR)/kubeconfig; make cluster-down stops it."

@@ -49,7 +49,7 @@ func RepoRoot() (string, error) {
 // cacheDirs evaluates versions.sh with bash so that the shell scripts and
 // this package can never disagree about where a version lives.
 func cacheDirs(root string) (map[string]string, error) {
-	cmd := exec.Command("bash", "-c", `. scripts/cluster/versions.sh && printf 'KUBE_VERSION=%s\nKUBE_BIN=%s\nETCD_BIN=%s\nSNAPSHOTTER_BIN=%s\nSNAPSHOTTER_VERSION=%s\nPROVISIONER_BIN=%s\nCACHE_ROOT=%s\nACTIONLINT_BIN=%s\n' "$KUBE_VERSION" "$KUBE_BIN" "$ETCD_BIN" "$SNAPSHOTTER_BIN" "$SNAPSHOTTER_VERSION" "$PROVISIONER_BIN" "$CACHE_ROOT" "$ACTIONLINT_BIN"`)
+	cmd := exec.Command("bash", "-c", `. scripts/cluster/versions.sh && printf 'KUBE_VERSION=%s\nKUBE_BIN=%s\nETCD_BIN=%s\nSNAPSHOTTER_BIN=%s\nSNAPSHOTTER_VERSION=%s\nPROVISIONER_BIN=%s\nCACHE_ROOT=%s\nACTIONLINT_BIN=%s\nNODE_BIN=%s\nCONTAINERD_BIN=%s\nRUNC_BIN=%s\nCNI_BIN=%s\n' "$KUBE_VERSION" "$KUBE_BIN" "$ETCD_BIN" "$SNAPSHOTTER_BIN" "$SNAPSHOTTER_VERSION" "$PROVISIONER_BIN" "$CACHE_ROOT" "$ACTIONLINT_BIN" "$NODE_BIN" "$CONTAINERD_BIN" "$RUNC_BIN" "$CNI_BIN"`)
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
@@ -115,6 +115,45 @@ func FindBinaries(root, driverOut string) (*Binaries, error) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("build the CSI driver: %w: %s", err, out)
 		}
+	}
+	return b, nil
+}
+
+// NodeBinaries are the programs of the opt-in node (docs/node.md).
+type NodeBinaries struct {
+	Kubelet, Scheduler string
+	// ContainerdDir holds containerd, containerd-shim-runc-v2 and ctr.
+	ContainerdDir, Runc string
+	// CNIDir holds the bridge, loopback and host-local plugins.
+	CNIDir string
+}
+
+// FindNodeBinaries returns the node's cached binaries, building whatever is
+// missing with scripts/cluster/build.sh node (about 3 minutes cold; it
+// installs Debian's libseccomp-dev for runc when that is missing).
+func FindNodeBinaries(root string) (*NodeBinaries, error) {
+	dirs, err := cacheDirs(root)
+	if err != nil {
+		return nil, err
+	}
+	b := &NodeBinaries{
+		Kubelet:       filepath.Join(dirs["NODE_BIN"], "kubelet"),
+		Scheduler:     filepath.Join(dirs["NODE_BIN"], "kube-scheduler"),
+		ContainerdDir: dirs["CONTAINERD_BIN"],
+		Runc:          filepath.Join(dirs["RUNC_BIN"], "runc"),
+		CNIDir:        dirs["CNI_BIN"],
+	}
+	for _, p := range []string{b.Kubelet, b.Scheduler, filepath.Join(b.ContainerdDir, "containerd-shim-runc-v2"), filepath.Join(b.ContainerdDir, "ctr"), b.Runc, filepath.Join(b.CNIDir, "host-local")} {
+		if isExec(p) {
+			continue
+		}
+		cmd := exec.Command("bash", filepath.Join(root, "scripts", "cluster", "build.sh"), "node")
+		cmd.Dir = root
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("build the node's binaries: %w", err)
+		}
+		break
 	}
 	return b, nil
 }

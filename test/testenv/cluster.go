@@ -67,6 +67,10 @@ type Options struct {
 	// folder (see RecordedFeatureGates) so that a running cluster is never
 	// reused with other gates.
 	FeatureGates string
+	// Node adds the opt-in node (node.go, docs/node.md): kubelet,
+	// containerd, runc, CNI, kube-scheduler and the job and cronjob
+	// controllers, so that pods run. Needs root.
+	Node bool
 }
 
 // FeatureGatesEnv is the environment variable that `make cluster-up` and
@@ -97,9 +101,13 @@ type Cluster struct {
 	// KubeVersion is the Kubernetes version of its binaries (v1.37.2).
 	KubeVersion string
 
+	// Node is true when the cluster has the opt-in node (NodeName).
+	Node bool
+
 	opts  Options
 	mu    sync.Mutex
 	procs []*proc
+	node  *nodeLayout
 }
 
 type proc struct {
@@ -194,6 +202,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--allow-privileged=true",
 		// There is no Service network to reconcile: envtest does the same.
 		"--endpoint-reconciler-type=none",
+		// The opt-in node's kubelet is reached at its InternalIP, an
+		// address in the node's namespace; never by its name (no DNS).
+		"--kubelet-preferred-address-types=InternalIP",
 		"--cert-dir=" + filepath.Join(opts.Dir, "pki", "apiserver-generated"),
 		"--v=1"}, gateFlags...)...); err != nil {
 		return c, err
@@ -221,9 +232,21 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		step("snapshot CRDs established; minimal stack ready (no controllers)")
 		return c, c.writePIDs()
 	}
+	controllers := Controllers
+	if opts.Node {
+		// With a node, pods run: the chart's CronJob needs its Jobs, and
+		// the node lifecycle controller lifts the not-ready taint kubelet
+		// registers the node with.
+		controllers = append(slices.Clone(Controllers), "job-controller", "cronjob-controller", "node-lifecycle-controller")
+		l, err := prepareNode(opts.Dir)
+		if err != nil {
+			return c, err
+		}
+		c.node, c.Node = &l, true
+	}
 	if err := c.run("kube-controller-manager", c.Bin.ControllerManager, append([]string{
 		"--kubeconfig=" + c.Kubeconfig,
-		"--controllers=" + strings.Join(Controllers, ","),
+		"--controllers=" + strings.Join(controllers, ","),
 		"--leader-elect=false",
 		"--root-ca-file=" + p.CAFile,
 		"--service-account-private-key-file=" + p.SAKey,
@@ -238,8 +261,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		// Unix socket paths are limited to 108 bytes.
 		sock = filepath.Join(os.TempDir(), fmt.Sprintf("pvc-janitor-csi-%d.sock", ports[2]))
 	}
-	if err := c.run("hostpath-csi", c.Bin.Driver, "--endpoint=unix://"+sock,
-		"--state-dir="+c.DriverStateDir, "--driver-name="+DriverName); err != nil {
+	driverArgs := []string{"--endpoint=unix://" + sock, "--state-dir=" + c.DriverStateDir, "--driver-name=" + DriverName}
+	if c.node != nil {
+		driverArgs = append(driverArgs, "--node-id="+NodeName, "--registration-socket="+c.node.registrationSocket())
+	}
+	if err := c.run("hostpath-csi", c.Bin.Driver, driverArgs...); err != nil {
 		return c, err
 	}
 	if err := applyCRDs(ctx, c.Config, c.Bin.CRDDir); err != nil {
@@ -278,12 +304,22 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := waitDefaultServiceAccount(ctx, c.Config); err != nil {
 		return c, err
 	}
+	if c.node != nil {
+		if err := c.startNode(ctx, *c.node, server, p, step); err != nil {
+			return c, err
+		}
+	}
 	step("controller manager, snapshot-controller, csi-snapshotter %s, csi-provisioner and driver up; stack ready", c.Bin.SnapshotterVersion)
 	return c, c.writePIDs()
 }
 
 // run starts one component with its output in logs/<name>.log.
 func (c *Cluster) run(name, bin string, args ...string) error {
+	return c.runEnv(name, nil, bin, args...)
+}
+
+// runEnv is run with env added to the component's environment.
+func (c *Cluster) runEnv(name string, env []string, bin string, args ...string) error {
 	logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -292,6 +328,9 @@ func (c *Cluster) run(name, bin string, args ...string) error {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = c.Dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if c.opts.Detach {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	} else {
@@ -321,6 +360,11 @@ func (c *Cluster) Stop() error {
 	for i := len(procs) - 1; i >= 0; i-- {
 		if err := stopPID(procs[i].pid, procs[i].done); err != nil {
 			errs = append(errs, fmt.Errorf("stop %s: %w", procs[i].name, err))
+		}
+	}
+	if c.node != nil {
+		if err := c.node.teardown(io.Discard); err != nil {
+			errs = append(errs, fmt.Errorf("node: %w", err))
 		}
 	}
 	return errors.Join(errs...)
@@ -449,6 +493,11 @@ func StopDir(dir string, progress io.Writer) error {
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
+	}
+	if _, err := os.Stat(nodeMarker(dir)); err == nil {
+		if err := layoutFor(dir).teardown(progress); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
 	}
 	return os.RemoveAll(dir)
 }

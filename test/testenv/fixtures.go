@@ -157,13 +157,17 @@ type PodSpec struct {
 	Phase corev1.PodPhase
 }
 
-// Pod creates a pod that mounts the claims. There is no kubelet, so the pod
-// never runs; scheduled pods still keep their claims protected.
+// Pod creates a pod that mounts the claims. It never runs: its node
+// (node-1) does not exist, and an unscheduled one names a scheduler that
+// never runs, so that even a cluster with the opt-in node (node.go) leaves
+// it as the test made it; its image is never pulled. Scheduled pods still
+// keep their claims protected.
 func (f *Fixtures) Pod(ctx context.Context, s PodSpec) (*corev1.Pod, error) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name},
 		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "ide", Image: "registry.invalid/ide:1"}},
+			SchedulerName: FixtureScheduler,
+			Containers:    []corev1.Container{{Name: "ide", Image: "registry.invalid/ide:1", ImagePullPolicy: corev1.PullNever}},
 		},
 	}
 	if s.Scheduled {
@@ -219,12 +223,17 @@ func (f *Fixtures) VolumeAttachment(ctx context.Context, name, pvName, node stri
 	return f.Kube.StorageV1().VolumeAttachments().UpdateStatus(ctx, created, metav1.UpdateOptions{})
 }
 
+// FixtureScheduler is the scheduler fixture pods name: none runs by that
+// name, so the opt-in node's kube-scheduler never places them.
+const FixtureScheduler = "pvc-janitor-fixtures"
+
 func podTemplate(claim string) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "fixture"}},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "c", Image: "registry.invalid/c:1"}},
+			SchedulerName: FixtureScheduler,
+			Containers:    []corev1.Container{{Name: "c", Image: "registry.invalid/c:1", ImagePullPolicy: corev1.PullNever}},
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
 		},

@@ -77,6 +77,10 @@ func run(args []string) error {
 						"make cluster-down first, or use another JANITOR_CLUSTER_DIR", dir, running, want)
 				}
 			}
+			if _, err := os.Stat(filepath.Join(dir, "node")); testenv.NodeFromEnv() && err != nil {
+				return fmt.Errorf("the local cluster in %s runs without a node, and %s=1 asks for one: "+
+					"make cluster-down first, or use another JANITOR_CLUSTER_DIR", dir, testenv.NodeEnv)
+			}
 			fmt.Fprintln(os.Stderr, "local cluster already running in", dir, gatesNote(gates))
 			fmt.Printf("export KUBECONFIG=%s\n", kubeconfig)
 			return nil
@@ -86,7 +90,7 @@ func run(args []string) error {
 			return err
 		}
 		start := time.Now()
-		c, err := testenv.Start(ctx, testenv.Options{Dir: dir, Detach: true, Progress: os.Stderr, FeatureGates: gates})
+		c, err := testenv.Start(ctx, testenv.Options{Dir: dir, Detach: true, Progress: os.Stderr, FeatureGates: gates, Node: testenv.NodeFromEnv()})
 		if err != nil {
 			return fmt.Errorf("%w (logs in %s)", err, filepath.Join(dir, "logs"))
 		}
