@@ -263,7 +263,7 @@ func startWorkspace(t *testing.T, ns, name, text string) {
 			return false, err
 		}
 		if p.Status.Phase == corev1.PodFailed {
-			return false, fmt.Errorf("workspace pod failed: %s", podLog(ctx, ns, name))
+			return false, final{fmt.Errorf("workspace pod failed: %s", podLog(ctx, ns, name))}
 		}
 		return p.Status.Phase == corev1.PodRunning && strings.Contains(podLog(ctx, ns, name), "wrote /data/notes.md"), nil
 	})
@@ -330,7 +330,7 @@ func readBack(t *testing.T, ns, claim string) string {
 			return false, err
 		}
 		if p.Status.Phase == corev1.PodFailed {
-			return false, fmt.Errorf("pod %s failed: %s", name, podLog(ctx, ns, name))
+			return false, final{fmt.Errorf("pod %s failed: %s", name, podLog(ctx, ns, name))}
 		}
 		return p.Status.Phase == corev1.PodSucceeded, nil
 	})
@@ -347,6 +347,9 @@ func podLog(ctx context.Context, ns, name string) string {
 	return string(b)
 }
 
+// final is an error after which waiting is pointless (a pod failed).
+type final struct{ error }
+
 func waitFor(t *testing.T, timeout time.Duration, what string, done func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -355,6 +358,9 @@ func waitFor(t *testing.T, timeout time.Duration, what string, done func() (bool
 		ok, err := done()
 		if ok {
 			return
+		}
+		if f, isFinal := err.(final); isFinal {
+			t.Fatalf("%s: %v", what, f.error)
 		}
 		last = err
 		time.Sleep(250 * time.Millisecond)
@@ -414,7 +420,7 @@ func runJob(t *testing.T, name string) *report.Report {
 			case "Complete":
 				return true, nil
 			case "Failed":
-				return false, fmt.Errorf("job failed: %s; log:\n%s", c.Message, podLog(ctx, "pvc-janitor", jobPodName(ctx, name)))
+				return false, final{fmt.Errorf("job failed: %s; log:\n%s", c.Message, podLog(ctx, "pvc-janitor", jobPodName(ctx, name)))}
 			}
 		}
 		return false, nil

@@ -266,7 +266,9 @@ func (c *Cluster) startContainerd(ctx context.Context, l nodeLayout, nb *NodeBin
 }
 
 // containerdConfig: CRI with runc (cgroupfs), the CNI bridge, the pause
-// image pinned (it is imported, never pulled). restrict_oom_score_adj:
+// image pinned (it is imported, never pulled), every path in the node's
+// folder (no NRI socket in /var/run, no /opt/containerd), so that two
+// nodes on one machine share nothing. restrict_oom_score_adj:
 // this machine's root lacks CAP_SYS_RESOURCE, so runc may not lower a
 // sandbox's oom_score_adj below containerd's own (docs/node.md).
 func containerdConfig(l nodeLayout, nb *NodeBinaries) string {
@@ -277,6 +279,10 @@ state = %[2]q
   address = %[3]q
 [ttrpc]
   address = "%[3]s.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[8]q
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = "overlayfs"
   [plugins."io.containerd.cri.v1.images".pinned_images]
@@ -295,7 +301,7 @@ state = %[2]q
     bin_dirs = [%[6]q]
     conf_dir = %[7]q
 `, l.path("containerd", "root"), l.path("containerd", "state"), l.containerdSock(), PauseImage,
-		nb.Runc, nb.CNIDir, l.path("cni", "net.d"))
+		nb.Runc, nb.CNIDir, l.path("cni", "net.d"), l.path("containerd", "opt"))
 }
 
 // importImages builds the three images with scripts/image (the janitor's
