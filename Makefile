@@ -97,8 +97,9 @@ contract: control-plane ## the contract suite on one minor: make contract KUBE_V
 	JANITOR_KUBE_VERSION="$$v" $(GOTEST) $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '$(CONTRACT_TESTS)' ./internal/cli/ && \
 	echo "contract suite passed on Kubernetes $${v:-(default)} in $$((SECONDS - start)) s"
 
-matrix: control-plane ## the contract suite on every supported minor (KUBE_VERSIONS in scripts/cluster/versions.sh), with the wall time of each
-	@for v in $(KUBE_VERSIONS); do $(MAKE) --no-print-directory contract KUBE_VERSION=$$v || exit 1; done
+matrix: control-plane ## the contract suite and the node tests on every supported minor (KUBE_VERSIONS in scripts/cluster/versions.sh), with the wall time of each
+	@for v in $(KUBE_VERSIONS); do $(MAKE) --no-print-directory contract KUBE_VERSION=$$v && \
+		$(MAKE) --no-print-directory node-test KUBE_VERSION=$$v || exit 1; done
 
 chaos: control-plane ## the long chaos profile (500 janitor runs under faults, kills and churn; CHAOS_FEATURE_GATES=… for other gates, CHAOS_ARGS=… for more flags); figures in docs/reliability.md
 	CHAOS_FEATURE_GATES='$(CHAOS_FEATURE_GATES)' CHAOS_ARGS='$(CHAOS_ARGS)' bash scripts/chaos/run.sh 500
