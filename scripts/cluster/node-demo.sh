@@ -4,7 +4,8 @@
 # its claim and stops; the Helm chart, installed with the image built from
 # this checkout, runs one Job from its CronJob, whose log is the report; the
 # claim is rescued and reaped; a restored claim, mounted by a new pod, gives
-# the file back.
+# the file back. The CronJob is suspended: its runs here are the ones the
+# demo creates (a scheduled run could hold the Lease during them).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 here="$root/scripts/cluster"
@@ -62,7 +63,7 @@ run kubectl -n "$ns" delete pod ws-nora
 kubectl -n "$ns" wait --for=condition=Unused pvc/ws-nora --timeout=60s >/dev/null 2>&1 || true
 run "$helm" upgrade --install pvc-janitor "$root/charts/pvc-janitor" -n pvc-janitor --create-namespace \
 	--set image.repository=ghcr.io/pvc-janitor/pvc-janitor --set image.tag=0.0.0-local --set image.pullPolicy=Never \
-	--set dryRun=false --set config.all-namespaces=false --set "config.namespace={$ns}" \
+	--set dryRun=false --set suspend=true --set config.all-namespaces=false --set "config.namespace={$ns}" \
 	--set config.selector=app=ide --set config.workspace-label=workspace \
 	--set config.min-age=0s --set config.grace-period=0s --set config.max-deletion-percent=100 >/dev/null
 job="demo-$(date +%s)"

@@ -377,6 +377,9 @@ func helmInstall(t *testing.T) {
 	out, err := helm(t, "install", release, filepath.Join(root, "charts", "pvc-janitor"), "-n", "pvc-janitor", "--create-namespace",
 		"--set", "image.repository="+testenv.JanitorImageRepository, "--set", "image.tag="+testenv.JanitorImageTag,
 		"--set", "image.pullPolicy=Never", "--set", "dryRun=false",
+		// Runs come only from the test's Jobs: a scheduled one at :00 or
+		// :30 would hold the Lease while the test's runs.
+		"--set", "suspend=true",
 		"--set", "config.selector=app=ide", "--set", "config.workspace-label=workspace",
 		"--set", "config.min-age=0s", "--set", "config.grace-period=0s",
 		// Two claims in scope, one to reap: 50% of the scope.
