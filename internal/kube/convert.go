@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"strings"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube/wire"
 )
 
 // The reduction of API objects to the inventory's values: pure, and shared
@@ -150,4 +152,67 @@ func Content(vc *snapv1.VolumeSnapshotContent) inventory.Content {
 		c.DeletionTimestamp = &t
 	}
 	return c
+}
+
+// The reduction of a claim read by wire.WalkClaim: what Claim does on the
+// decoded claim, on the entries of its maps in the order of its bytes (a
+// key that comes twice is the last one's, as in the decoder's map).
+
+// lookup returns the value of the last entry of kvs with key k.
+func lookup(kvs []wire.KV, k string) (string, bool) {
+	for i := len(kvs) - 1; i >= 0; i-- {
+		if string(kvs[i].Key) == k {
+			return string(kvs[i].Value), true
+		}
+	}
+	return "", false
+}
+
+// wireLabels is inventory.PickLabels on a claim's label entries.
+func wireLabels(kvs []wire.KV, workspaceLabel string) inventory.ClaimLabels {
+	var c inventory.ClaimLabels
+	if workspaceLabel != "" {
+		c.Workspace, _ = lookup(kvs, workspaceLabel)
+	}
+	c.Phase, c.HasPhase = lookup(kvs, inventory.LabelPhase)
+	c.Hold, c.HasHold = lookup(kvs, inventory.KeyHold)
+	return c
+}
+
+// wireKeepLabels is inventory.KeepLabels on a claim's label entries.
+func wireKeepLabels(kvs []wire.KV, keys []string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := lookup(kvs, k); ok {
+			if out == nil {
+				out = make(map[string]string, len(keys))
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// wireAnnotations keeps the janitor's own annotations.
+func wireAnnotations(kvs []wire.KV) map[string]string {
+	var out map[string]string
+	for _, kv := range kvs {
+		if bytes.HasPrefix(kv.Key, []byte(inventory.Prefix)) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[string(kv.Key)] = string(kv.Value)
+		}
+	}
+	return out
+}
+
+// wireUnused returns the last Unused condition, nil when there is none.
+func wireUnused(conds []wire.Condition) *inventory.Condition {
+	for i := len(conds) - 1; i >= 0; i-- {
+		if string(conds[i].Type) == inventory.ConditionUnused {
+			return &inventory.Condition{Status: string(conds[i].Status), LastTransitionTime: conds[i].LastTransition}
+		}
+	}
+	return nil
 }

@@ -110,6 +110,15 @@ func TestClaimOfANewerServerKeepsItsEvidence(t *testing.T) {
 	if got.Unused == nil || got.Annotations[inventory.AnnotationOrphanedSince] == "" || got.Capacity == 0 {
 		t.Fatalf("evidence lost: %+v", got)
 	}
+	// The scan's own read of claims (wire.WalkClaim) skips them too.
+	var w wire.Claim
+	walked, err := walkedClaim(b, Scope{WorkspaceLabel: "workspace"}, &w)
+	if err != nil {
+		t.Fatalf("a claim with fields of a newer server, walked: %v", err)
+	}
+	if !same(t, walked, want) {
+		t.Fatalf("a claim with fields of a newer server walks as\n%+v\nwant\n%+v", walked, want)
+	}
 }
 
 func TestSnapshotOfANewerServerKeepsItsEvidence(t *testing.T) {
