@@ -360,3 +360,53 @@ func FuzzWalkClaim(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkClaimRead reads a claim of the scale benchmark's fleet
+// (scripts/bench), bound, with managedFields as the API server keeps
+// them, the way the scan did (decoder, then Claim) and does (the walk).
+//
+//	go test -run x -bench ClaimRead -benchmem ./internal/kube/
+func BenchmarkClaimRead(b *testing.B) {
+	sc := "csi-hostpath"
+	mf := func(manager, fields string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+			Time: ptrTo(metav1.Unix(1767225600, 0)), FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+	}
+	p := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "ws-000042", Namespace: "bench", UID: "0b9d1f3e-6c1a-4c51-9f0e-1d2c3b4a5f60",
+			ResourceVersion: "123456", CreationTimestamp: metav1.Unix(1767225600, 0), Finalizers: []string{"kubernetes.io/pvc-protection"},
+			Labels: map[string]string{"app": "ide", "workspace-id": "w000042", "app.kubernetes.io/managed-by": "ide-operator"},
+			Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes", "pv.kubernetes.io/bound-by-controller": "yes",
+				"volume.beta.kubernetes.io/storage-provisioner": "hostpath.csi.k8s.io", "volume.kubernetes.io/storage-provisioner": "hostpath.csi.k8s.io"},
+			ManagedFields: []metav1.ManagedFieldsEntry{
+				mf("bench", `{"f:metadata":{"f:labels":{".":{},"f:app":{},"f:app.kubernetes.io/managed-by":{},"f:workspace-id":{}}},"f:spec":{"f:accessModes":{},"f:resources":{"f:requests":{".":{},"f:storage":{}}},"f:storageClassName":{},"f:volumeMode":{},"f:volumeName":{}}}`),
+				mf("kube-controller-manager", `{"f:metadata":{"f:annotations":{".":{},"f:pv.kubernetes.io/bind-completed":{},"f:pv.kubernetes.io/bound-by-controller":{}}},"f:status":{"f:accessModes":{},"f:capacity":{".":{},"f:storage":{}},"f:phase":{}}}`)}},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &sc,
+			VolumeName: "pv-000042", Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}}},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}},
+	}
+	raw := marshalClaim(b, p)
+	s := Scope{WorkspaceLabel: "workspace-id"}
+	b.Run("decoder", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodedClaim(raw, s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("walk", func(b *testing.B) {
+		r := &reader{s: s.withDefaults(), intern: map[string]string{}}
+		var w wire.Claim
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := wire.WalkClaim(raw, &w); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := r.wireClaim(&w); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
