@@ -143,7 +143,10 @@ if [[ -n ${comps[node]:-} ]]; then
 	# profile): Debian's libseccomp-dev, installed here when it is missing.
 	if ! pkg-config --exists libseccomp; then
 		log "installing libseccomp-dev (Debian) for runc's seccomp support"
-		apt-get install -y -q libseccomp-dev >&2 || { log "apt-get install libseccomp-dev failed"; exit 1; }
+		command -v apt-get >/dev/null || { log "libseccomp-dev is missing and there is no apt-get: install libseccomp's headers"; exit 1; }
+		apt-get install -y -qq libseccomp-dev >&2 ||
+			{ apt-get update -qq >&2 && apt-get install -y -qq libseccomp-dev >&2; } ||
+			{ log "apt-get install libseccomp-dev failed (root needed)"; exit 1; }
 	fi
 	CGO_ENABLED=1 BUILD_TAGS=seccomp build "$RUNC_BIN" "$tools/runc" "-s -w -X main.version=${RUNC_VERSION#v}" \
 		github.com/opencontainers/runc
