@@ -141,12 +141,13 @@ if [[ -n ${comps[node]:-} ]]; then
 		github.com/containerd/containerd/v2/cmd/ctr
 	# runc needs cgo and libseccomp (the pods' RuntimeDefault seccomp
 	# profile): Debian's libseccomp-dev, installed here when it is missing.
-	if ! pkg-config --exists libseccomp; then
-		log "installing libseccomp-dev (Debian) for runc's seccomp support"
+	if ! command -v pkg-config >/dev/null || ! pkg-config --exists libseccomp; then
+		pkgs=(libseccomp-dev pkg-config)
+		log "installing ${pkgs[*]} (Debian) for runc's seccomp support"
 		command -v apt-get >/dev/null || { log "libseccomp-dev is missing and there is no apt-get: install libseccomp's headers"; exit 1; }
-		apt-get install -y -qq libseccomp-dev >&2 ||
-			{ apt-get update -qq >&2 && apt-get install -y -qq libseccomp-dev >&2; } ||
-			{ log "apt-get install libseccomp-dev failed (root needed)"; exit 1; }
+		apt-get install -y -qq "${pkgs[@]}" >&2 ||
+			{ apt-get update -qq >&2 && apt-get install -y -qq "${pkgs[@]}" >&2; } ||
+			{ log "apt-get install ${pkgs[*]} failed (root needed)"; exit 1; }
 	fi
 	CGO_ENABLED=1 BUILD_TAGS=seccomp build "$RUNC_BIN" "$tools/runc" "-s -w -X main.version=${RUNC_VERSION#v}" \
 		github.com/opencontainers/runc
