@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/pvc-janitor/pvc-janitor/internal/msgtmpl"
 	"regexp"
-	"text/template"
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/api/validate/content"
@@ -20,7 +20,7 @@ import (
 const KeyNotifyRoutes = "notify-routes"
 
 // Route formats: a Slack or Microsoft Teams message, the message as JSON,
-// or the route's own Go text/template.
+// or the route's own template (internal/msgtmpl: Go's {{ }} syntax).
 const (
 	FormatSlack    = "slack"
 	FormatTeams    = "teams"
@@ -43,9 +43,9 @@ type Route struct {
 	Template   string `yaml:"template"`
 
 	// Parsed by loadRoutes: the selector, the template and the URL.
-	Sel     labels.Selector    `yaml:"-"`
-	Tmpl    *template.Template `yaml:"-"`
-	Webhook string             `yaml:"-"`
+	Sel     labels.Selector   `yaml:"-"`
+	Tmpl    *msgtmpl.Template `yaml:"-"`
+	Webhook string            `yaml:"-"`
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -109,9 +109,20 @@ func loadRoutes(routes []Route, lookupEnv func(string) (string, bool)) error {
 	return nil
 }
 
+// MessageSchema is what a route's template may name: the fields of
+// notify.Message and of each of its claims (docs/usage.md#notification-routes;
+// notify's tests check that its messages have exactly these).
+var MessageSchema = msgtmpl.Schema{
+	"Route": nil, "Owner": nil, "Cluster": nil, "Command": nil, "DryRun": nil,
+	"Claims": msgtmpl.List{Elem: msgtmpl.Schema{
+		"Namespace": nil, "Name": nil, "State": nil, "Action": nil, "Reason": nil,
+		"Snapshot": nil, "ReapAfter": nil, "Capacity": nil,
+	}},
+}
+
 // routeTemplate parses a route's template: required with the template
 // format, refused with any other.
-func routeTemplate(r *Route) (*template.Template, error) {
+func routeTemplate(r *Route) (*msgtmpl.Template, error) {
 	switch r.Format {
 	case "", FormatSlack, FormatTeams, FormatJSON:
 		if r.Template != "" {
@@ -125,7 +136,7 @@ func routeTemplate(r *Route) (*template.Template, error) {
 		if r.Template == "" {
 			return nil, errors.New("format template needs a template")
 		}
-		return template.New(r.Name).Option("missingkey=error").Parse(r.Template)
+		return msgtmpl.Parse(r.Name, r.Template, MessageSchema)
 	}
 	return nil, fmt.Errorf("format %q: want slack, teams, json or template", r.Format)
 }

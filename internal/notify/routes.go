@@ -43,6 +43,22 @@ type MessageClaim struct {
 	Capacity  int64      `json:"capacity,omitempty"`
 }
 
+// data is the message as its route's template reads it: every field of
+// config.MessageSchema, a claim's ReapAfter a time or nil.
+func (m Message) data() map[string]any {
+	claims := make([]any, len(m.Claims))
+	for i, c := range m.Claims {
+		var reapAfter any
+		if c.ReapAfter != nil {
+			reapAfter = *c.ReapAfter
+		}
+		claims[i] = map[string]any{"Namespace": c.Namespace, "Name": c.Name, "State": c.State, "Action": c.Action,
+			"Reason": c.Reason, "Snapshot": c.Snapshot, "ReapAfter": reapAfter, "Capacity": c.Capacity}
+	}
+	return map[string]any{"Route": m.Route, "Owner": m.Owner, "Cluster": m.Cluster, "Command": m.Command,
+		"DryRun": m.DryRun, "Claims": claims}
+}
+
 // quiet are actions that change nothing an owner needs to hear of.
 var quiet = map[string]bool{"": true, "snapshot-skipped": true, "reap-skipped": true, "snapshot-ready": true}
 
@@ -113,8 +129,8 @@ func Body(rt *config.Route, m Message) ([]byte, error) {
 		return json.Marshal(m)
 	case config.FormatTemplate:
 		var b bytes.Buffer
-		if err := rt.Tmpl.Execute(&b, m); err != nil {
-			return nil, fmt.Errorf("route %q: template: %w", rt.Name, err)
+		if err := rt.Tmpl.Execute(&b, m.data()); err != nil {
+			return nil, fmt.Errorf("route %q: %w", rt.Name, err)
 		}
 		return b.Bytes(), nil
 	case config.FormatTeams:

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
+	"github.com/pvc-janitor/pvc-janitor/internal/msgtmpl"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
 )
 
@@ -22,7 +25,10 @@ func route(name string, nss []string, sel, format, tmpl string) config.Route {
 	r := config.Route{Name: name, Namespaces: nss, Format: format}
 	r.Sel, _ = labels.Parse(sel)
 	if tmpl != "" {
-		r.Tmpl = template.Must(template.New(name).Option("missingkey=error").Parse(tmpl))
+		var err error
+		if r.Tmpl, err = msgtmpl.Parse(name, tmpl, config.MessageSchema); err != nil {
+			panic(err)
+		}
 	}
 	return r
 }
@@ -85,9 +91,37 @@ func TestBodies(t *testing.T) {
 			t.Errorf("%s: %s (%v), want %s", tc.r.Format, b, err, tc.want)
 		}
 	}
-	bad := route("x", nil, "", "template", "{{.Nope}}")
-	if _, err := Body(&bad, m); err == nil || !strings.Contains(err.Error(), `route "x": template`) {
+	if _, err := msgtmpl.Parse("x", "{{.Nope}}", config.MessageSchema); err == nil || !strings.Contains(err.Error(), `no field "Nope"`) {
 		t.Errorf("template on a missing field: %v", err)
+	}
+}
+
+// TestMessageDataIsTheSchema: what a template reads of a message is exactly
+// config.MessageSchema, so that a template the configuration accepted never
+// meets a field the message lacks, nor misses one it has.
+func TestMessageDataIsTheSchema(t *testing.T) {
+	m := Messages(testReport(), []config.Route{route("all", nil, "", "", "")}, "owner")[0]
+	d := m.data()
+	if got, want := keys(d), keys(config.MessageSchema); got != want {
+		t.Errorf("message fields %s, schema %s", got, want)
+	}
+	claims := d["Claims"].([]any)
+	if len(claims) == 0 {
+		t.Fatal("no claims in the test message")
+	}
+	elem := config.MessageSchema["Claims"].(msgtmpl.List).Elem
+	if got, want := keys(claims[0].(map[string]any)), keys(elem); got != want {
+		t.Errorf("claim fields %s, schema %s", got, want)
+	}
+	// Every field of Message and MessageClaim is in the data, by name.
+	for typ, fields := range map[string][]string{"Message": structFields(Message{}), "MessageClaim": structFields(MessageClaim{})} {
+		schema := keys(config.MessageSchema)
+		if typ == "MessageClaim" {
+			schema = keys(elem)
+		}
+		if got := strings.Join(fields, ","); got != schema {
+			t.Errorf("%s fields %s, schema %s", typ, got, schema)
+		}
 	}
 }
 
@@ -128,5 +162,56 @@ func TestSendRoutesRetriesAndReports(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), `route "flaky"`) || hits["/flaky"] != 4 || hits["/down"] < 2 || hits["/bad"] != 1 {
 		t.Errorf("hits %v: want flaky retried to success (3 tries for alice, 1 for b), down retried, bad tried once", hits)
+	}
+}
+
+func keys[V any](m map[string]V) string {
+	var k []string
+	for key := range m {
+		k = append(k, key)
+	}
+	sort.Strings(k)
+	return strings.Join(k, ",")
+}
+
+func structFields(v any) []string {
+	t := reflect.TypeOf(v)
+	var f []string
+	for i := 0; i < t.NumField(); i++ {
+		f = append(f, t.Field(i).Name)
+	}
+	sort.Strings(f)
+	return f
+}
+
+// TestTemplatesAgreeWithTextTemplate: a template within msgtmpl's language
+// renders as Go's text/template renders it over the Message itself (times
+// aside: msgtmpl prints them as RFC 3339), so that route templates written
+// for text/template keep working.
+func TestTemplatesAgreeWithTextTemplate(t *testing.T) {
+	m := Messages(testReport(), []config.Route{route("all", nil, "", "", "")}, "owner")[0]
+	m.Claims[0].Capacity, m.Claims[0].Snapshot = 1<<30, "ws-1-rescue-1a2b3c4d5e"
+	for _, text := range []string{
+		"{{.Owner}}:{{range .Claims}} {{.Name}}={{.Action}}{{end}}",
+		`{"owner":"{{.Owner}}","claims":"{{range $i, $c := .Claims}}{{if $i}},{{end}}{{$c.Name}}={{$c.Action}}{{end}}"}`,
+		`{"owner":"{{.Owner}}","claims":{{len .Claims}}}`,
+		"{{.Route}} {{.Cluster}} {{.Command}} {{if .DryRun}}dry{{else}}real{{end}}",
+		"{{range .Claims}}{{.Namespace}}/{{.Name}} {{.State}} {{.Reason}} {{.Capacity}} {{if .Snapshot}}{{.Snapshot}}{{else}}-{{end}}\n{{end}}",
+		"{{range $c := .Claims}}{{$.Owner}}:{{$c.Name}} {{end}}",
+		"{{- range .Claims }} {{ .Name -}} ! {{ end -}}",
+	} {
+		want := new(strings.Builder)
+		if err := template.Must(template.New("x").Option("missingkey=error").Parse(text)).Execute(want, m); err != nil {
+			t.Fatalf("text/template %s: %v", text, err)
+		}
+		tp, err := msgtmpl.Parse("x", text, config.MessageSchema)
+		if err != nil {
+			t.Errorf("msgtmpl %s: %v", text, err)
+			continue
+		}
+		got := new(strings.Builder)
+		if err := tp.Execute(got, m.data()); err != nil || got.String() != want.String() {
+			t.Errorf("%s:\nmsgtmpl       %q (%v)\ntext/template %q", text, got.String(), err, want.String())
+		}
 	}
 }
