@@ -238,7 +238,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		// the node lifecycle controller lifts the not-ready taint kubelet
 		// registers the node with.
 		controllers = append(slices.Clone(Controllers), "job-controller", "cronjob-controller", "node-lifecycle-controller")
-		l, err := prepareNode(opts.Dir)
+		l, err := prepareNode(opts.Dir, opts.Progress)
 		if err != nil {
 			return c, err
 		}

@@ -69,14 +69,54 @@ func layoutFor(clusterDir string) nodeLayout {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(clusterDir))
 	sum := h.Sum32()
-	id := fmt.Sprintf("%06x", sum&0xffffff)
+	l := layoutOf(fmt.Sprintf("%06x", sum&0xffffff))
 	third, fourth := byte(sum>>8), byte(sum)&0xfc
+	l.HostIP, l.NodeIP = fmt.Sprintf("10.201.%d.%d", third, fourth+1), fmt.Sprintf("10.201.%d.%d", third, fourth+2)
+	return l
+}
+
+// layoutOf is the layout of node id but its addresses, which only the
+// cluster folder gives (teardown does not need them).
+func layoutOf(id string) nodeLayout {
 	return nodeLayout{
 		ID: id, Dir: filepath.Join(os.TempDir(), "pvcj-"+id), NetNS: "pvcj-" + id,
-		HostIf: "pvcj" + id + "h", NodeIf: "pvcj" + id + "n",
-		HostIP: fmt.Sprintf("10.201.%d.%d", third, fourth+1), NodeIP: fmt.Sprintf("10.201.%d.%d", third, fourth+2),
-		CgroupRoot: "/pvcj-" + id,
+		HostIf: "pvcj" + id + "h", NodeIf: "pvcj" + id + "n", CgroupRoot: "/pvcj-" + id,
 	}
+}
+
+// sweepStaleNodes tears down the nodes of other clusters that nothing runs
+// any more: a test binary killed by go test's timeout leaves its node's
+// containers, mounts, cgroups and namespace behind, in a folder of its
+// own. A node is stale when neither its kubelet nor its containerd runs
+// (the shims outlive them) and the folder is older than two minutes (a
+// node being started has neither for a few seconds).
+func sweepStaleNodes(progress io.Writer) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pvcj-*"))
+	for _, d := range dirs {
+		id := strings.TrimPrefix(filepath.Base(d), "pvcj-")
+		st, err := os.Stat(d)
+		if err != nil || !st.IsDir() || len(id) != 6 || time.Since(st.ModTime()) < 2*time.Minute ||
+			processNames(d+"/kubelet.yaml") || processNames(d+"/containerd.toml") {
+			continue
+		}
+		fmt.Fprintf(progress, "node: removing the stale node in %s\n", d)
+		_ = layoutOf(id).teardown(progress)
+	}
+}
+
+// processNames reports whether a running process has s in its command line.
+func processNames(s string) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), s) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l nodeLayout) nsPath() string          { return filepath.Join("/run/netns", l.NetNS) }
@@ -95,7 +135,8 @@ func nodeMarker(clusterDir string) string { return filepath.Join(clusterDir, "no
 // prepareNode clears what a killed earlier node of the same folder left and
 // creates the node's folders, before the driver starts (it serves the
 // registration socket inside them).
-func prepareNode(clusterDir string) (nodeLayout, error) {
+func prepareNode(clusterDir string, progress io.Writer) (nodeLayout, error) {
+	sweepStaleNodes(progress)
 	l := layoutFor(clusterDir)
 	if err := l.teardown(io.Discard); err != nil {
 		return l, fmt.Errorf("clear an earlier node: %w", err)
