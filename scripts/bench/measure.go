@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -287,31 +286,41 @@ func inProcessFloor(ctx context.Context, cfg *rest.Config, apiPID int) (sample, 
 	return sample{Wall: time.Since(start), ServerCPU: procCPU(apiPID) - before}, nil
 }
 
-// runProc runs a program with stdout to out (/dev/null when nil) and
-// returns its wall time, CPU time and peak RSS. apiPID, when not 0, is the
-// kube-apiserver whose CPU time during the run is recorded.
+// rssWrap is scripts/bench/rsswrap, built beside the janitor: every
+// measured program runs under it (see its doc: a child of the bench itself
+// would report the bench's peak RSS).
+var rssWrap string
+
+// runProc runs a program under rssWrap with stdout to out (/dev/null when
+// nil) and returns its wall time, CPU time and peak RSS, as the wrapper
+// measured them. apiPID, when not 0, is the kube-apiserver whose CPU time
+// during the run is recorded.
 func runProc(ctx context.Context, apiPID int, out io.Writer, name string, args ...string) (sample, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
+	results, w, err := os.Pipe()
+	if err != nil {
+		return sample{}, err
+	}
+	defer results.Close()
+	cmd := exec.CommandContext(ctx, rssWrap, append([]string{name}, args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG=")
+	cmd.ExtraFiles = []*os.File{w}
 	if out != nil {
 		cmd.Stdout = out
 	} // else: os/exec connects /dev/null
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	before := procCPU(apiPID)
-	start := time.Now()
-	err := cmd.Run()
-	wall := time.Since(start)
-	s := sample{Wall: wall}
+	err = cmd.Run()
+	w.Close()
+	var s sample
 	if apiPID != 0 {
 		s.ServerCPU = procCPU(apiPID) - before
 	}
-	if ps := cmd.ProcessState; ps != nil {
-		s.CPU = ps.UserTime() + ps.SystemTime()
-		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-			s.MaxRSS = ru.Maxrss // KiB on Linux
-		}
+	var rss, user, sys, wall int64
+	if _, serr := fmt.Fscan(results, &rss, &user, &sys, &wall); serr != nil && err == nil {
+		err = fmt.Errorf("rsswrap reported nothing: %w", serr)
 	}
+	s.Wall, s.CPU, s.MaxRSS = time.Duration(wall), time.Duration(user+sys), rss
 	if err != nil {
 		return s, fmt.Errorf("%s %s: %w: %s", filepath.Base(name), strings.Join(args, " "), err, lastLines(stderr.String(), 5))
 	}
@@ -499,11 +508,14 @@ func lastLines(s string, n int) string {
 
 // buildJanitor builds cmd/janitor as `make build` does.
 func buildJanitor(ctx context.Context, root, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./cmd/janitor")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/janitor: %w: %s", err, b)
+	rssWrap = filepath.Join(filepath.Dir(out), "rsswrap")
+	for pkg, bin := range map[string]string{"./cmd/janitor": out, "./scripts/bench/rsswrap": rssWrap} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, pkg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %w: %s", pkg, err, b)
+		}
 	}
 	return nil
 }
