@@ -195,7 +195,7 @@ func renderFleet(r *fleetResult) string {
 	fmt.Fprintf(&b, "- Two clusters, a and b, each seeded as the scale benchmark seeds N=%s (claims, PVs, pods, snapshots and contents, workloads), both at once: %s. Both control planes run on this machine and compete for its %d CPUs, also with the janitor.\n",
 		kn(r.N), dur(r.Seed), r.Env.CPUs)
 	fmt.Fprintf(&b, "- Medians of %d interleaved repetitions (scan a, scan b, fleet scan), after one unrecorded warm-up that checks the claim counts (the fleet report: %d claims, each cluster's once).\n", r.Reps, r.FleetClaims)
-	b.WriteString("- **scan a**, **scan b**: `janitor scan --context a` (resp. b) `--dry-run -o json -A -l app=ide --workspace-label workspace-id --min-age 0s`; **fleet scan**: the same with `--context a,b` (`--cluster-concurrency` 4: both at once). Subprocesses, stdout to /dev/null; RSS is the peak (getrusage).\n\n")
+	b.WriteString("- **scan a**, **scan b**: `janitor scan --context a` (resp. b) `--dry-run -o json -A -l app=ide --workspace-label workspace-id --min-age 0s`; **fleet scan**: the same with `--context a,b` (`--cluster-concurrency` 4: both at once). Subprocesses, stdout to /dev/null; RSS is the peak (getrusage of a child of scripts/bench/rsswrap).\n\n")
 	b.WriteString("| | scan a | scan b | a + b | fleet scan | fleet / (a + b) |\n|---|---:|---:|---:|---:|---:|\n")
 	fmt.Fprintf(&b, "| wall | %s | %s | %s | **%s** | **%.2f** (target ≤ 0.80: %s) |\n", dur(r.A.Wall), dur(r.B.Wall), dur(sum), dur(r.Fleet.Wall),
 		ratio(r.Fleet.Wall, sum), verdict(wallOK))

@@ -166,7 +166,7 @@ func scaleIntro(b *strings.Builder, r *scaleResult) {
 	if len(r.ScanArgs) > 0 {
 		scan += " + `" + strings.Join(r.ScanArgs, " ") + "`"
 	}
-	fmt.Fprintf(b, "- **scan**: %s, a subprocess of a `go build -trimpath -ldflags '-s -w'` binary, stdout to /dev/null; CPU is user+sys, RSS the peak (getrusage). `--min-age 0s` because the fleet is seconds old (a real one is older than the 10m default), so that no claim stops at `Young`; all other flags are the defaults (`--qps 50 --burst 100 --page-size 0`: one streamed response per list).\n", scan)
+	fmt.Fprintf(b, "- **scan**: %s, a subprocess of a `go build -trimpath -ldflags '-s -w'` binary, stdout to /dev/null; CPU is user+sys, RSS the scan's own peak (getrusage of a child of `scripts/bench/rsswrap`; see below). `--min-age 0s` because the fleet is seconds old (a real one is older than the 10m default), so that no claim stops at `Young`; all other flags are the defaults (`--qps 50 --burst 100 --page-size 0`: one streamed response per list).\n", scan)
 	b.WriteString("- **floor**: the issue's serving floor: one `kubectl get --raw <list>` per resource the scan reads (claims, pods, PVs, VolumeAttachments, VolumeSnapshots, VolumeSnapshotContents and the six workload kinds; unpaginated JSON), one after another, to /dev/null. It includes kubectl's start-up, about 12 × 40-80 ms.\n")
 	b.WriteString("- **in-process floor**: the same twelve lists fetched one after another by the benchmark's own HTTP client (no process start-up): the API server's serving time plus transfer.\n")
 	b.WriteString("- **kubectl get**: `kubectl get pvc,pods,volumesnapshots -A -o json` to /dev/null, what an operator would otherwise run.\n")
