@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -188,7 +189,7 @@ func unmount(path string, remove bool) error {
 }
 
 // isMountPoint reports whether path is the mount point of a mount of this
-// process's mount namespace (/proc/self/mountinfo's fifth field).
+// process's mount namespace.
 func isMountPoint(path string) (bool, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -197,20 +198,28 @@ func isMountPoint(path string) (bool, error) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
+	mounts, err := MountPoints()
+	return slices.Contains(mounts, abs), err
+}
+
+// MountPoints lists the mount points of this process's mount namespace
+// (/proc/self/mountinfo's fifth field, unescaped). The local node's
+// teardown (test/testenv) uses it too.
+func MountPoints() ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	defer f.Close()
+	var out []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMount(fields[4]) == abs {
-			return true, nil
+		if fields := strings.Fields(sc.Text()); len(fields) > 4 {
+			out = append(out, unescapeMount(fields[4]))
 		}
 	}
-	return false, sc.Err()
+	return out, sc.Err()
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).

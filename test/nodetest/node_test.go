@@ -389,13 +389,19 @@ func helmInstall(t *testing.T) {
 	}
 }
 
+// helmPath is the pinned Helm, built into the cache on first use.
+var helmPath string
+
 func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	out, err := exec.Command("bash", filepath.Join(root, "scripts", "chart", "build-helm.sh")).Output()
-	if err != nil {
-		t.Fatalf("build helm: %v", err)
+	if helmPath == "" {
+		out, err := exec.Command("bash", filepath.Join(root, "scripts", "chart", "build-helm.sh")).Output()
+		if err != nil {
+			t.Fatalf("build helm: %v", err)
+		}
+		helmPath = strings.TrimSpace(string(out))
 	}
-	cmd := exec.Command(strings.TrimSpace(string(out)), args...)
+	cmd := exec.Command(helmPath, args...)
 	home := filepath.Join(cluster.Dir, "helm")
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "KUBECONFIG=" + cluster.Kubeconfig,
 		"HELM_CACHE_HOME=" + filepath.Join(home, "cache"), "HELM_CONFIG_HOME=" + filepath.Join(home, "config"),
@@ -433,24 +439,33 @@ func runJob(t *testing.T, name string) *report.Report {
 	return parseReport(t, log)
 }
 
-func jobPodName(ctx context.Context, job string) string {
+// jobPods lists a Job's pods, the last created last.
+func jobPods(ctx context.Context, job string) ([]corev1.Pod, error) {
 	pods, err := kube.CoreV1().Pods("pvc-janitor").List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job})
-	if err != nil || len(pods.Items) == 0 {
+	if err != nil {
+		return nil, err
+	}
+	return pods.Items, nil
+}
+
+func jobPodName(ctx context.Context, job string) string {
+	pods, err := jobPods(ctx, job)
+	if err != nil || len(pods) == 0 {
 		return ""
 	}
-	return pods.Items[len(pods.Items)-1].Name
+	return pods[len(pods)-1].Name
 }
 
 func jobPod(t *testing.T, job string) *corev1.Pod {
 	t.Helper()
-	pods, err := kube.CoreV1().Pods("pvc-janitor").List(context.Background(), metav1.ListOptions{LabelSelector: "job-name=" + job})
+	pods, err := jobPods(context.Background(), job)
 	if err != nil {
 		t.Fatalf("pods of Job %s: %v", job, err)
 	}
-	if len(pods.Items) != 1 {
-		t.Fatalf("Job %s has %d pods, want 1 (a retried run)", job, len(pods.Items))
+	if len(pods) != 1 {
+		t.Fatalf("Job %s has %d pods, want 1 (a retried run)", job, len(pods))
 	}
-	return &pods.Items[0]
+	return &pods[0]
 }
 
 // parseReport finds the run's report in the pod's log: the log lines

@@ -109,14 +109,23 @@ func FindBinaries(root, driverOut string) (*Binaries, error) {
 		}
 	}
 	if driverOut != "" {
-		cmd := exec.Command("go", "build", "-o", driverOut, "./test/cmd/hostpath-csi")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("build the CSI driver: %w: %s", err, out)
+		if err := goBuild(root, driverOut, "./test/cmd/hostpath-csi"); err != nil {
+			return nil, fmt.Errorf("build the CSI driver: %w", err)
 		}
 	}
 	return b, nil
+}
+
+// goBuild builds one of this repository's commands (static, local
+// toolchain) into out.
+func goBuild(root, out, pkg string) error {
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %w: %s", pkg, err, b)
+	}
+	return nil
 }
 
 // NodeBinaries are the programs of the opt-in node (docs/node.md).

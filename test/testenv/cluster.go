@@ -101,9 +101,6 @@ type Cluster struct {
 	// KubeVersion is the Kubernetes version of its binaries (v1.37.2).
 	KubeVersion string
 
-	// Node is true when the cluster has the opt-in node (NodeName).
-	Node bool
-
 	opts  Options
 	mu    sync.Mutex
 	procs []*proc
@@ -242,7 +239,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		if err != nil {
 			return c, err
 		}
-		c.node, c.Node = &l, true
+		c.node = &l
 	}
 	if err := c.run("kube-controller-manager", c.Bin.ControllerManager, append([]string{
 		"--kubeconfig=" + c.Kubeconfig,

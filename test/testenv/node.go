@@ -3,7 +3,6 @@
 package testenv
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +22,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/pvc-janitor/pvc-janitor/test/csidriver"
 )
 
 // The opt-in node (docs/node.md): JANITOR_CLUSTER_NODE=1 adds a kubelet of
@@ -96,27 +97,12 @@ func sweepStaleNodes(progress io.Writer) {
 		id := strings.TrimPrefix(filepath.Base(d), "pvcj-")
 		st, err := os.Stat(d)
 		if err != nil || !st.IsDir() || len(id) != 6 || time.Since(st.ModTime()) < 2*time.Minute ||
-			processNames(d+"/kubelet.yaml") || processNames(d+"/containerd.toml") {
+			len(processesNaming(d+"/kubelet.yaml")) > 0 || len(processesNaming(d+"/containerd.toml")) > 0 {
 			continue
 		}
 		fmt.Fprintf(progress, "node: removing the stale node in %s\n", d)
 		_ = layoutOf(id).teardown(progress)
 	}
-}
-
-// processNames reports whether a running process has s in its command line.
-func processNames(s string) bool {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), s) {
-			return true
-		}
-	}
-	return false
 }
 
 func (l nodeLayout) nsPath() string          { return filepath.Join("/run/netns", l.NetNS) }
@@ -504,16 +490,6 @@ func csiNodeHasDriver(ctx context.Context, cs kubernetes.Interface) bool {
 	return false
 }
 
-func goBuild(root, out, pkg string) error {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s: %w: %s", pkg, err, b)
-	}
-	return nil
-}
-
 // teardown removes everything of the node that outlives its processes,
 // after they were stopped: the containers (their processes, then the
 // shims), the mounts under the node's folder, the cgroups, the network
@@ -585,17 +561,8 @@ func cgroupPIDs(dir string) []int {
 
 // killMatching kills the processes whose command line contains s.
 func killMatching(s string) int {
-	entries, _ := os.ReadDir("/proc")
 	n := 0
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
-			continue
-		}
+	for _, pid := range processesNaming(s) {
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
 			n++
 		}
@@ -603,21 +570,32 @@ func killMatching(s string) int {
 	return n
 }
 
+// processesNaming lists the processes (but this one) whose command line
+// contains s.
+func processesNaming(s string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // unmountUnder detaches every mount at or below dir, deepest first.
 func unmountUnder(dir string) error {
-	f, err := os.Open("/proc/self/mountinfo")
+	all, err := csidriver.MountPoints()
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 	var mounts []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
+	for _, mp := range all {
 		if mp == dir || strings.HasPrefix(mp, dir+"/") {
 			mounts = append(mounts, mp)
 		}
@@ -630,25 +608,6 @@ func unmountUnder(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // removeCgroups removes the node's cgroup tree in every hierarchy,

@@ -261,33 +261,7 @@ func readTime(b []byte) (time.Time, error) {
 // reads it as a length anyway). Other fields are skipped unread. A
 // malformed message is an error.
 func readFields(b []byte, read uint64, fn func(protowire.Number, []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if num >= 64 || read&(1<<num) == 0 {
-			m := protowire.ConsumeFieldValue(num, typ, b)
-			if m < 0 {
-				return protowire.ParseError(m)
-			}
-			b = b[m:]
-			continue
-		}
-		if typ != protowire.BytesType {
-			return fmt.Errorf("protobuf: field %d has wire type %d", num, typ)
-		}
-		v, m := protowire.ConsumeBytes(b)
-		if m < 0 {
-			return protowire.ParseError(m)
-		}
-		if err := fn(num, v); err != nil {
-			return err
-		}
-		b = b[m:]
-	}
-	return nil
+	return walkFields(b, read, fn)
 }
 
 // bits is the set of field numbers nums (each below 64) for readFields.

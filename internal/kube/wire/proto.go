@@ -263,26 +263,37 @@ func noEOF(err error) error {
 // eachField calls fn with every length-delimited field of a message; other
 // wire types are skipped. A malformed message is an error.
 func eachField(b []byte, fn func(protowire.Number, []byte) error) error {
+	return walkFields(b, 0, fn)
+}
+
+// walkFields is eachField (read 0: every length-delimited field, other wire
+// types skipped) and readFields (only the fields in read, each of which must
+// be length-delimited) in one loop.
+func walkFields(b []byte, read uint64, fn func(protowire.Number, []byte) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
 		b = b[n:]
-		if typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(b)
+		wanted := read == 0 || num < 64 && read&(1<<num) != 0
+		if wanted && read != 0 && typ != protowire.BytesType {
+			return fmt.Errorf("protobuf: field %d has wire type %d", num, typ)
+		}
+		if !wanted || typ != protowire.BytesType {
+			m := protowire.ConsumeFieldValue(num, typ, b)
 			if m < 0 {
 				return protowire.ParseError(m)
-			}
-			if err := fn(num, v); err != nil {
-				return err
 			}
 			b = b[m:]
 			continue
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b)
+		v, m := protowire.ConsumeBytes(b)
 		if m < 0 {
 			return protowire.ParseError(m)
+		}
+		if err := fn(num, v); err != nil {
+			return err
 		}
 		b = b[m:]
 	}
