@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
-	snapclient "github.com/kubernetes-csi/external-snapshotter/client/v6/clientset/versioned"
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/clientset/versioned/typed/volumesnapshot/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -18,10 +17,11 @@ import (
 
 // Clients are the API clients a run uses.
 type Clients struct {
-	// Kube speaks protobuf for core kinds.
-	Kube kubernetes.Interface
+	// Kube speaks protobuf for core kinds (api.go: the groups the janitor
+	// calls, not client-go's Clientset).
+	Kube *API
 	// Snap speaks JSON (CRDs have no protobuf).
-	Snap snapclient.Interface
+	Snap Snapshots
 	// Meta reads the metadata of arbitrary owners.
 	Meta metadata.Interface
 	// Clock is the API server's clock, from response Date headers.
@@ -166,11 +166,11 @@ func NewClients(cfg *rest.Config, o ClientOptions) (*Clients, error) {
 	proto := rest.CopyConfig(base)
 	proto.ContentType = "application/vnd.kubernetes.protobuf"
 	proto.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	kube, err := kubernetes.NewForConfig(proto)
+	kube, err := NewAPI(proto)
 	if err != nil {
 		return nil, err
 	}
-	snap, err := snapclient.NewForConfig(base)
+	snap, err := snapv1.NewForConfig(base)
 	if err != nil {
 		return nil, err
 	}
@@ -178,8 +178,19 @@ func NewClients(cfg *rest.Config, o ClientOptions) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Kube: kube, Snap: snap, Meta: meta, Clock: clock, Retry: o.Retry}, nil
+	return &Clients{Kube: kube, Snap: snapshotAPI{snap}, Meta: meta, Clock: clock, Retry: o.Retry}, nil
 }
+
+// Snapshots is the snapshot API's client: the snapshot Clientset's one
+// group, without the Clientset (see api.go for why). The Clientset itself
+// satisfies it, so tests may pass one.
+type Snapshots interface {
+	SnapshotV1() snapv1.SnapshotV1Interface
+}
+
+type snapshotAPI struct{ v1 *snapv1.SnapshotV1Client }
+
+func (s snapshotAPI) SnapshotV1() snapv1.SnapshotV1Interface { return s.v1 }
 
 // ServerClock tracks the API server's clock from the Date header of its
 // responses. Marks are written on this clock, never the janitor host's, so

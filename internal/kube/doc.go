@@ -5,6 +5,8 @@
 // Files, by job:
 //   - client.go: the clients of a run, the API server's clock, and the log
 //     of the uses a run saw;
+//   - api.go: the typed client of the built-in groups the janitor calls
+//     (not client-go's Clientset: why is there);
 //   - retry.go: the one retry policy (RetryPolicy, Transient);
 //   - read.go, list.go, storage.go, convert.go, referrers.go, owners.go:
 //     the scan's read (Read), described at the top of read.go;

@@ -10,7 +10,6 @@ import (
 	snapscheme "github.com/kubernetes-csi/external-snapshotter/client/v6/clientset/versioned/scheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/kube/wire"
@@ -71,7 +70,7 @@ type coreList struct {
 // protoList streams one response of a core list as protobuf and calls item
 // with each item's bytes (valid during the call only).
 func (r *reader) protoList(ctx context.Context, l coreList, ns string, opts metav1.ListOptions, item func([]byte) error) (string, error) {
-	req := l.client.Get().Namespace(ns).Resource(l.resource).VersionedParams(&opts, scheme.ParameterCodec)
+	req := l.client.Get().Namespace(ns).Resource(l.resource).VersionedParams(&opts, ParameterCodec)
 	return wire.Stream(ctx, req, "application/vnd.kubernetes.protobuf", r.c.Retry.AttemptTimeout(), func(body io.Reader) (string, error) {
 		return wire.ReadProtoList(body, l.kind, item)
 	})

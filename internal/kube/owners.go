@@ -2,15 +2,14 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 )
@@ -45,7 +44,7 @@ var listedKinds = map[schema.GroupKind]bool{
 // looked up in what was listed; others are fetched one by one (by metadata)
 // and an owner that cannot be read fails the run closed.
 func (r *reader) owners(ctx context.Context, inv *inventory.Inventory) error {
-	var mapper *lazyMapper
+	var served *kinds
 	for uid, o := range r.wantOwners {
 		if what, ok := r.found[uid]; ok {
 			inv.LiveOwners[uid] = what
@@ -58,10 +57,10 @@ func (r *reader) owners(ctx context.Context, inv *inventory.Inventory) error {
 		if listedKinds[schema.GroupKind{Group: gv.Group, Kind: o.Kind}] {
 			continue // listed and not seen: gone
 		}
-		if mapper == nil {
-			mapper = newLazyMapper(r.c)
+		if served == nil {
+			served = newKinds(r.c)
 		}
-		alive, err := r.ownerAlive(ctx, mapper, inv, gv, o)
+		alive, err := r.ownerAlive(ctx, served, inv, gv, o)
 		if err != nil {
 			return err
 		}
@@ -75,8 +74,8 @@ func (r *reader) owners(ctx context.Context, inv *inventory.Inventory) error {
 // ownerAlive fetches an owner of a kind the read does not list. The owner
 // lives in its claim's namespace (or is cluster-scoped); each namespace
 // whose claims name it is tried.
-func (r *reader) ownerAlive(ctx context.Context, m *lazyMapper, inv *inventory.Inventory, gv schema.GroupVersion, o inventory.OwnerRef) (bool, error) {
-	gvr, namespaced, err := m.resource(gv.WithKind(o.Kind))
+func (r *reader) ownerAlive(ctx context.Context, served *kinds, inv *inventory.Inventory, gv schema.GroupVersion, o inventory.OwnerRef) (bool, error) {
+	gvr, namespaced, err := served.resource(ctx, gv.WithKind(o.Kind))
 	what := fmt.Sprintf("owner %s %s", o.Kind, o.Name)
 	if err != nil {
 		return false, &ReadError{What: what, Err: err}
@@ -121,21 +120,61 @@ func (r *reader) ownerIn(ctx context.Context, gvr schema.GroupVersionResource, n
 	}
 }
 
-// lazyMapper resolves an owner's kind to its resource through discovery,
-// which is only asked when a claim has an owner of a kind the janitor does
-// not list (a workspace operator's custom resource, say).
-type lazyMapper struct {
-	m meta.RESTMapper
+// kinds resolves an owner's kind to its resource the way discovery does:
+// it asks the API server what the kind's group version serves (GET /api/v1
+// or /apis/GROUP/VERSION, an APIResourceList), once per group version. It
+// is only asked when a claim has an owner of a kind the janitor does not
+// list (a workspace operator's custom resource, say).
+type kinds struct {
+	c      *Clients
+	served map[schema.GroupVersion][]metav1.APIResource
 }
 
-func newLazyMapper(c *Clients) *lazyMapper {
-	return &lazyMapper{m: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Kube.Discovery()))}
+func newKinds(c *Clients) *kinds {
+	return &kinds{c: c, served: map[schema.GroupVersion][]metav1.APIResource{}}
 }
 
-func (l *lazyMapper) resource(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool, error) {
-	mapping, err := l.m.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return schema.GroupVersionResource{}, false, err
+// resource returns the kind's resource and whether it is namespaced; an
+// error when the group version or the kind is not served.
+func (k *kinds) resource(ctx context.Context, gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool, error) {
+	gv := gvk.GroupVersion()
+	list, ok := k.served[gv]
+	if !ok {
+		var err error
+		if list, err = k.discover(ctx, gv); err != nil {
+			return schema.GroupVersionResource{}, false, err
+		}
+		k.served[gv] = list
 	}
-	return mapping.Resource, mapping.Scope.Name() == meta.RESTScopeNameNamespace, nil
+	for _, r := range list {
+		// Subresources (pods/status) carry their parent's kind.
+		if r.Kind == gvk.Kind && !strings.Contains(r.Name, "/") {
+			return gv.WithResource(r.Name), r.Namespaced, nil
+		}
+	}
+	return schema.GroupVersionResource{}, false, fmt.Errorf("the API server serves no kind %s in %s", gvk.Kind, gv)
+}
+
+func (k *kinds) discover(ctx context.Context, gv schema.GroupVersion) ([]metav1.APIResource, error) {
+	path := "/apis/" + gv.String()
+	if gv.Group == "" {
+		path = "/api/" + gv.Version
+	}
+	var list metav1.APIResourceList
+	err := k.c.Retry.Do(ctx, "discover "+gv.String(), func(ctx context.Context) error {
+		// JSON: the client asks for protobuf, which discovery documents
+		// are served in too.
+		body, err := k.c.Kube.CoreV1().RESTClient().Get().AbsPath(path).SetHeader("Accept", "application/json").Do(ctx).Raw()
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(body, &list); err != nil {
+			return fmt.Errorf("decode %s: %w", path, err)
+		}
+		return nil
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("the API server serves no group version %s", gv)
+	}
+	return list.APIResources, err
 }

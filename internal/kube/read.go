@@ -114,7 +114,7 @@ func Read(ctx context.Context, c *Clients, s Scope) (*inventory.Inventory, error
 func (r *reader) serverVersion(ctx context.Context) string {
 	var v string
 	err := r.c.Retry.Do(ctx, "read the server version", func(ctx context.Context) error {
-		body, err := r.c.Kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+		body, err := r.c.Kube.CoreV1().RESTClient().Get().AbsPath("/version").SetHeader("Accept", "application/json").Do(ctx).Raw()
 		if err != nil {
 			return err
 		}

@@ -4,12 +4,14 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/clientcmd"
@@ -248,5 +250,60 @@ func TestServerTimeIsTakenAfterThePodList(t *testing.T) {
 	if floor := before.Add(jump - time.Second); inv.ServerTime.Before(floor) {
 		t.Fatalf("server time %s is before the pod list's clock (at least %s): it was taken before the list",
 			inv.ServerTime.UTC().Format(time.RFC3339), floor.UTC().Format(time.RFC3339))
+	}
+}
+
+// TestReadOwnersOfUnlistedKinds: an owner of a kind the read does not list
+// is looked up by kind through what the API server serves (the janitor's
+// own discovery, api.go): a live ConfigMap keeps its claim's owner alive, a
+// live cluster-scoped owner too, and a kind the server does not serve fails
+// the read closed, naming the owner. The read also carries the server's
+// version.
+func TestReadOwnersOfUnlistedKinds(t *testing.T) {
+	ctx := context.Background()
+	f, err := env.NewFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := env.Namespace(t)
+	ws := map[string]string{"workspace": "yes"}
+	cm, err := f.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "state"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsObj, err := f.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := map[string]metav1.OwnerReference{
+		"by-configmap": {APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID},
+		"by-namespace": {APIVersion: "v1", Kind: "Namespace", Name: ns, UID: nsObj.UID},
+	}
+	for name, ref := range owned {
+		if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: name, Labels: ws, OwnerReferences: []metav1.OwnerReference{ref}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sel, _ := labels.Parse("workspace=yes")
+	scope := kube.Scope{Namespaces: []string{ns}, Selector: sel}
+	inv, err := kube.Read(ctx, clients(t), scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.LiveOwners[cm.UID] != "ConfigMap/state" || inv.LiveOwners[nsObj.UID] != "Namespace/"+ns || len(inv.LiveOwners) != 2 {
+		t.Errorf("live owners = %v, want the ConfigMap and the namespace", inv.LiveOwners)
+	}
+	if !strings.HasPrefix(inv.ServerVersion, "v1.") {
+		t.Errorf("server version %q", inv.ServerVersion)
+	}
+
+	ref := metav1.OwnerReference{APIVersion: "workspaces.example.com/v1", Kind: "Workspace", Name: "alice", UID: "u-alice"}
+	if _, err := f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: ns, Name: "by-unserved", Labels: ws, OwnerReferences: []metav1.OwnerReference{ref}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = kube.Read(ctx, clients(t), scope)
+	var re *kube.ReadError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "owner Workspace alice") || !strings.Contains(err.Error(), "workspaces.example.com/v1") {
+		t.Errorf("read with an owner of an unserved kind: %v, want a read error naming the owner and its group", err)
 	}
 }

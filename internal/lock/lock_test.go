@@ -15,7 +15,6 @@ import (
 
 	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
@@ -184,7 +183,7 @@ func startInProcess(t *testing.T, s *leaseServer, d time.Duration) *Lease {
 
 func acquire(t *testing.T, cfg *rest.Config, d time.Duration) *Lease {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kube.NewAPI(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
