@@ -15,6 +15,11 @@
 // replaces only the metric families it sends, so the Pushgateway keeps the
 // last success it was given.
 //
+// The text format is written here (text.go), not by Prometheus' client
+// library: the janitor publishes a few gauges once per process, and the
+// library (with the protobuf runtime it needs) was 4.5 MB of the binary
+// and 2 MiB of every run's memory.
+//
 // A Pushgateway URL may carry credentials (https://user:pass@host). They are
 // taken out of the URL and sent as basic auth, and never appear in an error
 // or a log line: use RedactURL to show the URL.
@@ -24,19 +29,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/push"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/endpoint"
@@ -204,26 +208,11 @@ func Publish(ctx context.Context, o Options, runs ...Run) error {
 // otherwise (the push, whose grouping key carries it). lastSuccess, when
 // not zero, is published for a failed run.
 func Text(r Run, withCommand bool, lastSuccess time.Time) ([]byte, error) {
-	reg, err := registry(r, withCommand, lastSuccess)
-	if err != nil {
+	fs := families{}
+	if err := fs.addRun(r, withCommand, lastSuccess); err != nil {
 		return nil, err
 	}
-	return gather(reg)
-}
-
-// gather renders what g holds in the text format.
-func gather(g prometheus.Gatherer) ([]byte, error) {
-	mfs, err := g.Gather()
-	if err != nil {
-		return nil, fmt.Errorf("gather metrics: %w", err)
-	}
-	var buf bytes.Buffer
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
-			return nil, fmt.Errorf("encode metrics: %w", err)
-		}
-	}
-	return buf.Bytes(), nil
+	return fs.text(), nil
 }
 
 // WriteFile writes the metrics of r to path atomically: to a hidden
@@ -234,25 +223,20 @@ func gather(g prometheus.Gatherer) ([]byte, error) {
 // Several runs (a fleet's clusters, each with its Cluster) share the file,
 // told apart by their cluster label.
 func WriteFile(path string, runs ...Run) error {
-	var regs prometheus.Gatherers
+	if len(runs) == 0 {
+		return errors.New("metrics: no run to write")
+	}
+	fs := families{}
 	for _, r := range runs {
 		var last time.Time
 		if !r.Success {
 			last = lastSuccessIn(path, r.Command, r.Cluster)
 		}
-		reg, err := registry(r, true, last)
-		if err != nil {
+		if err := fs.addRun(r, true, last); err != nil {
 			return err
 		}
-		regs = append(regs, reg)
 	}
-	if len(regs) == 0 {
-		return errors.New("metrics: no run to write")
-	}
-	data, err := gather(regs)
-	if err != nil {
-		return err
-	}
+	data := fs.text()
 	dir, base := filepath.Dir(path), filepath.Base(path)
 	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
@@ -280,32 +264,28 @@ func WriteFile(path string, runs ...Run) error {
 }
 
 // Push sends the metrics of r to the Pushgateway at rawURL, grouped by job
-// and command, with POST: a failed run (which sends no last-success metric)
-// leaves the last success already there. Credentials in the URL become
-// basic auth; errors show the URL without them.
+// and command (and cluster, in a fleet run), with POST: a failed run (which
+// sends no last-success metric) leaves the last success already there.
+// Credentials in the URL become basic auth; errors show the URL without
+// them.
 func Push(ctx context.Context, rawURL string, r Run, client *http.Client) error {
 	u, user, pass, err := endpoint.Pushgateway(rawURL)
 	if err != nil {
 		return err
 	}
-	reg, err := registry(r, false, time.Time{})
+	body, err := Text(r, false, time.Time{})
 	if err != nil {
 		return err
 	}
-	p := push.New(u, Job).Gatherer(reg).Grouping("command", r.Command).
-		Format(expfmt.NewFormat(expfmt.TypeTextPlain))
+	if client == nil {
+		client = http.DefaultClient
+	}
+	target := u + "/metrics" + group("job", Job) + group("command", r.Command)
 	if r.Cluster != "" {
-		p = p.Grouping("cluster", r.Cluster)
+		target += group("cluster", r.Cluster)
 	}
-	if client != nil {
-		p = p.Client(client)
-	}
-	if user != "" || pass != "" {
-		p = p.BasicAuth(user, pass)
-	}
-	if err := p.AddContext(ctx); err != nil {
-		// The pusher's own messages carry the URL without credentials;
-		// scrub anyway, in case a transport error quoted the original.
+	if err := post(ctx, client, target, body, user, pass); err != nil {
+		// Scrub: a transport error may quote the URL it was given.
 		msg := strings.ReplaceAll(err.Error(), rawURL, u)
 		if pass != "" {
 			msg = strings.ReplaceAll(msg, pass, "REDACTED")
@@ -313,6 +293,43 @@ func Push(ctx context.Context, rawURL string, r Run, client *http.Client) error 
 		return fmt.Errorf("push metrics to %s: %s", u, msg)
 	}
 	return nil
+}
+
+// post sends one push; any answer but 200 or 202 is an error that quotes
+// the start of the Pushgateway's answer.
+func post(ctx context.Context, client *http.Client, target string, body []byte, user, pass string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", ContentType)
+	if user != "" || pass != "" {
+		req.SetBasicAuth(user, pass)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("the Pushgateway answered %s: %s", resp.Status, strings.TrimSpace(string(answer)))
+	}
+	return nil
+}
+
+// group is one grouping key of a push's path, as the Pushgateway reads it:
+// /name/value escaped, or /name@base64/value in base64 (RFC 4648, URL
+// alphabet) when the value holds a slash, which no escaping carries
+// through the Pushgateway's router, or is empty.
+func group(name, value string) string {
+	switch {
+	case value == "":
+		return "/" + name + "@base64/="
+	case strings.Contains(value, "/"):
+		return "/" + name + "@base64/" + base64.RawURLEncoding.EncodeToString([]byte(value))
+	}
+	return "/" + name + "/" + url.PathEscape(value)
 }
 
 // ValidatePushgatewayURL checks a --pushgateway value
@@ -323,90 +340,72 @@ func ValidatePushgatewayURL(raw string) error { return endpoint.ValidatePushgate
 // (endpoint.Redact).
 func RedactURL(raw string) string { return endpoint.Redact(raw) }
 
-// registry builds the gauges of one run.
-func registry(r Run, withCommand bool, lastSuccess time.Time) (*prometheus.Registry, error) {
+// addRun adds the gauges of one run, with the command (and cluster) as
+// labels when withCommand is true.
+func (fs families) addRun(r Run, withCommand bool, lastSuccess time.Time) error {
 	if r.Command == "" {
-		return nil, errors.New("metrics: the run has no command")
+		return errors.New("metrics: the run has no command")
 	}
 	finished := r.Finished
 	if finished.IsZero() {
 		finished = time.Now()
 	}
-	var constLabels prometheus.Labels
+	g := gauges{fs: fs}
 	if withCommand {
-		constLabels = prometheus.Labels{"command": r.Command}
+		g.constLabels = []label{{"command", r.Command}}
 		if r.Cluster != "" {
-			constLabels["cluster"] = r.Cluster
+			g.constLabels = append(g.constLabels, label{"cluster", r.Cluster})
 		}
 	}
-	reg := prometheus.NewRegistry()
-	gauge := func(name, help string, v float64) {
-		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: constLabels})
-		g.Set(v)
-		reg.MustRegister(g)
-	}
-	claims := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameClaims,
-		Help: "Claims in scope per state at the last run.", ConstLabels: constLabels}, []string{"state"})
+	const claimsHelp = "Claims in scope per state at the last run."
 	for _, s := range stateNames(r.ClaimsByState) {
-		claims.WithLabelValues(s).Set(float64(r.ClaimsByState[s]))
+		g.set(NameClaims, claimsHelp, float64(r.ClaimsByState[s]), label{"state", s})
 	}
-	reg.MustRegister(claims)
-	gauge(NameSnapshotsCreated, "VolumeSnapshots the last run created and saw ready.", float64(r.SnapshotsCreated))
-	gauge(NameSnapshotsFailed, "Rescues of the last run that failed (snapshot error, attempts or time ran out, name conflict).", float64(r.SnapshotsFailed))
-	gauge(NameClaimsDeleted, "Claims the last run deleted.", float64(r.ClaimsDeleted))
-	gauge(NameRunDuration, "Duration of the last run.", r.Duration.Seconds())
-	sizes(reg, r, constLabels, gauge)
-	gauge(NameRunSuccess, "1 when the last run exited 0, else 0.", boolFloat(r.Success))
-	gauge(NameDryRun, "1 when the last run was a dry run.", boolFloat(r.DryRun))
+	g.set(NameSnapshotsCreated, "VolumeSnapshots the last run created and saw ready.", float64(r.SnapshotsCreated))
+	g.set(NameSnapshotsFailed, "Rescues of the last run that failed (snapshot error, attempts or time ran out, name conflict).", float64(r.SnapshotsFailed))
+	g.set(NameClaimsDeleted, "Claims the last run deleted.", float64(r.ClaimsDeleted))
+	g.set(NameRunDuration, "Duration of the last run.", r.Duration.Seconds())
+	g.sizes(r)
+	g.set(NameRunSuccess, "1 when the last run exited 0, else 0.", boolFloat(r.Success))
+	g.set(NameDryRun, "1 when the last run was a dry run.", boolFloat(r.DryRun))
 	if r.UnusedCondition != "" {
-		cond := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameUnusedCondition,
-			Help: "1 for how the last run took the claims' Unused condition (trusted, ignored, absent), 0 for the others.", ConstLabels: constLabels}, []string{"condition"})
+		const help = "1 for how the last run took the claims' Unused condition (trusted, ignored, absent), 0 for the others."
 		for _, c := range []string{classify.ConditionTrusted, classify.ConditionIgnored, classify.ConditionAbsent} {
-			cond.WithLabelValues(c).Set(boolFloat(c == r.UnusedCondition))
+			g.set(NameUnusedCondition, help, boolFloat(c == r.UnusedCondition), label{"condition", c})
 		}
-		reg.MustRegister(cond)
 	}
-	gauge(NameLastRun, "When the last run ended, in seconds since the epoch.", unix(finished))
+	const lastHelp = "When the last successful run ended, in seconds since the epoch."
+	g.set(NameLastRun, "When the last run ended, in seconds since the epoch.", unix(finished))
 	switch {
 	case r.Success:
-		gauge(NameLastSuccess, "When the last successful run ended, in seconds since the epoch.", unix(finished))
+		g.set(NameLastSuccess, lastHelp, unix(finished))
 	case !lastSuccess.IsZero():
-		gauge(NameLastSuccess, "When the last successful run ended, in seconds since the epoch.", unix(lastSuccess))
+		g.set(NameLastSuccess, lastHelp, unix(lastSuccess))
 	}
-	return reg, nil
+	return g.err
 }
 
-// sizes registers the bytes, retention and money of the run.
-func sizes(reg *prometheus.Registry, r Run, constLabels prometheus.Labels, gauge func(name, help string, v float64)) {
-	bytes := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameClaimBytes,
-		Help: "Capacity of the claims in scope per state at the last run, in bytes.", ConstLabels: constLabels}, []string{"state"})
+// sizes sets the bytes, retention and money of the run.
+func (g *gauges) sizes(r Run) {
+	const bytesHelp = "Capacity of the claims in scope per state at the last run, in bytes."
 	for _, s := range classify.States {
-		bytes.WithLabelValues(string(s)).Set(float64(r.BytesByState[string(s)]))
+		g.set(NameClaimBytes, bytesHelp, float64(r.BytesByState[string(s)]), label{"state", string(s)})
 	}
-	reg.MustRegister(bytes)
-	gauge(NameFreedBytes, "Capacity of the claims the last run deleted whose volume is Delete, in bytes.", float64(r.FreedBytes))
-	gauge(NameUnfreedBytes, "Capacity of the claims the last run deleted whose volume is Retain (left Released), in bytes.", float64(r.UnfreedBytes))
-	gauge(NameSnapshotsPruned, "Rescues the last run pruned by retention.", float64(r.SnapshotsPruned))
-	gauge(NameLeakedContents, "VolumeSnapshotContents the last run's snapshot deletions left behind.", float64(r.LeakedContents))
+	g.set(NameFreedBytes, "Capacity of the claims the last run deleted whose volume is Delete, in bytes.", float64(r.FreedBytes))
+	g.set(NameUnfreedBytes, "Capacity of the claims the last run deleted whose volume is Retain (left Released), in bytes.", float64(r.UnfreedBytes))
+	g.set(NameSnapshotsPruned, "Rescues the last run pruned by retention.", float64(r.SnapshotsPruned))
+	g.set(NameLeakedContents, "VolumeSnapshotContents the last run's snapshot deletions left behind.", float64(r.LeakedContents))
 	if r.Rescues != nil {
-		rescues := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameRescues,
-			Help: "The janitor's ready rescues in scope at the last run, by age (from the moment the storage system cut them).", ConstLabels: constLabels}, []string{"age"})
+		const help = "The janitor's ready rescues in scope at the last run, by age (from the moment the storage system cut them)."
 		for _, b := range report.AgeBuckets {
-			rescues.WithLabelValues(b.Label).Set(float64(r.Rescues[b.Label]))
+			g.set(NameRescues, help, float64(r.Rescues[b.Label]), label{"age", b.Label})
 		}
-		reg.MustRegister(rescues)
-		gauge(NameRescueBytes, "Bytes the janitor's ready rescues in scope hold at the last run (their restoreSize).", float64(r.RescueBytes))
+		g.set(NameRescueBytes, "Bytes the janitor's ready rescues in scope hold at the last run (their restoreSize).", float64(r.RescueBytes))
 	}
-	if r.MonthlyCost == nil {
-		return
-	}
-	cost := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameMonthlyCost,
-		Help:        "Monthly cost at the given prices: of unused (orphaned) and superseded claims, of rescues, and what the last run saved.",
-		ConstLabels: constLabels}, []string{"kind"})
+	const costHelp = "Monthly cost at the given prices: of unused (orphaned) and superseded claims, of rescues, and what the last run saved."
 	for k, v := range r.MonthlyCost {
-		cost.WithLabelValues(k).Set(v)
+		g.set(NameMonthlyCost, costHelp, v, label{"kind", k})
 	}
-	reg.MustRegister(cost)
 }
 
 // stateNames returns every known state and any other key of m, sorted.

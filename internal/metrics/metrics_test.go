@@ -501,3 +501,27 @@ func TestRescueSeries(t *testing.T) {
 		t.Errorf("a run without rescues read publishes them:\n%s", data)
 	}
 }
+
+// TestPushGroupWithSlash: a grouping value with a slash (a GKE context's
+// name, say) cannot be a path segment; the Pushgateway reads it in base64
+// after a name marked @base64.
+func TestPushGroupWithSlash(t *testing.T) {
+	srv, got := fakeGateway(t, http.StatusOK)
+	run := sampleRun()
+	run.Cluster = "gke_proj/europe-west1 b"
+	if err := metrics.Push(context.Background(), srv.URL, run, nil); err != nil {
+		t.Fatal(err)
+	}
+	// base64url("gke_proj/europe-west1 b"), unpadded.
+	want := "/metrics/job/pvc-janitor/command/run/cluster@base64/Z2tlX3Byb2ovZXVyb3BlLXdlc3QxIGI"
+	if p := got()[0].path; p != want {
+		t.Errorf("pushed to %s, want %s", p, want)
+	}
+	run.Cluster = "east 1"
+	if err := metrics.Push(context.Background(), srv.URL, run, nil); err != nil {
+		t.Fatal(err)
+	}
+	if p := got()[1].path; p != "/metrics/job/pvc-janitor/command/run/cluster/east 1" {
+		t.Errorf("pushed to %s", p)
+	}
+}
