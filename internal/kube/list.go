@@ -97,6 +97,20 @@ func slice[T any](s *[]T) accumulator {
 	return accumulator{n: func() int { return len(*s) }, keep: func(k int) { clear((*s)[k:]); *s = (*s)[:k] }}
 }
 
+// keyed is the accumulator of a map filled in list order: order holds its
+// keys as they were added, so that keep(k) can drop what came after the
+// first k. (The scan's largest maps are filled here directly: a slice
+// copied into a map at the end held both at once.)
+func keyed[V any](m map[string]V, order *[]string) accumulator {
+	return accumulator{n: func() int { return len(*order) }, keep: func(k int) {
+		for _, key := range (*order)[k:] {
+			delete(m, key)
+		}
+		clear((*order)[k:])
+		*order = (*order)[:k]
+	}}
+}
+
 func hint(what string, err error) error {
 	if apierrors.IsNotFound(err) && strings.HasPrefix(what, "volumesnapshot") {
 		return fmt.Errorf("%w (is the snapshot.storage.k8s.io/v1 API installed? the VolumeSnapshot CRDs are missing)", err)

@@ -96,8 +96,9 @@ func (r *reader) wireClaim(w *wire.Claim) (inventory.Claim, error) {
 }
 
 func (r *reader) pvs(ctx context.Context, inv *inventory.Inventory) error {
-	var out []inventory.PV
-	acc := slice(&out)
+	pvs := map[string]inventory.PV{}
+	var names []string
+	acc := keyed(pvs, &names)
 	// The few fields the scan needs, read from the bytes (wire.WalkPV):
 	// decoding whole volumes, managedFields and all, was a tenth of a
 	// scan's garbage.
@@ -110,7 +111,8 @@ func (r *reader) pvs(ctx context.Context, inv *inventory.Inventory) error {
 		if w.CSI {
 			v.CSIDriver, v.VolumeHandle = r.inBytes(w.Driver), string(w.Handle)
 		}
-		out = append(out, v)
+		pvs[v.Name] = v
+		names = append(names, v.Name)
 		return nil
 	}
 	err := r.list(ctx, "persistentvolumes", "", acc, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
@@ -119,10 +121,7 @@ func (r *reader) pvs(ctx context.Context, inv *inventory.Inventory) error {
 	if err != nil {
 		return err
 	}
-	inv.PVs = make(map[string]inventory.PV, len(out))
-	for _, v := range out {
-		inv.PVs[v.Name] = v
-	}
+	inv.PVs = pvs
 	return nil
 }
 

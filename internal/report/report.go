@@ -242,6 +242,12 @@ func normalize(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
 // namespace and name. A decision for a claim already in the report replaces
 // its classification, keeping its action.
 func (r *Report) AddDecisions(ds []classify.Decision) {
+	if len(r.Claims) == 0 {
+		// Sized once: at 100k claims, growing them held the old and the
+		// new arrays at once (docs/benchmarks.md).
+		r.Claims = make([]*ClaimEntry, 0, len(ds))
+		r.index = make(map[key]*ClaimEntry, len(ds))
+	}
 	for i := range ds {
 		d := &ds[i]
 		if d.Claim == nil {
