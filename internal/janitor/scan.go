@@ -13,6 +13,7 @@ package janitor
 import (
 	"context"
 	"errors"
+	"runtime/debug"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -64,6 +65,15 @@ func logServer(log *zerolog.Logger, version string) {
 	}
 }
 
+// releaseGarbage collects and returns to the OS what the step before left:
+// the read's decoding garbage, the classifier's indexes. A scan's memory
+// comes in steps (the inventory, then the decisions beside it, then the
+// report beside both), and without this each step started on top of the
+// last one's garbage and of pages the runtime kept but no longer used: at
+// 100k claims the peak RSS went from 210-240 MiB to 200-210 MiB, for two
+// collections of the live heap (docs/benchmarks.md).
+func releaseGarbage() { debug.FreeOSMemory() }
+
 // Scan reads the cluster, classifies every claim in scope and, unless dry
 // run, writes the marks. A failed read returns an error and marks nothing.
 func Scan(ctx context.Context, c *kube.Clients, o ScanOptions) (*ScanResult, error) {
@@ -73,6 +83,7 @@ func Scan(ctx context.Context, c *kube.Clients, o ScanOptions) (*ScanResult, err
 	if err != nil {
 		return nil, err
 	}
+	releaseGarbage()
 	if !o.DryRun {
 		// Every run that writes settles what a killed prune left
 		// (docs/spec.md#retention-intent).
@@ -90,6 +101,7 @@ func Scan(ctx context.Context, c *kube.Clients, o ScanOptions) (*ScanResult, err
 		log.Warn().Str("evidence", why).Msg("the controller manager does not maintain the claims' Unused condition: ignored for this run (marks and the grace period only)")
 	}
 	res.Decisions = classify.Classify(inv, o.Policy, res.Now)
+	releaseGarbage()
 	log.Info().Int("claims", len(inv.Claims)).Dur("read", res.ReadTime).Time("server_time", res.Now).Msg("classified")
 	res.Marks = mark.Apply(ctx, c, res.Decisions, mark.Options{DryRun: o.DryRun, Concurrency: o.Concurrency})
 	return res, nil
