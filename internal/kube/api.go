@@ -177,7 +177,7 @@ func (v CoordinationV1) Leases(ns string) *Resource[*coordinationv1.Lease, *coor
 // Resource is the typed client of one resource in one namespace ("" for
 // a cluster-scoped resource or all namespaces): the verbs the janitor
 // calls, with the signatures of client-go's typed clients.
-type Resource[T runtime.Object, L runtime.Object] struct {
+type Resource[T object, L runtime.Object] struct {
 	c        rest.Interface
 	resource string
 	ns       string
@@ -185,7 +185,13 @@ type Resource[T runtime.Object, L runtime.Object] struct {
 	list     func() L
 }
 
-func typed[T runtime.Object, L runtime.Object](c rest.Interface, resource, ns string, object func() T, list func() L) *Resource[T, L] {
+// object is an API object with its metadata.
+type object interface {
+	runtime.Object
+	metav1.Object
+}
+
+func typed[T object, L runtime.Object](c rest.Interface, resource, ns string, object func() T, list func() L) *Resource[T, L] {
 	return &Resource[T, L]{c: c, resource: resource, ns: ns, object: object, list: list}
 }
 
@@ -217,12 +223,8 @@ func (r *Resource[T, L]) Create(ctx context.Context, obj T, opts metav1.CreateOp
 // Update replaces obj (named by its metadata; its resourceVersion is the
 // precondition) and returns the server's copy.
 func (r *Resource[T, L]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
-	name := ""
-	if m, ok := any(obj).(metav1.Object); ok {
-		name = m.GetName()
-	}
 	out := r.object()
-	err := r.on(r.c.Put()).Name(name).VersionedParams(&opts, ParameterCodec).Body(obj).Do(ctx).Into(out)
+	err := r.on(r.c.Put()).Name(obj.GetName()).VersionedParams(&opts, ParameterCodec).Body(obj).Do(ctx).Into(out)
 	return out, err
 }
 
