@@ -45,7 +45,7 @@ type Policy struct {
 }
 
 // MarkAction says what to do with one of the janitor's keys on a claim.
-type MarkAction int
+type MarkAction uint8
 
 // Mark actions.
 const (
@@ -55,12 +55,11 @@ const (
 )
 
 // Marks is what the janitor should record on the claim. Applying it never
-// touches keys outside inventory.Prefix.
+// touches keys outside inventory.Prefix. The actions come first and the
+// values after them, so that a Decision stays small (one per claim).
 type Marks struct {
-	OrphanedSince      MarkAction
-	OrphanedSinceValue time.Time // when OrphanedSince == Set
-	Phase              MarkAction
-	PhaseValue         State // when Phase == Set
+	OrphanedSince MarkAction
+	Phase         MarkAction
 	// Attempts is Remove when a use was seen: the attempt record
 	// (pvc-janitor.io/rescue-attempts and next-attempt) belongs to the
 	// orphan period that the use ended. Never Set here: rescue writes it.
@@ -69,13 +68,16 @@ type Marks struct {
 	// (docs/spec.md#rule-last-used): pvc-janitor.io/last-used becomes
 	// LastUsedValue, the API server's clock rounded up to the second. It is
 	// never removed.
-	LastUsed      MarkAction
-	LastUsedValue time.Time
+	LastUsed MarkAction
 	// ReapAfter is Set when the owner's notice begins
 	// (pvc-janitor.io/reap-after becomes ReapAfterValue) and Remove when a
 	// use ends it (docs/spec.md#notice).
-	ReapAfter      MarkAction
-	ReapAfterValue time.Time
+	ReapAfter MarkAction
+
+	OrphanedSinceValue time.Time // when OrphanedSince == Set
+	PhaseValue         State     // when Phase == Set
+	LastUsedValue      time.Time
+	ReapAfterValue     time.Time
 }
 
 // Changed reports whether applying m would change the claim.
@@ -111,16 +113,17 @@ type Decision struct {
 	Referrers []inventory.Referrer
 	// Marks to write.
 	Marks Marks
-	// Discard is true for a Superseded claim when the evidence that the
-	// workspace moved on is durable and its time known (docs/spec.md#rule-superseded):
-	// only then may --superseded=discard delete it without a snapshot.
-	// DiscardReason says why or why not.
-	Discard       bool
+	// DiscardReason says why Discard is set or not.
 	DiscardReason string
 	// Durable is the intact rescue a discard relies on, when that is its
 	// durable evidence (nil for a claim in use, or no discard): reap reads
 	// it again right before the delete (docs/spec.md#reap-rescue-reread).
 	Durable *inventory.Snapshot
+	// Discard is true for a Superseded claim when the evidence that the
+	// workspace moved on is durable and its time known (docs/spec.md#rule-superseded):
+	// only then may --superseded=discard delete it without a snapshot.
+	// (The booleans sit together: a Decision is kept per claim.)
+	Discard bool
 	// CutBehind is true for a SnapshotFailed claim whose Snapshot is the
 	// janitor's own intact rescue of this orphan period cut within
 	// Policy.ClockSkew of its orphaned-since (docs/spec.md#rescue-behind-clock):
