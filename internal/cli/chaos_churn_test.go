@@ -167,12 +167,13 @@ type seenSnap struct {
 	created      time.Time
 }
 
-// prunedLocked reports whether a snapshot of c that the watch saw ready is
-// gone now, deleted by neither the second actor nor the test: retention
-// (CHAOS_ARGS) pruned it. Only then may a claim deleted on a rescue or an
-// archive be left without one, and only on newer data of its workspace
-// (check). Called with mu held.
-func (w *chaosWorld) prunedLocked(c *chaosClaim, snaps []truthSnap) (string, bool) {
+// prunedLocked reports whether a snapshot of c created after after that
+// the watch saw ready is gone now, deleted by neither the second actor nor
+// the test: retention (CHAOS_ARGS) pruned it. Only then may a claim deleted
+// on a rescue or an archive be left without one, or with only an older
+// one, and only on newer data of its workspace (check). Called with mu
+// held.
+func (w *chaosWorld) prunedLocked(c *chaosClaim, snaps []truthSnap, after time.Time) (string, bool) {
 	if !w.retention {
 		return "", false
 	}
@@ -183,7 +184,7 @@ func (w *chaosWorld) prunedLocked(c *chaosClaim, snaps []truthSnap) (string, boo
 		}
 	}
 	for uid, s := range w.seenReady {
-		if s.source != c.name || s.created.Before(c.truth.Created) || live[uid] || w.foreign[s.name] {
+		if s.source != c.name || s.created.Before(c.truth.Created) || !s.created.After(after) || live[uid] || w.foreign[s.name] {
 			continue
 		}
 		if d, byActor := w.actorDel[s.name]; byActor && d.snap.UID == uid {

@@ -284,7 +284,7 @@ func newChaosTest(t *testing.T) *chaosTest {
 	w := &chaosWorld{t: t, rng: rand.New(rand.NewSource(c.seed + 1)), claims: map[string]*chaosClaim{},
 		pods: map[string]*chaosPod{}, deleted: map[string]time.Time{}, late: map[string]bool{}, archived: map[string]bool{},
 		retired: map[string]bool{}, archivedAt: map[string]time.Time{}, deletedObj: map[string]*corev1.PersistentVolumeClaim{},
-		invisible: map[string]bool{}, unattributed: map[string]bool{}, blind: map[int]bool{}, creating: map[string]bool{}, leaked: map[bool]int{}, discards: map[string]string{},
+		invisible: map[string]bool{}, unattributed: map[string]bool{}, blind: map[int]bool{}, creating: map[string]bool{}, leaked: map[bool]int{}, discards: map[string]string{}, prunedOnNewer: map[string]bool{},
 		rescued: map[string]bool{}, bytesDone: map[string]bool{}, gens: newGenerations(),
 		presentAt: map[string]time.Time{}, actorDel: map[string]actorDeletion{}, actorJudged: map[string]string{},
 		cutOffset: map[string]time.Duration{}, foreign: map[string]bool{}, seenReady: map[types.UID]seenSnap{},
@@ -716,6 +716,7 @@ func (c *chaosTest) report() {
 	stats.ClaimsRetired = len(w.retired)
 	stats.InvisibleUses = len(w.invisible)
 	stats.Discards = len(w.discards)
+	stats.PrunedOnNewer = len(w.prunedOnNewer)
 	stats.ClaimsReaped = len(w.deleted) - len(w.retired)
 	stats.KilledIterations, stats.FailedIterations = w.judgedKilled, w.judgedFailed
 	for name := range w.late {
@@ -789,6 +790,10 @@ type chaosStats struct {
 	// seen by the proxy, or no pod list of its run before it: invariant 2
 	// judged them by the time the deletion was seen, less one second.
 	UnattributedDeletions int `json:"deletionsWithoutTheirDeleteRequest"`
+	// PrunedOnNewer (of Discards): claims whose newest copy retention
+	// pruned on newer data of their workspace while an older copy of
+	// theirs (a backup tool's, or one prune left) was still there.
+	PrunedOnNewer int `json:"claimsWithTheNewestCopyPrunedOnNewerData"`
 	// The disturbances of chaos_churn_test.go: iterations with
 	// --superseded archive, snapshots of the backup tool (Delete class),
 	// restores by kind (returns: a workspace's last claim; olderCopies:
@@ -973,8 +978,11 @@ type chaosWorld struct {
 	creating  map[string]bool
 	invisible map[string]bool   // pod uses seen by neither the janitor nor the controller manager
 	discards  map[string]string // claims deleted without their own snapshot, and the newer data that justified it
-	leaked    map[bool]int      // contents left by the janitor's snapshot deletions: ready or not
-	churnOps  int
+	// prunedOnNewer are the claims of discards whose newest copy retention
+	// pruned on that newer data while an older copy of theirs was left.
+	prunedOnNewer map[string]bool
+	leaked        map[bool]int // contents left by the janitor's snapshot deletions: ready or not
+	churnOps      int
 	// rescued are the reaped claims check found an intact rescue of;
 	// bytesDone those the bytes check has judged (restored, or left out of
 	// its sample).
@@ -1566,9 +1574,22 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 		} else if rescued {
 			w.rescued[name] = true
 		}
+		// Retention may prune the claim's newest copy on newer data of its
+		// workspace and leave an older one (a backup tool's snapshot, or a
+		// rescue that prune kept because it changed since prune's read):
+		// the claim is then judged as one with no copy left, on that newer
+		// data, and invariant 2 below still holds it.
+		onNewer := ""
+		if rescued && w.retention {
+			if copyName, pruned := w.prunedLocked(c, snaps, rescue.Created); pruned {
+				if by, ok := w.newerDataLocked(c, snaps); ok {
+					onNewer = by + "; its copy " + copyName + " pruned, the older " + rescue.Name + " left"
+				}
+			}
+		}
 		if !rescued {
 			if by, ok := w.newerDataLocked(c, snaps); ok {
-				if copyName, pruned := w.prunedLocked(c, snaps); pruned {
+				if copyName, pruned := w.prunedLocked(c, snaps, time.Time{}); pruned {
 					// Its own copy was there and retention pruned it,
 					// on that newer data.
 					w.discards[name] = by + "; its copy " + copyName + " pruned"
@@ -1582,7 +1603,7 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 			continue
 		}
 		// The controller manager's view of the claim as it was deleted.
-		if obj := w.deletedObj[name]; obj != nil {
+		if obj := w.deletedObj[name]; obj != nil && onNewer == "" {
 			for _, cond := range obj.Status.Conditions {
 				switch {
 				case cond.Type != "Unused":
@@ -1632,7 +1653,7 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 			// neither the janitor nor the controller manager (above) ever
 			// saw cannot be known to anyone (README: the grace period is the
 			// guard) and is counted instead.
-			if p.deleteStart.IsZero() || !p.deleteStart.Before(from) || !rescue.Cut.Before(p.deleteStart.Truncate(time.Second)) {
+			if onNewer != "" || p.deleteStart.IsZero() || !p.deleteStart.Before(from) || !rescue.Cut.Before(p.deleteStart.Truncate(time.Second)) {
 				continue
 			}
 			if t, seen := w.janitorSaw(p); seen {
@@ -1644,6 +1665,11 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 				w.t.Logf("%s: %s was used by pod %s [%s, %s] after its rescue (cut %s), unseen by the janitor and the controller manager",
 					when, name, pod, p.created.UTC().Format("15:04:05.000"), p.deleteStart.UTC().Format("15:04:05.000"), rescue.Cut.UTC().Format(time.RFC3339))
 			}
+		}
+		if onNewer != "" {
+			// Judged: its data is the newer claim's now, and the copy
+			// left is older than the bytes check asks for.
+			w.discards[name], w.prunedOnNewer[name], w.bytesDone[name] = onNewer, true, true
 		}
 	}
 	for _, c := range w.claims {
