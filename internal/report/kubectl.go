@@ -16,46 +16,61 @@ type Output struct {
 	SortBy    string
 }
 
-// rowsOf are the entries a report's name, custom-columns and --sort-by work
-// on: its snapshots for prune (whose report is about them), else its
-// claims.
-func rowsOf(r *Report) (docs []any, name func(i int) string, err error) {
+// rowsOf are the entries a report's custom-columns and --sort-by work on,
+// as JSON documents: its snapshots for prune (whose report is about them),
+// else its claims.
+func rowsOf(r *Report) ([]any, error) {
 	if r.Command == "prune" {
-		for _, s := range r.Snapshots {
-			d, err := kubeout.Document(s)
-			if err != nil {
-				return nil, nil, err
-			}
-			docs = append(docs, d)
-		}
-		return docs, func(i int) string { return "volumesnapshot.snapshot.storage.k8s.io/" + r.Snapshots[i].Name }, nil
+		return documents(r.Snapshots)
 	}
-	for _, c := range r.Claims {
-		d, err := kubeout.Document(c)
+	return documents(r.Claims)
+}
+
+func documents[T any](rows []T) ([]any, error) {
+	docs := make([]any, 0, len(rows))
+	for i := range rows {
+		d, err := kubeout.Document(rows[i])
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		docs = append(docs, d)
 	}
-	return docs, func(i int) string { return "persistentvolumeclaim/" + r.Claims[i].Name }, nil
+	return docs, nil
 }
 
-// sortRows orders the report's rows (rowsOf) by --sort-by.
-func sortRows(r *Report, path string) error {
-	docs, _, err := rowsOf(r)
+// rowNames are the rows of rowsOf as kubectl's -o name prints them.
+func rowNames(r *Report) []string {
+	if r.Command == "prune" {
+		out := make([]string, len(r.Snapshots))
+		for i := range r.Snapshots {
+			out[i] = "volumesnapshot.snapshot.storage.k8s.io/" + r.Snapshots[i].Name
+		}
+		return out
+	}
+	out := make([]string, len(r.Claims))
+	for i := range r.Claims {
+		out[i] = "persistentvolumeclaim/" + r.Claims[i].Name
+	}
+	return out
+}
+
+// sortRows orders the report's rows (rowsOf) by --sort-by, and returns
+// them as documents in that order, for custom-columns to reuse.
+func sortRows(r *Report, path string) ([]any, error) {
+	docs, err := rowsOf(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	idx, err := kubeout.Order(docs, path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if r.Command == "prune" {
 		r.Snapshots = permute(r.Snapshots, idx)
 	} else {
 		r.Claims = permute(r.Claims, idx)
 	}
-	return nil
+	return permute(docs, idx), nil
 }
 
 func permute[T any](s []T, idx []int) []T {
@@ -67,8 +82,9 @@ func permute[T any](s []T, idx []int) []T {
 }
 
 // writeKubectl prints r in one of kubectl's kinds (kubeout.Parse): name, a
-// JSONPath template over the report's JSON, or custom columns over its rows.
-func writeKubectl(w io.Writer, r *Report, spec kubeout.Spec, noHeaders bool) error {
+// JSONPath template over the report's JSON, or custom columns over its rows
+// (docs, when --sort-by built them already, else built here).
+func writeKubectl(w io.Writer, r *Report, spec kubeout.Spec, noHeaders bool, docs []any) error {
 	switch spec.Kind {
 	case kubeout.KindJSONPath:
 		doc, err := kubeout.Document(r)
@@ -77,20 +93,18 @@ func writeKubectl(w io.Writer, r *Report, spec kubeout.Spec, noHeaders bool) err
 		}
 		return kubeout.JSONPath(w, spec.Template, doc)
 	case kubeout.KindName:
-		docs, name, err := rowsOf(r)
-		if err != nil {
-			return err
-		}
 		var b strings.Builder
-		for i := range docs {
-			b.WriteString(name(i) + "\n")
+		for _, n := range rowNames(r) {
+			b.WriteString(n + "\n")
 		}
-		_, err = io.WriteString(w, b.String())
+		_, err := io.WriteString(w, b.String())
 		return err
 	case kubeout.KindCustomColumns:
-		docs, _, err := rowsOf(r)
-		if err != nil {
-			return err
+		if docs == nil {
+			var err error
+			if docs, err = rowsOf(r); err != nil {
+				return err
+			}
 		}
 		return kubeout.Columns(w, spec.Columns, docs, noHeaders)
 	}

@@ -50,8 +50,10 @@ func WriteOutput(w io.Writer, r *Report, o Output) error {
 	if r == nil {
 		return errors.New("no report to write")
 	}
+	var rows []any // the rows as documents, once --sort-by built them
 	if o.SortBy != "" {
-		if err := sortRows(r, o.SortBy); err != nil {
+		var err error
+		if rows, err = sortRows(r, o.SortBy); err != nil {
 			return err
 		}
 	}
@@ -59,7 +61,7 @@ func WriteOutput(w io.Writer, r *Report, o Output) error {
 		if err != nil {
 			return err
 		}
-		return writeKubectl(w, r, spec, o.NoHeaders)
+		return writeKubectl(w, r, spec, o.NoHeaders, rows)
 	}
 	switch o.Format {
 	case FormatTable, "":
