@@ -279,6 +279,9 @@ func TestBadInput(t *testing.T) {
 		{name: "notify webhook not http", args: with("run", "--yes", "--notify-webhook", "ftp://hooks.example/x"), code: 2, msg: "--notify-webhook"},
 		{name: "unknown command", args: []string{"frobnicate"}, code: 2, msg: "unknown command"},
 		{name: "positional argument", args: with("scan", "extra"), code: 2, msg: "takes no arguments"},
+		{name: "explain without a claim", args: noSel("explain"), code: 2, msg: "explain needs a claim: NAMESPACE/CLAIM, or CLAIM with -n"},
+		{name: "explain with two claims", args: noSel("explain", "ws-a", "ws-b"), code: 2, msg: "explain takes one claim (NAMESPACE/CLAIM, or CLAIM with -n), got 2 arguments: ws-a ws-b"},
+		{name: "restore with two claims", args: noSel("restore", "ws-a", "ws-b"), code: 2, msg: "restore takes at most one claim"},
 		{name: "unknown flag", args: with("scan", "--no-such-flag"), code: 2, msg: "unknown flag"},
 		// The kubeconfig.
 		{name: "missing kubeconfig", args: with("scan"), kubeconfig: "missing", code: 2, msg: "kubeconfig"},
@@ -322,7 +325,11 @@ func TestBadInput(t *testing.T) {
 			p := env.StartFaultProxyWith(t, int64(i), testenv.ProxyOptions{PassCredentials: strings.HasPrefix(c.kubeconfig, "token:")})
 			p.Set(c.faults)
 			kc := badKubeconfig(t, p, c.kubeconfig)
-			args := append([]string{c.args[0], "--kubeconfig", kc, "--log-format", "json", "--log-level", "error", "--lock-namespace", ns}, c.args[1:]...)
+			args := []string{c.args[0], "--kubeconfig", kc, "--log-format", "json", "--log-level", "error"}
+			if c.args[0] != "explain" && c.args[0] != "restore" { // the commands that take no Lease
+				args = append(args, "--lock-namespace", ns)
+			}
+			args = append(args, c.args[1:]...)
 			if c.file != "" {
 				path := filepath.Join(t.TempDir(), "janitor.yaml")
 				if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {

@@ -30,7 +30,7 @@ workspace's other claims; and the next action with the earliest time it can
 happen. -o json (or yaml) gives the same as data.`,
 		Example: `  janitor explain workspaces/ws-abc --workspace-label workspace-id
   kubectl janitor explain -n workspaces ws-abc -o json`,
-		Args: cobra.ExactArgs(1),
+		Args: oneClaim,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return command(cmd, s, config.CommandExplain, nil, func(sess *session) error {
 				k, err := sess.claimArg(args[0])

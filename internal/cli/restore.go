@@ -43,7 +43,7 @@ claim's manifest and creates nothing.`,
   janitor restore -n workspaces --workspace abc --workspace-label workspace
   janitor restore -n workspaces --from ws-abc-rescue-1a2b3c4d5e --as ws-abc-old --allow-older
   janitor restore workspaces/ws-abc -o yaml > ws-abc.yaml`,
-		Args: cobra.MaximumNArgs(1),
+		Args: atMostOneClaim,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return command(cmd, s, config.CommandRestore, nil, func(sess *session) error {
 				req, err := sess.restoreRequest(args)

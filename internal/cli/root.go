@@ -167,6 +167,28 @@ func load(cmd *cobra.Command, name string, s Streams) (*config.Config, error) {
 	return cfg, nil
 }
 
+// oneClaim and atMostOneClaim take a claim argument, NAMESPACE/CLAIM or
+// CLAIM with -n (explain; restore, which may name its copy by flags
+// instead): any other count is a usage error.
+func oneClaim(cmd *cobra.Command, args []string) error { return claimArgs(cmd, args, 1, 1) }
+
+func atMostOneClaim(cmd *cobra.Command, args []string) error { return claimArgs(cmd, args, 0, 1) }
+
+func claimArgs(cmd *cobra.Command, args []string, lo, hi int) error {
+	switch {
+	case len(args) < lo:
+		return exitcode.New(exitcode.Usage, errors.New(cmd.Name()+" needs a claim: NAMESPACE/CLAIM, or CLAIM with -n"))
+	case len(args) > hi:
+		n := "one claim"
+		if lo == 0 {
+			n = "at most one claim"
+		}
+		return exitcode.New(exitcode.Usage, fmt.Errorf("%s takes %s (NAMESPACE/CLAIM, or CLAIM with -n), got %d arguments: %s",
+			cmd.Name(), n, len(args), strings.Join(args, " ")))
+	}
+	return nil
+}
+
 // noArgs rejects positional arguments with a usage error.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
