@@ -123,7 +123,7 @@ func TestSafetyV3Finding7KilledPruneIsSettled(t *testing.T) {
 // prune has read the namespace and decided to delete x1; before its delete
 // a restore from x1 begins. Prune keeps x1: a restore marks its source
 // before it creates the claim, and prune reads each rescue and the claims
-// again right before its delete. A mark older than restore.RestoringFor
+// again right before its delete. A mark older than inventory.RestoringFor
 // does not keep it on its own.
 func TestSafetyV3Finding8RestoreProtectsItsSource(t *testing.T) {
 	del := testenv.SnapshotClassDelete

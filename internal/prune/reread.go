@@ -13,7 +13,6 @@ import (
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
-	"github.com/pvc-janitor/pvc-janitor/internal/restore"
 )
 
 // StillPrunable decides, from a fresh read of the rescue (vs, nil when
@@ -21,7 +20,7 @@ import (
 // whether prune may still delete the rescue with uid at now (the server's
 // clock): the same snapshot, not being deleted, not held, not the source
 // of a restore (a pvc-janitor.io/restoring mark younger than
-// restore.RestoringFor, or one that cannot be dated) and not restored from
+// inventory.RestoringFor, or one that cannot be dated) and not restored from
 // by a claim that is not Bound yet (docs/spec.md#restore-protects-source).
 func StillPrunable(uid types.UID, vs *snapv1.VolumeSnapshot, claims []corev1.PersistentVolumeClaim, now time.Time) (bool, string) {
 	switch {
@@ -34,7 +33,7 @@ func StillPrunable(uid types.UID, vs *snapv1.VolumeSnapshot, claims []corev1.Per
 	case vs.Labels[inventory.KeyHold] == "true" || vs.Annotations[inventory.KeyHold] == "true":
 		return false, "held (pvc-janitor.io/hold) since it was read"
 	}
-	if v := vs.Annotations[inventory.AnnotationRestoring]; restore.RestoringBlocks(v, now) {
+	if v := vs.Annotations[inventory.AnnotationRestoring]; inventory.RestoringBlocks(v, now) {
 		return false, "a restore is reading it (pvc-janitor.io/restoring: " + v + ")"
 	}
 	for i := range claims {

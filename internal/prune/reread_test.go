@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
-	"github.com/pvc-janitor/pvc-janitor/internal/restore"
 )
 
 // TestStillPrunable (docs/spec.md#restore-protects-source): one row per
@@ -27,7 +26,7 @@ func TestStillPrunable(t *testing.T) {
 	}
 	restoring := func(at time.Time) func(*snapv1.VolumeSnapshot) {
 		return func(vs *snapv1.VolumeSnapshot) {
-			vs.Annotations[inventory.AnnotationRestoring] = restore.RestoringValue("ns", "back", at)
+			vs.Annotations[inventory.AnnotationRestoring] = inventory.RestoringValue("ns", "back", at)
 		}
 	}
 	claim := func(name, from string, phase corev1.PersistentVolumeClaimPhase, legacy bool) corev1.PersistentVolumeClaim {
@@ -54,8 +53,8 @@ func TestStillPrunable(t *testing.T) {
 		{name: "held since (label)", vs: snap(func(vs *snapv1.VolumeSnapshot) { vs.Labels[inventory.KeyHold] = "true" }), why: "held"},
 		{name: "held since (annotation)", vs: snap(func(vs *snapv1.VolumeSnapshot) { vs.Annotations[inventory.KeyHold] = "true" }), why: "held"},
 		{name: "a restore's mark, a minute old", vs: snap(restoring(now.Add(-time.Minute))), why: "a restore is reading it"},
-		{name: "a restore's mark, just under a day old", vs: snap(restoring(now.Add(-restore.RestoringFor + time.Second))), why: "a restore is reading it"},
-		{name: "a restore's mark, a day old: no longer keeps it", vs: snap(restoring(now.Add(-restore.RestoringFor))), ok: true},
+		{name: "a restore's mark, just under a day old", vs: snap(restoring(now.Add(-inventory.RestoringFor + time.Second))), why: "a restore is reading it"},
+		{name: "a restore's mark, a day old: no longer keeps it", vs: snap(restoring(now.Add(-inventory.RestoringFor))), ok: true},
 		{name: "a mark that cannot be dated keeps it", vs: snap(func(vs *snapv1.VolumeSnapshot) { vs.Annotations[inventory.AnnotationRestoring] = "by hand" }), why: "a restore is reading it"},
 		{name: "a stale mark, but a Pending claim restores from it", vs: snap(restoring(now.Add(-48 * time.Hour))),
 			claims: []corev1.PersistentVolumeClaim{claim("back", "r", corev1.ClaimPending, false)}, why: "claim back restores from it and is not Bound yet"},

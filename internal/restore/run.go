@@ -83,7 +83,7 @@ func Do(ctx context.Context, c *kube.Clients, req Request, opts Options) (*Outco
 	if err == nil && out.Bound {
 		// Bound: the volume holds the data, the source is free again.
 		// Otherwise the mark stays: the claim that is not Bound keeps the
-		// source too, and the mark expires (RestoringFor).
+		// source too, and the mark expires (inventory.RestoringFor).
 		unmarkSource(ctx, c, plan, mark, opts)
 	}
 	return out, err

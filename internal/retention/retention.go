@@ -79,7 +79,11 @@ func Decide(p Policy, rescues []Rescue, contents map[string]inventory.Content, c
 		if v.Prune {
 			c := &l.Copies[at[i]]
 			holder := l.HeldBy(at[i])
-			if why := protected(p, r, c.Intact && holder < 0, byUID, contents, claims); why != "" {
+			why := restoring(r, now)
+			if why == "" {
+				why = protected(p, r, c.Intact && holder < 0, byUID, contents, claims)
+			}
+			if why != "" {
 				v.Prune, v.Reason = false, why
 			} else {
 				v.Reason += "; " + heldWhy(c, l, holder)
@@ -227,6 +231,18 @@ func snapCopy(s *inventory.Snapshot, contents map[string]inventory.Content, copi
 		src = &copies[j]
 	}
 	return classify.SnapshotCopy(s, contents, src)
+}
+
+// restoring is why a restore's source is kept (docs/spec.md#restore-protects-source):
+// its pvc-janitor.io/restoring mark is younger than inventory.RestoringFor
+// or cannot be dated. Prune reads the mark again right before each delete
+// (prune.StillPrunable); kept here, the rescue is no candidate at all, so
+// its content is never set to Delete and it counts in no blast radius.
+func restoring(r *Rescue, now time.Time) string {
+	if !inventory.RestoringBlocks(r.Restoring, now) {
+		return ""
+	}
+	return "a restore is reading it (pvc-janitor.io/restoring: " + r.Restoring + ")"
 }
 
 // protected is why a candidate is kept whatever the retention, or "".

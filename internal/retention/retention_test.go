@@ -26,6 +26,9 @@ func r(name, claim, ws string, dataHoursAgo int) Rescue {
 
 func snap(x Rescue) *inventory.Snapshot { return &x.Snapshot }
 
+// restoringMark is x with a restore's pvc-janitor.io/restoring mark v.
+func restoringMark(x Rescue, v string) Rescue { x.Restoring = v; return x }
+
 // foreignOf is x as someone else's snapshot (a backup tool's): not the
 // janitor's, no recorded data time.
 func foreignOf(x Rescue) *inventory.Snapshot {
@@ -93,6 +96,15 @@ func TestDecide(t *testing.T) {
 			prune:   nil, reasons: map[string]string{"a-1": "held"}},
 		{name: "never: a claim restores from it and is not Bound", policy: Policy{KeepFor: time.Hour}, claims: append(inUse, Claim{UID: "uid-r", Name: "r", Workspace: "w2", State: classify.Unbound, RestoresFrom: "a-1"}),
 			prune: []string{"a-2", "b-1"}, reasons: map[string]string{"a-1": "claim r restores from it and is not Bound yet"}},
+		{name: "never: a restore is reading it (pvc-janitor.io/restoring under a day old)", policy: Policy{KeepFor: time.Hour}, claims: inUse,
+			rescues: []Rescue{restoringMark(r("a-1", "a", "w", 300), inventory.RestoringValue("ns", "back", now.Add(-inventory.RestoringFor+time.Minute))), r("a-2", "a", "w", 200), r("b-1", "b", "w", 100)},
+			prune:   []string{"a-2", "b-1"}, reasons: map[string]string{"a-1": "a restore is reading it (pvc-janitor.io/restoring: ns/back@"}},
+		{name: "never: a restoring mark that cannot be dated", policy: Policy{KeepFor: time.Hour}, claims: inUse,
+			rescues: []Rescue{restoringMark(r("a-1", "a", "w", 300), "by hand"), r("a-2", "a", "w", 200), r("b-1", "b", "w", 100)},
+			prune:   []string{"a-2", "b-1"}, reasons: map[string]string{"a-1": "a restore is reading it"}},
+		{name: "a restoring mark a day old no longer keeps it", policy: Policy{KeepFor: time.Hour}, claims: inUse,
+			rescues: []Rescue{restoringMark(r("a-1", "a", "w", 300), inventory.RestoringValue("ns", "back", now.Add(-inventory.RestoringFor))), r("a-2", "a", "w", 200), r("b-1", "b", "w", 100)},
+			prune:   []string{"a-1", "a-2", "b-1"}},
 		{name: "a restore that is Bound no longer keeps it", policy: Policy{KeepFor: time.Hour}, claims: append(inUse, Claim{UID: "uid-r", Name: "r", Workspace: "w2", State: classify.InUse, Bound: true, RestoresFrom: "a-1"}),
 			prune: []string{"a-1", "a-2", "b-1"}},
 		{name: "never: its source claim exists and is not rescued by newer data", policy: Policy{KeepFor: time.Hour},
