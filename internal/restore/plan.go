@@ -202,15 +202,18 @@ func conflicts(r Request, name string, s *Snapshot, claims []Claim, snaps []Snap
 	if r.AllowOlder {
 		return nil
 	}
+	// Without a workspace label a claim is its own workspace: the
+	// snapshot's is its source claim's (docs/spec.md#rule-lineage).
+	of := " of workspace " + s.Workspace
 	if s.Workspace == "" {
-		return newerRescue(r, s, dataTime, snaps, contents)
+		of = ""
 	}
 	for _, c := range claims {
-		if c.Workspace != s.Workspace {
+		if c.Workspace != s.Workspace || (s.Workspace == "" && c.Name != s.SourceClaim) {
 			continue
 		}
 		if classify.RuleFor(c.State).Live {
-			return refuse("claim %s/%s of workspace %s is %s: restore beside it with --allow-older (and --as)", r.Namespace, c.Name, s.Workspace, c.State)
+			return refuse("claim %s/%s%s is %s: restore beside it with --allow-older (and --as)", r.Namespace, c.Name, of, c.State)
 		}
 		newest, what := c.Created, "created"
 		switch {
@@ -220,8 +223,8 @@ func conflicts(r Request, name string, s *Snapshot, claims []Claim, snaps []Snap
 			newest, what = c.DataTime, "last used"
 		}
 		if newest.After(dataTime) {
-			return refuse("claim %s/%s of workspace %s may hold newer data (%s %s, after the snapshot's data time %s): restore beside it with --allow-older",
-				r.Namespace, c.Name, s.Workspace, what, newest.UTC().Format(time.RFC3339), dataTime.UTC().Format(time.RFC3339))
+			return refuse("claim %s/%s%s may hold newer data (%s %s, after the snapshot's data time %s): restore beside it with --allow-older",
+				r.Namespace, c.Name, of, what, newest.UTC().Format(time.RFC3339), dataTime.UTC().Format(time.RFC3339))
 		}
 	}
 	return newerRescue(r, s, dataTime, snaps, contents)

@@ -54,8 +54,9 @@ func TestPlan(t *testing.T) {
 	foreign.RestoreSize = &size
 	foreignOld := rescue("manual-old", "a", "w", 25, 25)
 	foreignOld.ManagedByJanitor, foreignOld.OrphanedSince, foreignOld.Template = false, nil, ""
+	ownWS := rescue("n-rescue-1", "n", "", 30, 40) // of a claim without a workspace label
 	all := []Snapshot{old, newer, otherClaim, notReady, foreign, foreignOld}
-	contents := contentsOf(all...)
+	contents := contentsOf(append(all, ownWS)...)
 
 	rows := []struct {
 		name   string
@@ -93,6 +94,15 @@ func TestPlan(t *testing.T) {
 			snaps: []Snapshot{old, newer, foreignOld}, want: "a-rescue-2", as: "a"},
 		{name: "--allow-older restores beside newer data", req: Request{Claim: "a", AllowOlder: true}, claims: []Claim{{Name: "c", Workspace: "w", State: classify.InUse, Created: *at(0)}}, want: "a-rescue-2", as: "a"},
 		{name: "a claim of another workspace does not block", req: Request{Claim: "b"}, claims: []Claim{{Name: "c", Workspace: "other", State: classify.InUse, Created: *at(99)}}, want: "b-rescue-1", as: "b"},
+		// Without a workspace label, a claim is its own workspace.
+		{name: "no workspace label: refused while its own claim is in use", req: Request{Claim: "n", As: "n2"}, snaps: []Snapshot{ownWS},
+			claims: []Claim{{Name: "n", State: classify.InUse, Created: *at(0)}}, want: "!claim ws/n is InUse: restore beside it with --allow-older"},
+		{name: "no workspace label: refused when its own claim was used after the data", req: Request{Claim: "n", As: "n2"}, snaps: []Snapshot{ownWS},
+			claims: []Claim{{Name: "n", State: classify.Orphaned, Created: *at(0), DataTime: *at(31)}}, want: "!claim ws/n may hold newer data (last used 2026-12-01T12:31:00Z"},
+		{name: "no workspace label: another claim without one does not block", req: Request{Claim: "n", As: "n2"}, snaps: []Snapshot{ownWS},
+			claims: []Claim{{Name: "m", State: classify.InUse, Created: *at(0)}}, want: "n-rescue-1", as: "n2"},
+		{name: "no workspace label: --allow-older restores beside its claim in use", req: Request{Claim: "n", As: "n2", AllowOlder: true}, snaps: []Snapshot{ownWS},
+			claims: []Claim{{Name: "n", State: classify.InUse, Created: *at(0)}}, want: "n-rescue-1", as: "n2"},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
