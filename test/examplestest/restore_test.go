@@ -155,8 +155,18 @@ func TestRestoreRoleProof(t *testing.T) {
 		}
 	}
 
-	// 3. The restore, with only the account's token.
+	// 3. The restore, with only the account's token. ws-a is Bound and
+	// nothing dates its last use, so it may hold newer data than the rescue:
+	// the role reads enough to refuse (exit 2, nothing created), and the
+	// restore beside it needs --allow-older (docs/spec.md#restore-refusals).
 	res = run(t, environ, janitorBin(t), restoreArgs...)
+	if res.code != 2 || !strings.Contains(res.stderr, "--allow-older") {
+		t.Errorf("restore beside a claim that may hold newer data: exit %d, want 2 naming --allow-older:\n%s%s", res.code, res.stderr, res.stdout)
+	}
+	if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a-back", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a refused restore created the claim (or it cannot be read): %v", err)
+	}
+	res = run(t, environ, janitorBin(t), append(restoreArgs, "--allow-older")...)
 	if res.code != 0 {
 		t.Fatalf("restore with restore-role.yaml: exit %d:\n%s%s", res.code, res.stderr, res.stdout)
 	}
