@@ -67,7 +67,7 @@ func (sess *session) claimArg(arg string) (inventory.Key, error) {
 // explain reads the claim's namespace (a dry-run scan: nothing is written)
 // and prints the claim's evidence chain.
 func (sess *session) explain(k inventory.Key) error {
-	o := sess.scanOptions(true)
+	o := sess.readOnlyScanOptions()
 	o.Scope.Namespaces = []string{k.Namespace}
 	res, err := janitor.Scan(sess.ctx, sess.clients, o)
 	if err != nil {

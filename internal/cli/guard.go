@@ -42,7 +42,7 @@ command).`,
 // guard runs the gate; with --rescue it rescues first under the lease.
 func (sess *session) guard() error {
 	cfg := sess.cfg
-	o := janitor.GuardOptions{Scan: sess.scanOptions(true), AllowDeletePolicy: cfg.AllowDeletePolicy, MinClaims: cfg.MinClaims}
+	o := janitor.GuardOptions{Scan: sess.readOnlyScanOptions(), AllowDeletePolicy: cfg.AllowDeletePolicy, MinClaims: cfg.MinClaims}
 	if cfg.Rescue {
 		if err := sess.lock(!cfg.DryRun, sess.rescueOptions(nil).Validate); err != nil {
 			return err

@@ -35,7 +35,7 @@ func newProgress(w io.Writer, log *zerolog.Logger) *progress {
 			case <-p.stop:
 				return
 			case <-t.C:
-				p.render(false)
+				p.render(drawTick)
 			}
 		}
 	}()
@@ -46,10 +46,19 @@ func (p *progress) update(c rescue.Counts) {
 	p.mu.Lock()
 	p.last = c
 	p.mu.Unlock()
-	p.render(false)
+	p.render(drawTick)
 }
 
-func (p *progress) render(final bool) {
+// drawWhen says whether a render is a periodic one or the last.
+type drawWhen uint8
+
+const (
+	drawTick  drawWhen = iota // every second, or on new counters
+	drawFinal                 // the last, once the rescue is over
+)
+
+func (p *progress) render(when drawWhen) {
+	final := when == drawFinal
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.last
@@ -75,6 +84,6 @@ func (p *progress) render(final bool) {
 func (p *progress) done() {
 	p.stopOnce.Do(func() {
 		close(p.stop)
-		p.render(true)
+		p.render(drawFinal)
 	})
 }

@@ -147,6 +147,10 @@ func (sess *session) leaseErr() error {
 }
 
 // scanOptions are the options of the scan every pipeline starts with.
+// readOnlyScanOptions are the options of a scan that writes nothing
+// (explain, guard), whatever --dry-run says.
+func (sess *session) readOnlyScanOptions() janitor.ScanOptions { return sess.scanOptions(true) }
+
 func (sess *session) scanOptions(dryRun bool) janitor.ScanOptions {
 	cfg := sess.cfg
 	return janitor.ScanOptions{Scope: sess.scope, DryRun: dryRun, Concurrency: cfg.Concurrency,
@@ -220,7 +224,8 @@ func (sess *session) failed(err error) error {
 	r := sess.newReport(sess.name, sess.cfg.DryRun)
 	r.Finish(time.Now())
 	r.Error = err.Error()
-	sess.publish(r, err, true)
+	const notifyDue = true // a run that failed is always news
+	sess.publish(r, err, notifyDue)
 	return err
 }
 

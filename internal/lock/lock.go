@@ -150,7 +150,7 @@ func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Dura
 // create writes a new lease held by l. again: another run created one
 // first; look again.
 func (l *Lease) create(ctx context.Context, now time.Time) (again bool, err error) {
-	fresh := l.spec(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: Name}}, now, true)
+	fresh := l.acquired(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: Name}}, now)
 	var got *coordv1.Lease
 	err = l.c.Retry.Do(ctx, "create lease", func(ctx context.Context) error {
 		var err error
@@ -172,7 +172,7 @@ func (l *Lease) create(ctx context.Context, now time.Time) (again bool, err erro
 // run, at cur's resourceVersion. again: it changed since it was read; look
 // again.
 func (l *Lease) takeOver(ctx context.Context, cur *coordv1.Lease, now time.Time) (again bool, err error) {
-	next := l.spec(cur.DeepCopy(), now, true)
+	next := l.acquired(cur.DeepCopy(), now)
 	if next.Spec.LeaseTransitions == nil {
 		next.Spec.LeaseTransitions = new(int32)
 	}
@@ -204,7 +204,16 @@ func (l *Lease) now() time.Time {
 	return time.Now()
 }
 
-func (l *Lease) spec(le *coordv1.Lease, now time.Time, acquire bool) *coordv1.Lease {
+// acquired is le held by l from now: renewed, and acquired now.
+func (l *Lease) acquired(le *coordv1.Lease, now time.Time) *coordv1.Lease {
+	le = l.renewed(le, now)
+	t := metav1.NewMicroTime(now)
+	le.Spec.AcquireTime = &t
+	return le
+}
+
+// renewed is le held by l and renewed now.
+func (l *Lease) renewed(le *coordv1.Lease, now time.Time) *coordv1.Lease {
 	secs := int32(l.duration / time.Second)
 	if secs < 1 {
 		secs = 1
@@ -214,9 +223,6 @@ func (l *Lease) spec(le *coordv1.Lease, now time.Time, acquire bool) *coordv1.Le
 	le.Spec.HolderIdentity = &id
 	le.Spec.LeaseDurationSeconds = &secs
 	le.Spec.RenewTime = &t
-	if acquire {
-		le.Spec.AcquireTime = &t
-	}
 	return le
 }
 
@@ -300,7 +306,7 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	leases := l.c.Kube.CoordinationV1().Leases(l.ns)
-	next := l.spec(l.lease.DeepCopy(), l.now(), false)
+	next := l.renewed(l.lease.DeepCopy(), l.now())
 	got, err := leases.Update(ctx, next, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
 		return &takenError{ns: l.ns}
@@ -316,7 +322,7 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 			return &takenError{holder: str(cur.Spec.HolderIdentity), ns: l.ns}
 		}
 		// Ours: renew on top of the version just read.
-		next = l.spec(cur.DeepCopy(), l.now(), false)
+		next = l.renewed(cur.DeepCopy(), l.now())
 		got, err = leases.Update(ctx, next, metav1.UpdateOptions{})
 		if err != nil {
 			return err // a conflict again is settled at the next try

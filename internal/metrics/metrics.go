@@ -203,13 +203,24 @@ func Publish(ctx context.Context, o Options, runs ...Run) error {
 	return errors.Join(errs...)
 }
 
+// CommandLabel says whether the samples of a run carry its command as a
+// label: the file holds every command's runs, a Pushgateway group is one
+// command's already.
+type CommandLabel uint8
+
+// The two CommandLabel values.
+const (
+	NoCommand CommandLabel = iota
+	WithCommand
+)
+
 // Text returns the metrics of r in the Prometheus text format, with the
-// command as a label when withCommand is true (the file) and without it
-// otherwise (the push, whose grouping key carries it). lastSuccess, when
+// command as a label under WithCommand (the file) and without it under
+// NoCommand (the push, whose grouping key carries it). lastSuccess, when
 // not zero, is published for a failed run.
-func Text(r Run, withCommand bool, lastSuccess time.Time) ([]byte, error) {
+func Text(r Run, cmd CommandLabel, lastSuccess time.Time) ([]byte, error) {
 	fs := families{}
-	if err := fs.addRun(r, withCommand, lastSuccess); err != nil {
+	if err := fs.addRun(r, cmd, lastSuccess); err != nil {
 		return nil, err
 	}
 	return fs.text(), nil
@@ -232,7 +243,7 @@ func WriteFile(path string, runs ...Run) error {
 		if !r.Success {
 			last = lastSuccessIn(path, r.Command, r.Cluster)
 		}
-		if err := fs.addRun(r, true, last); err != nil {
+		if err := fs.addRun(r, WithCommand, last); err != nil {
 			return err
 		}
 	}
@@ -273,7 +284,7 @@ func Push(ctx context.Context, rawURL string, r Run, client *http.Client) error 
 	if err != nil {
 		return err
 	}
-	body, err := Text(r, false, time.Time{})
+	body, err := Text(r, NoCommand, time.Time{})
 	if err != nil {
 		return err
 	}
@@ -341,8 +352,9 @@ func ValidatePushgatewayURL(raw string) error { return endpoint.ValidatePushgate
 func RedactURL(raw string) string { return endpoint.Redact(raw) }
 
 // addRun adds the gauges of one run, with the command (and cluster) as
-// labels when withCommand is true.
-func (fs families) addRun(r Run, withCommand bool, lastSuccess time.Time) error {
+// labels with WithCommand.
+func (fs families) addRun(r Run, cmd CommandLabel, lastSuccess time.Time) error {
+	withCommand := cmd == WithCommand
 	if r.Command == "" {
 		return errors.New("metrics: the run has no command")
 	}

@@ -360,7 +360,7 @@ func TestUnusedConditionSeries(t *testing.T) {
 	r := report.New("run", false, "c", finished.Add(-time.Second))
 	r.UnusedCondition = classify.ConditionIgnored
 	r.Finish(finished)
-	b, err := metrics.Text(metrics.FromReport(r, true), true, time.Time{})
+	b, err := metrics.Text(metrics.FromReport(r, true), metrics.WithCommand, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestUnusedConditionSeries(t *testing.T) {
 		}
 	}
 	r.UnusedCondition = ""
-	if b, _ := metrics.Text(metrics.FromReport(r, true), true, time.Time{}); strings.Contains(string(b), metrics.NameUnusedCondition) {
+	if b, _ := metrics.Text(metrics.FromReport(r, true), metrics.WithCommand, time.Time{}); strings.Contains(string(b), metrics.NameUnusedCondition) {
 		t.Error("a run without the condition's verdict published its series")
 	}
 }

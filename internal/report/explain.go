@@ -261,5 +261,6 @@ func writeExplanationsKubectl(w io.Writer, doc any, spec kubeout.Spec) error {
 		}
 		rows = append(rows, d)
 	}
-	return kubeout.Columns(w, spec.Columns, rows, false)
+	const noHeaders = false
+	return kubeout.Columns(w, spec.Columns, rows, noHeaders)
 }
