@@ -98,7 +98,7 @@ func (sess *session) explain(k inventory.Key) error {
 		sess.fleet.explained = &doc
 		return nil
 	}
-	return report.WriteExplanations(sess.s.Out, &doc, sess.cfg.Output)
+	return report.WriteExplanations(sess.s.Out, &doc, sess.output())
 }
 
 // notFoundError: the claim is not in this cluster's scope.
@@ -110,7 +110,7 @@ func (e *notFoundError) Unwrap() error { return e.error }
 // claim, under a heading (or as an item of -o json/yaml), then the others'
 // errors. A cluster without the claim is no failure when another has it
 // (a claim lives in one cluster); when none has it, it is exit 2.
-func writeExplanations(w io.Writer, format string, results []fleet.Result[*clusterRun]) error {
+func writeExplanations(w io.Writer, out report.Output, results []fleet.Result[*clusterRun]) error {
 	doc := report.ExplanationList{Kind: "ExplanationList", APIVersion: "pvc-janitor.io/v1", Items: []*report.Explanation{}}
 	var codes []int
 	var failed []string
@@ -141,7 +141,7 @@ func writeExplanations(w io.Writer, format string, results []fleet.Result[*clust
 		err = exitcode.New(code, fmt.Errorf("%d of %d clusters did not end well (exit %d, the most serious): %s",
 			len(failed), len(results), code, strings.Join(failed, "; ")))
 	}
-	if perr := report.WriteExplanations(w, &doc, format); perr != nil && err == nil {
+	if perr := report.WriteExplanations(w, &doc, out); perr != nil && err == nil {
 		err = perr
 	}
 	return err

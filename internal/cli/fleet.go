@@ -118,11 +118,11 @@ func runFleet(ctx context.Context, base *session, contexts []string, body func(*
 			len(failed), len(results), code, strings.Join(failed, "; ")))
 	}
 	if name == config.CommandExplain {
-		return writeExplanations(s.Out, cfg.Output, results)
+		return writeExplanations(s.Out, outputOf(cfg), results)
 	}
 	r := report.Merge(name, cfg.DryRun, started, cfg.PriceTable, parts)
 	r.Finish(time.Now())
-	if werr := report.WriteOutput(s.Out, r, report.Output{Format: cfg.Output, NoHeaders: cfg.NoHeaders, SortBy: cfg.SortBy}); werr != nil && err == nil {
+	if werr := report.WriteOutput(s.Out, r, outputOf(cfg)); werr != nil && err == nil {
 		err = fmt.Errorf("write report: %w", werr)
 	}
 	publishFleet(ctx, cfg, r, parts, err)

@@ -147,6 +147,13 @@ func (sess *session) leaseErr() error {
 }
 
 // scanOptions are the options of the scan every pipeline starts with.
+// outputOf is how cfg asks for the report to be written.
+func outputOf(cfg *config.Config) report.Output {
+	return report.Output{Format: cfg.Output, NoHeaders: cfg.NoHeaders, SortBy: cfg.SortBy}
+}
+
+func (sess *session) output() report.Output { return outputOf(sess.cfg) }
+
 // readOnlyScanOptions are the options of a scan that writes nothing
 // (explain, guard), whatever --dry-run says.
 func (sess *session) readOnlyScanOptions() janitor.ScanOptions { return sess.scanOptions(true) }
@@ -207,7 +214,7 @@ func (sess *session) finish(r *report.Report, err error) error {
 		sess.fleet.report = r
 		return err
 	}
-	if werr := report.WriteOutput(sess.s.Out, r, report.Output{Format: sess.cfg.Output, NoHeaders: sess.cfg.NoHeaders, SortBy: sess.cfg.SortBy}); werr != nil && err == nil {
+	if werr := report.WriteOutput(sess.s.Out, r, sess.output()); werr != nil && err == nil {
 		err = fmt.Errorf("write report: %w", werr)
 	}
 	sess.publish(r, err, notify.Due(r, err))

@@ -48,14 +48,16 @@ type ClusterError struct {
 }
 
 // WriteExplanations prints an explanation (*Explanation) or a fleet's
-// (*ExplanationList) in format: JSON or YAML as they are, a table as the
-// evidence chain for a person, under a heading per cluster over a fleet.
-func WriteExplanations(w io.Writer, doc any, format string) error {
+// (*ExplanationList) in out.Format: JSON or YAML as they are, a table as the
+// evidence chain for a person, under a heading per cluster over a fleet;
+// kubectl's kinds with a row per explanation (--no-headers, --sort-by).
+func WriteExplanations(w io.Writer, doc any, out Output) error {
+	format := out.Format
 	if spec, ok, err := kubeout.Parse(format); ok {
 		if err != nil {
 			return err
 		}
-		return writeExplanationsKubectl(w, doc, spec)
+		return writeExplanationsKubectl(w, doc, spec, out)
 	}
 	switch format {
 	case FormatJSON, FormatYAML:
@@ -230,7 +232,7 @@ func explainSnapshots(b *strings.Builder, d *Explanation) {
 // writeExplanationsKubectl prints explanations in one of kubectl's kinds: a
 // JSONPath template over the document, or name and custom columns with a
 // row per explanation.
-func writeExplanationsKubectl(w io.Writer, doc any, spec kubeout.Spec) error {
+func writeExplanationsKubectl(w io.Writer, doc any, spec kubeout.Spec, out Output) error {
 	if spec.Kind == kubeout.KindJSONPath {
 		d, err := kubeout.Document(doc)
 		if err != nil {
@@ -245,14 +247,6 @@ func writeExplanationsKubectl(w io.Writer, doc any, spec kubeout.Spec) error {
 	case *ExplanationList:
 		items = d.Items
 	}
-	if spec.Kind == kubeout.KindName {
-		for _, e := range items {
-			if _, err := fmt.Fprintf(w, "persistentvolumeclaim/%s\n", e.Claim.Name); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	rows := make([]any, 0, len(items))
 	for _, e := range items {
 		d, err := kubeout.Document(e)
@@ -261,6 +255,20 @@ func writeExplanationsKubectl(w io.Writer, doc any, spec kubeout.Spec) error {
 		}
 		rows = append(rows, d)
 	}
-	const noHeaders = false
-	return kubeout.Columns(w, spec.Columns, rows, noHeaders)
+	if out.SortBy != "" {
+		idx, err := kubeout.Order(rows, out.SortBy)
+		if err != nil {
+			return err
+		}
+		items, rows = permute(items, idx), permute(rows, idx)
+	}
+	if spec.Kind == kubeout.KindName {
+		for _, e := range items {
+			if _, err := fmt.Fprintf(w, "persistentvolumeclaim/%s\n", e.Claim.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return kubeout.Columns(w, spec.Columns, rows, out.NoHeaders)
 }

@@ -24,7 +24,7 @@ func TestWriteExplanations(t *testing.T) {
 				Cut: t0.Add(time.Minute), Data: t0, DataKnown: true, Role: "the rescue"}},
 			Next: classify.Next{Action: "reap"}}}
 	var table strings.Builder
-	if err := WriteExplanations(&table, e, FormatTable); err != nil {
+	if err := WriteExplanations(&table, e, Output{Format: FormatTable}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Claim ns/ws-a: Rescued\n", "workspace alice", "5Gi, class fast, volume pv-1 (reclaim policy Delete), 0.50 a month",
@@ -35,7 +35,7 @@ func TestWriteExplanations(t *testing.T) {
 		}
 	}
 	var js strings.Builder
-	if err := WriteExplanations(&js, e, FormatJSON); err != nil {
+	if err := WriteExplanations(&js, e, Output{Format: FormatJSON}); err != nil {
 		t.Fatal(err)
 	}
 	var back map[string]any
@@ -49,13 +49,48 @@ func TestWriteExplanations(t *testing.T) {
 		Errors: []ClusterError{{Cluster: "east", ExitCode: 1, Error: "read claims: forbidden"}}}
 	e.Cluster = "west"
 	var lt strings.Builder
-	if err := WriteExplanations(&lt, list, FormatTable); err != nil {
+	if err := WriteExplanations(&lt, list, Output{Format: FormatTable}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(lt.String(), "Cluster west:\nClaim ns/ws-a: Rescued") || !strings.HasSuffix(lt.String(), "\nCluster east: read claims: forbidden\n") {
 		t.Errorf("fleet table:\n%s", lt.String())
 	}
-	if err := WriteExplanations(&lt, "x", FormatTable); err == nil {
+	if err := WriteExplanations(&lt, "x", Output{Format: FormatTable}); err == nil {
 		t.Error("a table of an unknown document")
+	}
+}
+
+// TestWriteExplanationsKubectl: explain honours --no-headers and --sort-by
+// in kubectl's kinds, as every other command does.
+func TestWriteExplanationsKubectl(t *testing.T) {
+	explained := func(cluster, name string, state classify.State) *Explanation {
+		return &Explanation{Kind: "Explanation", Cluster: cluster,
+			Explanation: classify.Explanation{Claim: inventory.Key{Namespace: "ns", Name: name}, State: state}}
+	}
+	list := &ExplanationList{Kind: "ExplanationList", Items: []*Explanation{
+		explained("west", "ws-b", classify.Rescued), explained("east", "ws-a", classify.InUse)}}
+	cols := "custom-columns=CLUSTER:.cluster,CLAIM:.claim.Name,STATE:.state"
+	for _, tc := range []struct {
+		name string
+		out  Output
+		want string
+	}{
+		{"as listed, with headers", Output{Format: cols}, "CLUSTER   CLAIM   STATE\nwest      ws-b    Rescued\neast      ws-a    InUse\n"},
+		{"--no-headers", Output{Format: cols, NoHeaders: true}, "west   ws-b   Rescued\neast   ws-a   InUse\n"},
+		{"--sort-by a claim's name", Output{Format: cols, NoHeaders: true, SortBy: ".claim.Name"}, "east   ws-a   InUse\nwest   ws-b   Rescued\n"},
+		{"-o name sorted", Output{Format: "name", SortBy: "{.cluster}"}, "persistentvolumeclaim/ws-a\npersistentvolumeclaim/ws-b\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := WriteExplanations(&b, list, tc.out); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != tc.want {
+				t.Errorf("got\n%q\nwant\n%q", b.String(), tc.want)
+			}
+		})
+	}
+	if err := WriteExplanations(&strings.Builder{}, list, Output{Format: cols, SortBy: "{.nope["}); err == nil {
+		t.Error("a bad --sort-by path was accepted")
 	}
 }
