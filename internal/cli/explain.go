@@ -98,7 +98,7 @@ func (sess *session) explain(k inventory.Key) error {
 		sess.fleet.explained = &doc
 		return nil
 	}
-	return report.WriteExplanations(sess.s.Out, &doc, sess.output())
+	return report.WriteExplanations(sess.s.Out, &doc, outputOf(sess.cfg))
 }
 
 // notFoundError: the claim is not in this cluster's scope.

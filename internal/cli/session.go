@@ -146,18 +146,16 @@ func (sess *session) leaseErr() error {
 	return nil
 }
 
-// scanOptions are the options of the scan every pipeline starts with.
 // outputOf is how cfg asks for the report to be written.
 func outputOf(cfg *config.Config) report.Output {
 	return report.Output{Format: cfg.Output, NoHeaders: cfg.NoHeaders, SortBy: cfg.SortBy}
 }
 
-func (sess *session) output() report.Output { return outputOf(sess.cfg) }
-
 // readOnlyScanOptions are the options of a scan that writes nothing
 // (explain, guard), whatever --dry-run says.
 func (sess *session) readOnlyScanOptions() janitor.ScanOptions { return sess.scanOptions(true) }
 
+// scanOptions are the options of the scan every pipeline starts with.
 func (sess *session) scanOptions(dryRun bool) janitor.ScanOptions {
 	cfg := sess.cfg
 	return janitor.ScanOptions{Scope: sess.scope, DryRun: dryRun, Concurrency: cfg.Concurrency,
@@ -214,7 +212,7 @@ func (sess *session) finish(r *report.Report, err error) error {
 		sess.fleet.report = r
 		return err
 	}
-	if werr := report.WriteOutput(sess.s.Out, r, sess.output()); werr != nil && err == nil {
+	if werr := report.WriteOutput(sess.s.Out, r, outputOf(sess.cfg)); werr != nil && err == nil {
 		err = fmt.Errorf("write report: %w", werr)
 	}
 	sess.publish(r, err, notify.Due(r, err))

@@ -247,6 +247,10 @@ func writeExplanationsKubectl(w io.Writer, doc any, spec kubeout.Spec, out Outpu
 	case *ExplanationList:
 		items = d.Items
 	}
+	// -o name unsorted prints names only: no documents to build.
+	if spec.Kind == kubeout.KindName && out.SortBy == "" {
+		return writeExplanationNames(w, items)
+	}
 	rows := make([]any, 0, len(items))
 	for _, e := range items {
 		d, err := kubeout.Document(e)
@@ -263,12 +267,16 @@ func writeExplanationsKubectl(w io.Writer, doc any, spec kubeout.Spec, out Outpu
 		items, rows = permute(items, idx), permute(rows, idx)
 	}
 	if spec.Kind == kubeout.KindName {
-		for _, e := range items {
-			if _, err := fmt.Fprintf(w, "persistentvolumeclaim/%s\n", e.Claim.Name); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeExplanationNames(w, items)
 	}
 	return kubeout.Columns(w, spec.Columns, rows, out.NoHeaders)
+}
+
+func writeExplanationNames(w io.Writer, items []*Explanation) error {
+	for _, e := range items {
+		if _, err := fmt.Fprintf(w, "persistentvolumeclaim/%s\n", e.Claim.Name); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -78,6 +78,7 @@ func TestWriteExplanationsKubectl(t *testing.T) {
 		{"as listed, with headers", Output{Format: cols}, "CLUSTER   CLAIM   STATE\nwest      ws-b    Rescued\neast      ws-a    InUse\n"},
 		{"--no-headers", Output{Format: cols, NoHeaders: true}, "west   ws-b   Rescued\neast   ws-a   InUse\n"},
 		{"--sort-by a claim's name", Output{Format: cols, NoHeaders: true, SortBy: ".claim.Name"}, "east   ws-a   InUse\nwest   ws-b   Rescued\n"},
+		{"-o name as listed", Output{Format: "name"}, "persistentvolumeclaim/ws-b\npersistentvolumeclaim/ws-a\n"},
 		{"-o name sorted", Output{Format: "name", SortBy: "{.cluster}"}, "persistentvolumeclaim/ws-a\npersistentvolumeclaim/ws-b\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
