@@ -8,6 +8,7 @@ package reap
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -93,10 +94,20 @@ func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]boo
 	if len(candidates) == 0 {
 		return &Result{}, nil
 	}
-	p, err := newPlan(ctx, c, candidates, o)
+	inv, err := kube.Read(ctx, c, o.Scope)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("re-read before deleting: %w", err)
 	}
+	if inv.ServerTime.IsZero() {
+		return nil, fmt.Errorf("re-read before deleting: no server time")
+	}
+	now := inv.ServerTime
+	return planOf(classify.Classify(inv, o.Policy, now), candidates, o, now).execute(ctx, c, o)
+}
+
+// execute carries out the plan: the blast-radius check, the prompt, then
+// one delete after another; the marks of the claims seen in use go last.
+func (p *plan) execute(ctx context.Context, c *kube.Clients, o Options) (*Result, error) {
 	// Marks of claims the re-read saw in use go after the deletions, so
 	// that nothing stands between the re-read and the deletes; they are
 	// never deleted either way.
@@ -137,18 +148,11 @@ type plan struct {
 	evidence map[*classify.Decision]*Evidence
 }
 
-// newPlan re-reads the cluster and sorts the candidates into the claims to
-// delete and the skipped ones.
-func newPlan(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]bool, o Options) (*plan, error) {
-	inv, err := kube.Read(ctx, c, o.Scope)
-	if err != nil {
-		return nil, fmt.Errorf("re-read before deleting: %w", err)
-	}
-	if inv.ServerTime.IsZero() {
-		return nil, fmt.Errorf("re-read before deleting: no server time")
-	}
-	now := inv.ServerTime
-	p := &plan{ds: classify.Classify(inv, o.Policy, now), evidence: map[*classify.Decision]*Evidence{}}
+// planOf sorts the candidates into the claims to delete and the skipped
+// ones, from ds, the decisions of the fresh read at now (the API server's
+// clock of that read). It reads nothing: the reap's rules on a read.
+func planOf(ds []classify.Decision, candidates map[inventory.Key]bool, o Options, now time.Time) *plan {
+	p := &plan{ds: ds, evidence: map[*classify.Decision]*Evidence{}}
 	seen := map[inventory.Key]bool{}
 	for i := range p.ds {
 		d := &p.ds[i]
@@ -178,7 +182,7 @@ func newPlan(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]
 				Message: "gone or out of scope since the scan"})
 		}
 	}
-	return p, nil
+	return p
 }
 
 // each appends one outcome with action per claim to delete.
