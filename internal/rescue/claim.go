@@ -41,11 +41,13 @@ func (r *rescuer) one(ctx context.Context, i int) Outcome {
 			Message: fmt.Sprintf("%d failed snapshot attempts; the next is due at %s", rec.Attempts, rec.Next.UTC().Format(time.RFC3339))}
 	}
 	class, err := r.class(cl)
+	if r.o.DryRun {
+		// Before any failure is recorded: a dry run writes nothing, not
+		// even the failure it foresees (docs/spec.md#cmd-snapshot).
+		return r.dryRun(ctx, d, class, err)
+	}
 	if err != nil {
 		return r.fail(ctx, cl, "", err.Error(), err)
-	}
-	if r.o.DryRun {
-		return r.dryRun(ctx, d, class)
 	}
 	r.count(func(c *Counts) { c.Pending++ })
 	defer r.count(func(c *Counts) { c.Pending-- })
@@ -55,9 +57,16 @@ func (r *rescuer) one(ctx context.Context, i int) Outcome {
 	return o
 }
 
-// dryRun reports the snapshot a rescue would create, creating nothing.
-func (r *rescuer) dryRun(ctx context.Context, d *classify.Decision, class string) Outcome {
+// dryRun reports the snapshot a rescue would create, creating nothing; or,
+// when no class can be chosen (classErr), the failure a real run would
+// meet, recording nothing: the claim keeps the state it was scanned in.
+func (r *rescuer) dryRun(ctx context.Context, d *classify.Decision, class string, classErr error) Outcome {
 	cl := d.Claim
+	if classErr != nil {
+		r.count(func(c *Counts) { c.Failed++ })
+		zerolog.Ctx(ctx).Warn().Bool("dry_run", true).Str("reason", classErr.Error()).Msg("a rescue would fail")
+		return Outcome{Action: ActionFailed, State: d.State, Message: classErr.Error(), Err: classErr}
+	}
 	name := ""
 	if d.OrphanedSince != nil {
 		name = Name(cl.Name, cl.UID, *d.OrphanedSince)

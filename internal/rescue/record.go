@@ -35,7 +35,13 @@ func (r *rescuer) fail(ctx context.Context, cl *inventory.Claim, name, msg strin
 	return Outcome{Snapshot: name, Action: ActionFailed, State: classify.SnapshotFailed, Message: msg, Err: err}
 }
 
+// event records an Event on the claim; never in a dry run (a guard: the
+// dry run returns before any path that records one).
 func (r *rescuer) event(ctx context.Context, cl *inventory.Claim, typ, reason, msg string) {
+	if r.o.DryRun {
+		zerolog.Ctx(ctx).Debug().Bool("dry_run", true).Str("event", reason).Msg("would record event")
+		return
+	}
 	mark.Event(ctx, r.c, cl, typ, reason, msg)
 }
 
@@ -75,6 +81,11 @@ func claimPatch(uid types.UID, phase classify.State, a *attemptWrite) []byte {
 // snapshot is what counts, and a claim that is gone or was replaced under
 // its name must not be written at all.
 func (r *rescuer) writeClaim(ctx context.Context, cl *inventory.Claim, patch []byte) {
+	if r.o.DryRun {
+		// A guard, as in event.
+		zerolog.Ctx(ctx).Debug().Bool("dry_run", true).RawJSON("patch", patch).Msg("would patch claim")
+		return
+	}
 	err := r.c.Retry.Do(ctx, "patch claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
 		_, err := r.c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Patch(ctx, cl.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
