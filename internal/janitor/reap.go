@@ -84,6 +84,9 @@ func reapStep(ctx context.Context, c *kube.Clients, o ReapOptions, scan *ScanRes
 		Scope: o.Scan.Scope, Policy: o.Scan.Policy, Discard: discard,
 		MaxDeletions: o.MaxDeletions, MaxDeletionPercent: o.MaxDeletionPercent,
 		DryRun: o.Scan.DryRun, Confirm: o.Confirm,
+		// docs/spec.md#notice: a notice ends only for a run that began
+		// after it; this run began with the scan's read.
+		RunStart: scan.Now,
 	})
 	if err != nil {
 		step.Err = err

@@ -29,10 +29,35 @@ func Reapable(d *classify.Decision, discard bool, grace time.Duration, now time.
 	if d.State != classify.Rescued && !(discard && d.State == classify.Superseded && d.Discard) {
 		return false
 	}
-	if d.Notice && (d.NotBefore == nil || d.Marks.ReapAfter == classify.Set || now.Before(*d.NotBefore)) {
+	if !noticeOver(d, now) {
 		return false
 	}
 	return d.OrphanedSince != nil && !now.IsZero() && now.Sub(*d.OrphanedSince) >= grace
+}
+
+// noticeOver reports whether the owner's notice of d (or the owner's
+// snooze) ended by t (docs/spec.md#notice). A decision under no notice has
+// none to wait for; one whose notice begins in its own read (the mark is
+// to be written), or whose end is not known, has not ended. The reap asks
+// it at the re-read's time and at the run's start (Options.RunStart): a
+// notice the run itself began ends after its start, however short.
+func noticeOver(d *classify.Decision, t time.Time) bool {
+	return !d.Notice || (d.NotBefore != nil && d.Marks.ReapAfter != classify.Set && !t.Before(*d.NotBefore))
+}
+
+// noticeRunReason says why a claim whose notice ended by the re-read is
+// not deleted in this run: the notice ended after the run began.
+func noticeRunReason(d *classify.Decision, start time.Time) string {
+	why := "its owner's notice runs until " + d.NotBefore.UTC().Format(time.RFC3339)
+	if start.IsZero() {
+		why += ", and this run's start is not known"
+	} else {
+		why += ", after this run began (" + start.UTC().Format(time.RFC3339) + ")"
+	}
+	if d.NoticeNote != "" {
+		why += " (" + d.NoticeNote + ")"
+	}
+	return why + ": deleted only by a run that begins after it"
 }
 
 // notReapableReason says why Reapable refused a decision, for the report.

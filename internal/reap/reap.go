@@ -36,6 +36,12 @@ type Options struct {
 	MaxDeletions       int
 	MaxDeletionPercent float64
 	DryRun             bool
+	// RunStart is the API server's clock at the run's first read (its
+	// scan). A claim under notice is deleted only when its notice (or its
+	// owner's snooze) ended by then (docs/spec.md#notice): a notice this
+	// run began ends after it, however short, so it never ends within the
+	// run that began it. Zero: no claim under notice is deleted.
+	RunStart time.Time
 	// Confirm, when set, is asked before the first delete with the number of
 	// claims; false deletes nothing.
 	Confirm func(n int) (bool, error)
@@ -171,6 +177,11 @@ func planOf(ds []classify.Decision, candidates map[inventory.Key]bool, o Options
 		if !Reapable(d, o.Discard, o.Policy.GracePeriod, now) {
 			p.skipped = append(p.skipped, Outcome{Namespace: k.Namespace, Name: k.Name, Action: ActionSkipped, State: d.State,
 				Message: notReapableReason(d, o.Discard, o.Policy.GracePeriod, now)})
+			continue
+		}
+		if !noticeOver(d, o.RunStart) {
+			p.skipped = append(p.skipped, Outcome{Namespace: k.Namespace, Name: k.Name, Action: ActionSkipped, State: d.State,
+				Message: noticeRunReason(d, o.RunStart)})
 			continue
 		}
 		p.del = append(p.del, d)
