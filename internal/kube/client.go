@@ -3,7 +3,9 @@ package kube
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,9 +147,10 @@ func LoadConfig(o ClientOptions) (*rest.Config, string, string, error) {
 }
 
 // NewClients builds the clients from a REST config. The clock transport is
-// installed on every client so any response moves the server clock.
+// installed on every client, so that every response of the API server
+// counts towards the server clock.
 func NewClients(cfg *rest.Config, o ClientOptions) (*Clients, error) {
-	clock := &ServerClock{}
+	clock := newServerClock(cfg.Host)
 	base := rest.CopyConfig(cfg)
 	if o.QPS > 0 {
 		base.QPS = o.QPS
@@ -195,40 +198,77 @@ func (s snapshotAPI) SnapshotV1() snapv1.SnapshotV1Interface { return s.v1 }
 // ServerClock tracks the API server's clock from the Date header of its
 // responses. Marks are written on this clock, never the janitor host's, so
 // that a skewed CronJob node cannot move a claim's orphaned-since.
+//
+// The clock is the consensus of the core API server's responses
+// (docs/spec.md#rule-server-clock), not the latest Date of any response:
+// one replica ahead, or an aggregated API reached by the owner lookup,
+// would otherwise shorten grace, notice and min-age for the rest of the
+// run. Only responses to the paths the API server itself serves are read
+// (coreAPIPath), and of those the last clockWindow are kept as offsets
+// from the local monotonic clock (consensus picks one).
 type ServerClock struct {
-	mu   sync.Mutex
-	date time.Time // latest Date seen
-	at   time.Time // local monotonic time when it was seen
+	mu      sync.Mutex
+	prefix  string        // the path of the config's Host, before /api and /apis
+	samples []clockSample // the last clockWindow responses read, a ring
+	next    int           // where the next sample goes once the ring is full
+	base    time.Time     // the local (monotonic) time offsets are taken from
+	follow  clockSample   // the sample the clock follows (zero: none yet)
 }
 
-// Now is the server's time: the latest Date seen plus the local time elapsed
+// clockSample is one response's Date and when it arrived, on the local
+// monotonic clock.
+type clockSample struct {
+	date time.Time
+	at   time.Time
+}
+
+// clockWindow is how many recent responses the consensus is taken over: a
+// run's reads alone are a dozen, and a clock that steps (NTP) is followed
+// once half the window has seen the new time.
+const clockWindow = 31
+
+// newServerClock is the clock of clients whose config's Host is host (a
+// proxy may serve the API server under a path prefix).
+func newServerClock(host string) *ServerClock {
+	c := &ServerClock{}
+	if u, err := url.Parse(host); err == nil {
+		c.prefix = strings.TrimSuffix(u.Path, "/")
+	}
+	return c
+}
+
+// Now is the server's time: the followed Date plus the local time elapsed
 // since. Zero when no response has been seen yet.
 func (c *ServerClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.date.IsZero() {
+	if c.follow.date.IsZero() {
 		return time.Time{}
 	}
-	return c.date.Add(time.Since(c.at)).UTC().Truncate(time.Second)
+	return c.follow.date.Add(time.Since(c.follow.at)).UTC().Truncate(time.Second)
 }
 
-// Latest is an upper bound of the server's time when it served any
-// response received so far: a Date header is truncated to the second, so
-// the server's clock was short of the latest Date plus one second. Marks
-// are taken from this bound right after the lists that prove no use
-// (docs/spec.md#rule-mark-time: a mark must never precede the end of a use those lists could
-// have missed); it is never below Now. Zero when no response has been seen
-// yet.
+// Latest is an upper bound of the server's time when it served the
+// responses the clock follows: a Date header is truncated to the second,
+// so the server's clock was short of the followed Date plus one second.
+// Marks are taken from this bound right after the lists that prove no use
+// (docs/spec.md#rule-mark-time: a mark must never precede the end of a use
+// those lists could have missed); it is never below Now. Zero when no
+// response has been seen yet.
 func (c *ServerClock) Latest() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.date.IsZero() {
+	if c.follow.date.IsZero() {
 		return time.Time{}
 	}
-	return c.date.Add(max(time.Second, time.Since(c.at))).UTC()
+	return c.follow.date.Add(max(time.Second, time.Since(c.follow.at))).UTC()
 }
 
-func (c *ServerClock) observe(h http.Header) {
+// observe reads the Date of a response to path.
+func (c *ServerClock) observe(path string, h http.Header) {
+	if !coreAPIPath(strings.TrimPrefix(path, c.prefix)) {
+		return
+	}
 	d := h.Get("Date")
 	if d == "" {
 		return
@@ -237,18 +277,83 @@ func (c *ServerClock) observe(h http.Header) {
 	if err != nil {
 		return
 	}
+	s := clockSample{date: t, at: time.Now()}
 	c.mu.Lock()
-	if t.After(c.date) {
-		c.date, c.at = t, time.Now()
+	defer c.mu.Unlock()
+	if c.base.IsZero() {
+		c.base = s.at
 	}
-	c.mu.Unlock()
+	if len(c.samples) < clockWindow {
+		c.samples = append(c.samples, s)
+	} else {
+		c.samples[c.next] = s
+		c.next = (c.next + 1) % clockWindow
+	}
+	offsets := make([]time.Duration, len(c.samples))
+	for i, s := range c.samples {
+		// The Date's distance from the local clock when it arrived: the
+		// wall clock of the Date against the monotonic one of arrival,
+		// both from one base, so that the host's clock never enters.
+		offsets[i] = s.date.Sub(c.base.Round(0)) - s.at.Sub(c.base)
+	}
+	c.follow = c.samples[consensus(offsets)]
+}
+
+// consensus returns the index of the offset the clock follows: the
+// largest of those at most one second above the (lower) median.
+//
+// Why the median: one server's responses give offsets within a second of
+// each other (each Date is truncated to the second, and arrives within
+// milliseconds), all at or below its true offset; a response from another
+// clock (a replica ahead or behind, a proxied API) lies outside that
+// second. The median ignores any minority of such responses in either
+// direction, where the latest Date (the earlier rule) followed any single
+// response ahead, and the earliest would follow any single one behind
+// (marks dated too early shorten grace just as a clock ahead does). Of
+// two that disagree, the lower median takes the earlier: a run then waits
+// longer, never shorter. Why the largest within a second above it: that is
+// the latest Date of the server the median stands for, the tightest bound
+// of its time, as the clock was before.
+func consensus(offsets []time.Duration) int {
+	sorted := slices.Clone(offsets)
+	slices.Sort(sorted)
+	median := sorted[(len(sorted)-1)/2]
+	best := -1
+	for i, o := range offsets {
+		if o <= median+time.Second && (best < 0 || o > offsets[best]) {
+			best = i
+		}
+	}
+	return best
+}
+
+// coreGroups are the API groups of the requests the janitor sends that the
+// API server serves itself (snapshot.storage.k8s.io as CRDs). An owner of
+// another group may be an aggregated API, served by another server with
+// its own clock.
+var coreGroups = map[string]bool{
+	"apps": true, "batch": true, "storage.k8s.io": true, "coordination.k8s.io": true,
+	"events.k8s.io": true, "snapshot.storage.k8s.io": true,
+}
+
+// coreAPIPath reports whether a request to path (the config's Host path
+// removed) is served by the API server itself.
+func coreAPIPath(path string) bool {
+	switch {
+	case path == "/version" || path == "/api" || strings.HasPrefix(path, "/api/"):
+		return true
+	case strings.HasPrefix(path, "/apis/"):
+		group, _, _ := strings.Cut(strings.TrimPrefix(path, "/apis/"), "/")
+		return coreGroups[group]
+	}
+	return false
 }
 
 func (c *ServerClock) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(r)
-		if resp != nil {
-			c.observe(resp.Header)
+		if resp != nil && r.URL != nil {
+			c.observe(r.URL.Path, resp.Header)
 		}
 		return resp, err
 	})
