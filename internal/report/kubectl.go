@@ -3,9 +3,12 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/kubeout"
+	"github.com/pvc-janitor/pvc-janitor/internal/reap"
+	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
 )
 
 // Output is how Write prints a report: the -o value (Format), --no-headers
@@ -38,20 +41,87 @@ func documents[T any](rows []T) ([]any, error) {
 	return docs, nil
 }
 
-// rowNames are the rows of rowsOf as kubectl's -o name prints them.
+// The kinds -o name prints, as kubectl names them.
+const (
+	claimName    = "persistentvolumeclaim/"
+	snapshotName = "volumesnapshot.snapshot.storage.k8s.io/"
+)
+
+// Actions of other packages that -o name selects by (the packages that
+// name them import this one, or are the CLI's).
+const (
+	actionMarked       = "marked"        // mark.Marked
+	actionWouldMark    = "would-mark"    // mark.WouldMark
+	actionWouldPrune   = "would-prune"   // prune.ActionWouldPrune
+	actionAtRisk       = "at-risk"       // janitor.ActionAtRisk
+	actionRestored     = "restored"      // the CLI's restore
+	actionWouldRestore = "would-restore" // the CLI's restore, dry run
+)
+
+// rowNames are what -o name prints (docs/spec.md#output-formats): the
+// objects the command acted on, or in a dry run would act on, in the rows'
+// order, as kubectl's delete --dry-run -o name prints what it would delete.
+// A claim the command left alone (in use, held, skipped, blocked, failed) is
+// never named: piped into kubectl, the list must be what the janitor did.
 func rowNames(r *Report) []string {
-	if r.Command == "prune" {
-		out := make([]string, len(r.Snapshots))
-		for i := range r.Snapshots {
-			out[i] = "volumesnapshot.snapshot.storage.k8s.io/" + r.Snapshots[i].Name
+	var out []string
+	claims := func(actions ...string) {
+		for _, e := range r.Claims {
+			if slices.Contains(actions, e.Action) {
+				out = append(out, claimName+e.Name)
+			}
 		}
-		return out
 	}
-	out := make([]string, len(r.Claims))
-	for i := range r.Claims {
-		out[i] = "persistentvolumeclaim/" + r.Claims[i].Name
+	snapshots := func(actions ...string) {
+		for _, e := range r.Snapshots {
+			if slices.Contains(actions, e.Action) {
+				out = append(out, snapshotName+e.Name)
+			}
+		}
+	}
+	switch r.Command {
+	case "scan":
+		claims(actionMarked, actionWouldMark)
+	case "reap":
+		claims(reap.ActionDeleted, reap.ActionWould)
+	case "snapshot", "run":
+		// run: per claim, its rescue created, then the claim deleted;
+		// then the rescues pruned.
+		for _, e := range r.Claims {
+			if createdSnapshot(e) {
+				out = append(out, snapshotName+e.Snapshot.Name)
+			}
+			if r.Command == "run" && (e.Action == reap.ActionDeleted || e.Action == reap.ActionWould) {
+				out = append(out, claimName+e.Name)
+			}
+		}
+		if r.Command == "run" {
+			snapshots(ActionPruned, actionWouldPrune)
+		}
+	case "prune":
+		snapshots(ActionPruned, actionWouldPrune)
+	case "guard":
+		// The gate acts on nothing: it names what a teardown would lose.
+		claims(actionAtRisk)
+		snapshots(actionAtRisk)
+	case "restore":
+		claims(actionRestored, actionWouldRestore)
 	}
 	return out
+}
+
+// createdSnapshot reports whether the run created the claim's snapshot
+// (or, in a dry run, would): a rescue or an archive made ready, or one
+// whose claim a later step of the run then reaped.
+func createdSnapshot(e *ClaimEntry) bool {
+	if e.Snapshot == nil || e.Snapshot.Name == "" {
+		return false
+	}
+	switch e.Action {
+	case rescue.ActionCreated, rescue.ActionWould, rescue.ActionArchived:
+		return true
+	}
+	return e.SnapshotCreated
 }
 
 // sortRows orders the report's rows (rowsOf) by --sort-by, and returns

@@ -7,20 +7,21 @@ import (
 )
 
 // TestWriteKubectlRows: custom-columns, --sort-by and -o name over the
-// report's rows (its claims; prune's snapshots), as kubectl prints them.
+// report's rows (its claims; prune's snapshots), as kubectl prints them
+// (every row here was acted on: TestNameIsWhatWasActedOn has the rest).
 // With --sort-by, the columns come from the rows in their sorted order.
 func TestWriteKubectlRows(t *testing.T) {
 	claims := func() *Report {
 		return &Report{Command: "scan", Claims: []*ClaimEntry{
-			{Namespace: "ws", Name: "c", State: "InUse"},
-			{Namespace: "ws", Name: "a", State: "Orphaned"},
-			{Namespace: "ws", Name: "b", State: "Rescued"},
+			{Namespace: "ws", Name: "c", State: "InUse", Action: "marked"},
+			{Namespace: "ws", Name: "a", State: "Orphaned", Action: "marked"},
+			{Namespace: "ws", Name: "b", State: "Rescued", Action: "marked"},
 		}}
 	}
 	prune := func() *Report {
 		return &Report{Command: "prune", Snapshots: []*SnapshotEntry{
-			{Namespace: "ws", Name: "s-2", SourceClaim: "b"},
-			{Namespace: "ws", Name: "s-1", SourceClaim: "a"},
+			{Namespace: "ws", Name: "s-2", SourceClaim: "b", Action: "pruned"},
+			{Namespace: "ws", Name: "s-1", SourceClaim: "a", Action: "pruned"},
 		}}
 	}
 	cases := []struct {
