@@ -67,8 +67,9 @@ type session struct {
 // close releases the run's lease, if it took one.
 func (sess *session) close() { sess.release() }
 
-// connect builds the clients and the scope. A kubeconfig that cannot be
-// loaded is a configuration error (exit 2), like kubectl's.
+// connect builds the clients and the scope; it sends nothing (kube logs
+// "connected" at the first answer). A kubeconfig that cannot be loaded is
+// a configuration error (exit 2), like kubectl's.
 func (sess *session) connect() error {
 	cfg := sess.cfg
 	rc, cluster, ns, err := kube.LoadConfig(kube.ClientOptions{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context})
@@ -97,7 +98,7 @@ func (sess *session) connect() error {
 		sess.scope.Namespaces = []string{ns}
 	}
 	zerolog.Ctx(sess.ctx).Debug().Str("cluster", cluster).Strs("namespaces", sess.scope.Namespaces).
-		Str("selector", cfg.SelectorString).Msg("connected")
+		Str("selector", cfg.SelectorString).Msg("client configured")
 	return nil
 }
 

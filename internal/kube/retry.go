@@ -114,6 +114,12 @@ func Transient(err error) (bool, time.Duration) {
 	if errors.Is(err, context.Canceled) {
 		return false, 0
 	}
+	// Nothing has ever answered at that address (reach.go): retrying for
+	// the whole --api-timeout would only look like a hang.
+	var unreachable *UnreachableError
+	if errors.As(err, &unreachable) {
+		return false, 0
+	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
 		code := status.Status().Code
