@@ -78,7 +78,9 @@ func proveContentsDelete(t *testing.T) {
 	values := []string{filepath.Join(root(t), "test", "charttest", "testdata", "proof-values.yaml")}
 	// Scope: the workspace namespace only, so that retention looks at no
 	// other test's rescues.
-	sets := []string{"config.selector=proof=" + ws, "config.all-namespaces=false", "config.namespace={" + ws + "}", "retention.keepLast=1"}
+	// The Lease in the release's namespace (the proofs run in parallel).
+	sets := []string{"config.selector=proof=" + ws, "config.all-namespaces=false", "config.namespace={" + ws + "}", "retention.keepLast=1",
+		"config.lock-namespace=" + rel}
 	release := "contents-" + ws
 	off := render(t, release, rel, values, append(sets, "contents.delete=false")...)
 	on := render(t, release, rel, values, append(sets, "contents.delete=true")...)

@@ -85,7 +85,9 @@ func proveRBAC(t *testing.T, namespaced bool) {
 	ws := env.Namespace(t)  // the workspaces' namespace
 	sel := "proof=" + ws
 	values := []string{filepath.Join(root(t), "test", "charttest", "testdata", "proof-values.yaml")}
-	sets := []string{"config.selector=" + sel}
+	// The Lease in the release's namespace, not the chart's default:
+	// the proofs run in parallel and must not exclude each other.
+	sets := []string{"config.selector=" + sel, "config.lock-namespace=" + rel}
 	if namespaced {
 		sets = append(sets, "rbac.namespaced=true", "config.all-namespaces=false", "config.namespace={"+ws+"}")
 	}

@@ -54,9 +54,11 @@ app.kubernetes.io/component: janitor
 {{- end }}
 {{- end }}
 
-{{/* The namespace of the run's Lease. */}}
+{{/* The namespace of the run's Lease: unless set, the janitor's own default
+(default), so that a manual run with default flags and the CronJob take one
+Lease whatever the release namespace (docs/spec.md#run-lease). */}}
 {{- define "pvc-janitor.lockNamespace" -}}
-{{- default .Release.Namespace (get .Values.config "lock-namespace") }}
+{{- default "default" (get .Values.config "lock-namespace") }}
 {{- end }}
 
 {{/* The namespaces the janitor looks at, as a list (empty: all). */}}
