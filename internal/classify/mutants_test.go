@@ -84,3 +84,56 @@ func TestLastUseBoundsTheEvidence(t *testing.T) {
 		})
 	}
 }
+
+// TestNoticeBoundaries is docs/spec.md#notice at the second: the notice
+// begins once the grace period is over, not a second before (mutant C06);
+// its end is rounded up to the second, never down (C08); a snooze up to
+// --max-snooze past the notice's end stands, one a second beyond is capped
+// (C07).
+func TestNoticeBoundaries(t *testing.T) {
+	const notice, maxSnooze = time.Hour, 720 * time.Hour
+	end := ago(time.Minute) // a notice that ended
+	rescued := snaps(ownSnap("s", "c", ready, snapAt(ago(90*time.Minute)), cutAt(ago(90*time.Minute))))
+	for _, tc := range []struct {
+		name      string
+		at        time.Time // the read's time
+		claim     inventory.Claim
+		on        bool
+		markAt    time.Time // zero: no mark written
+		notBefore time.Time
+	}{
+		{name: "orphaned exactly the grace period: the notice begins", at: now, claim: pvc("c", marked(ago(30*time.Minute))),
+			on: true, markAt: now.Add(notice), notBefore: now.Add(notice)},
+		{name: "a second short of the grace period: no notice yet", at: now, claim: pvc("c", marked(ago(30*time.Minute-time.Second)))},
+		{name: "read within a second: the end is rounded up", at: now.Add(500 * time.Millisecond), claim: pvc("c", marked(ago(2*time.Hour))),
+			on: true, markAt: now.Add(notice + time.Second), notBefore: now.Add(notice + time.Second)},
+		{name: "a snooze exactly --max-snooze past the end stands", at: now,
+			claim: pvc("c", marked(ago(2*time.Hour)), annot(inventory.AnnotationReapAfter, end.Format(time.RFC3339)),
+				annot(inventory.AnnotationSnoozeUntil, end.Add(maxSnooze).Format(time.RFC3339))),
+			on: true, notBefore: end.Add(maxSnooze)},
+		{name: "a snooze a second beyond --max-snooze is capped", at: now,
+			claim: pvc("c", marked(ago(2*time.Hour)), annot(inventory.AnnotationReapAfter, end.Format(time.RFC3339)),
+				annot(inventory.AnnotationSnoozeUntil, end.Add(maxSnooze+time.Second).Format(time.RFC3339))),
+			on: true, notBefore: end.Add(maxSnooze)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := defaultPolicy()
+			p.NoticePeriod, p.MaxSnooze = notice, maxSnooze
+			inv := build(claims(tc.claim), rescued)
+			inv.ServerTime = tc.at
+			d := Classify(inv, p, tc.at)[0]
+			if d.Notice != tc.on {
+				t.Fatalf("notice %v, want %v (%s: %s)", d.Notice, tc.on, d.State, d.Reason)
+			}
+			if written := d.Marks.ReapAfter == Set; written != !tc.markAt.IsZero() || (written && !d.Marks.ReapAfterValue.Equal(tc.markAt)) {
+				t.Errorf("mark written %v at %s, want at %s", written, d.Marks.ReapAfterValue, tc.markAt)
+			}
+			switch {
+			case tc.notBefore.IsZero() && d.NotBefore != nil:
+				t.Errorf("not before %s, want none", d.NotBefore)
+			case !tc.notBefore.IsZero() && (d.NotBefore == nil || !d.NotBefore.Equal(tc.notBefore)):
+				t.Errorf("not before %v, want %s", d.NotBefore, tc.notBefore)
+			}
+		})
+	}
+}
