@@ -263,6 +263,9 @@ func (r *Report) AddDecisions(ds []classify.Decision) {
 		e.Workspace = d.Workspace
 		e.State = string(d.State)
 		e.Reason = d.Reason
+		if r.DryRun {
+			e.Reason = dryRunReason(d)
+		}
 		e.VolumeName = d.Claim.VolumeName
 		e.OrphanedSince = nil
 		if d.OrphanedSince != nil {
@@ -287,6 +290,23 @@ func (r *Report) AddDecisions(ds []classify.Decision) {
 		}
 	}
 	sort.SliceStable(r.Claims, func(i, j int) bool { return less(r.Claims[i], r.Claims[j]) })
+}
+
+// markingNow is how the classifier's reason for an orphan without
+// orphaned-since ends (docs/spec.md#rule-grace): a run that writes marks it
+// now. TestDryRunReasonIsHonest holds it to the classifier's wording.
+const markingNow = ", marking it now"
+
+// dryRunReason is d's reason as a dry run may state it: it writes no mark,
+// so an orphan the classifier would mark now is not marked, and its grace
+// period does not start (issue 39 item 4: without the Unused condition,
+// dry run after dry run shows it Grace).
+func dryRunReason(d *classify.Decision) string {
+	if d.Marks.OrphanedSince != classify.Set || !strings.HasSuffix(d.Reason, markingNow) {
+		return d.Reason
+	}
+	return strings.TrimSuffix(d.Reason, markingNow) +
+		"; a dry run writes no mark, so its grace period has not started (a run without --dry-run marks it)"
 }
 
 func less(a, b *ClaimEntry) bool {
