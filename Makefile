@@ -79,6 +79,9 @@ fuzz: ## each fuzz target for $(FUZZTIME) (config loading, flags, env, selector,
 		if out="$$(go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) "./$$p/" 2>&1)" && [[ "$$out" != *"no fuzz tests to fuzz"* ]]; then echo "fuzz $$t ok"; \
 		else echo "$$out"; echo "fuzz $$t failed (output above; a failing input goes to $$p/testdata/fuzz/$$t)"; exit 1; fi; done
 
+mutants: ## the mutation gate: each safety mutant of scripts/mutants/list.go, applied to a scratch copy of HEAD, must fail its package's pure tests (~2.5 min)
+	go run ./scripts/mutants
+
 # The supported Kubernetes minors, oldest first (scripts/cluster/versions.sh).
 KUBE_VERSIONS := $(shell bash -c '. scripts/cluster/versions.sh && echo $$KUBE_VERSIONS')
 OLDEST_KUBE_VERSION := $(firstword $(KUBE_VERSIONS))
