@@ -56,6 +56,9 @@ type Claim struct {
 	DataTime time.Time
 	// Undated: nothing dated DataTime; it is the read's time.
 	Undated bool
+	// InUse: seen in use by this run, whatever its state (a Held claim a
+	// pod mounts is in use too: classify.Decision.UsedNow).
+	InUse bool
 }
 
 // ClaimOf is the claim of decision d as Plan weighs it, read at now (the
@@ -70,8 +73,12 @@ func ClaimOf(d *classify.Decision, now time.Time) Claim {
 		// gave its data up. Either is weighed by its creation alone.
 		dt, undated = time.Time{}, false
 	}
+	inUse := d.UsedNow()
+	if inUse {
+		undated = false
+	}
 	return Claim{Name: d.Claim.Name, Workspace: d.Workspace, State: d.State, Created: d.Claim.CreationTimestamp,
-		DeletionTimestamp: d.Claim.DeletionTimestamp, DataTime: dt, Undated: undated}
+		DeletionTimestamp: d.Claim.DeletionTimestamp, DataTime: dt, Undated: undated, InUse: inUse}
 }
 
 // Result is what to create: the claim and the snapshot it restores.
@@ -120,7 +127,7 @@ func Plan(r Request, snaps []Snapshot, contents map[string]inventory.Content, cl
 	if name == "" {
 		return nil, refuse("snapshot %s/%s names no claim to restore: pass --as NAME", s.Namespace, s.Name)
 	}
-	dataTime := classify.DataTime(&s.Snapshot, nil)
+	dataTime := snapshotDataTime(s, claims)
 	if err := conflicts(r, name, s, claims, snaps, contents); err != nil {
 		return nil, err
 	}
@@ -190,7 +197,7 @@ func before(a, b *Snapshot) bool {
 // name is taken, or a claim of the workspace is in use or holds newer data,
 // or another rescue of the workspace does.
 func conflicts(r Request, name string, s *Snapshot, claims []Claim, snaps []Snapshot, contents map[string]inventory.Content) error {
-	dataTime := classify.DataTime(&s.Snapshot, nil)
+	dataTime := snapshotDataTime(s, claims)
 	for _, c := range claims {
 		if c.Name == name {
 			if c.DeletionTimestamp != nil {
@@ -215,6 +222,9 @@ func conflicts(r Request, name string, s *Snapshot, claims []Claim, snaps []Snap
 		if classify.RuleFor(c.State).Live {
 			return refuse("claim %s/%s%s is %s: restore beside it with --allow-older (and --as)", r.Namespace, c.Name, of, c.State)
 		}
+		if c.InUse {
+			return refuse("claim %s/%s%s is %s and in use: restore beside it with --allow-older (and --as)", r.Namespace, c.Name, of, c.State)
+		}
 		newest, what := c.Created, "created"
 		switch {
 		case c.Undated && c.DataTime.After(newest):
@@ -228,6 +238,31 @@ func conflicts(r Request, name string, s *Snapshot, claims []Claim, snaps []Snap
 		}
 	}
 	return newerRescue(r, s, dataTime, snaps, contents)
+}
+
+// snapshotDataTime is s's data time as the lineage dates it
+// (docs/spec.md#rule-data-time): someone else's snapshot of a claim of the
+// namespace that is not in use (the claim of its source's name, created
+// before the snapshot) is dated by that claim's last use when it is
+// earlier than the cut: a nightly backup of an idle claim holds that
+// claim's data of its last use, not of the night. The janitor's own
+// records its data time.
+func snapshotDataTime(s *Snapshot, claims []Claim) time.Time {
+	if s.ManagedByJanitor || s.SourceClaim == "" {
+		return classify.DataTime(&s.Snapshot, nil)
+	}
+	for i := range claims {
+		c := &claims[i]
+		if c.Name != s.SourceClaim || c.Created.After(s.CreationTimestamp) {
+			continue
+		}
+		if c.InUse || classify.RuleFor(c.State).Live || c.Undated || c.DataTime.IsZero() {
+			break
+		}
+		t := c.DataTime
+		return classify.DataTime(&s.Snapshot, &t)
+	}
+	return classify.DataTime(&s.Snapshot, nil)
 }
 
 // newerRescue refuses s when another intact rescue of the janitor's of its

@@ -1,0 +1,85 @@
+package restore
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// TestPlanDatesByDescent is issue 38's findings C and D in restore
+// (docs/spec.md#restore-refusals, docs/spec.md#rule-descent).
+//
+// C: restore --from someone else's snapshot of an idle claim is dated by
+// that claim's last use, not by the cut: a nightly backup of session 1's
+// claim, cut after session 2's rescue, holds session 1's data; restoring
+// it beside session 2's newer rescue is refused, and with --allow-older the
+// restored claim records session 1's data time, so it never carries the
+// workspace's line past session 2's rescue.
+//
+// D: a held claim a pod mounts is in use, whatever its old mark says: a
+// restore of older data beside it is refused.
+func TestPlanDatesByDescent(t *testing.T) {
+	nightly := rescue("nightly", "alice-1", "w", 300, 300) // cut at +300m
+	nightly.ManagedByJanitor, nightly.OrphanedSince, nightly.Template = false, nil, ""
+	size := resource.MustParse("1Gi")
+	nightly.RestoreSize = &size
+	r2 := rescue("alice-2-rescue", "alice-2", "w", 200, 210) // session 2's data, +200m
+	snaps := []Snapshot{nightly, r2}
+	contents := contentsOf(snaps...)
+	// alice-1: session 1's claim, created at t0, idle since +100m.
+	idle := Claim{Name: "alice-1", Workspace: "w", State: classify.Rescued, Created: t0, DataTime: *at(100)}
+
+	t.Run("C: --from a backup of an idle claim is refused beside a newer rescue of the workspace", func(t *testing.T) {
+		_, err := Plan(Request{Namespace: "ws", From: "nightly", As: "alice-3", StorageClass: "fast"}, snaps, contents, []Claim{idle})
+		var ref *Refusal
+		if !errors.As(err, &ref) || !strings.Contains(ref.Reason, "alice-2-rescue") {
+			t.Fatalf("err = %v, want a refusal naming alice-2-rescue", err)
+		}
+	})
+	t.Run("C: with --allow-older it records the idle claim's data time, not the cut", func(t *testing.T) {
+		res, err := Plan(Request{Namespace: "ws", From: "nightly", As: "alice-3", StorageClass: "fast", AllowOlder: true}, snaps, contents, []Claim{idle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.DataTime.Equal(*at(100)) {
+			t.Errorf("data time %s, want the idle claim's %s", res.DataTime, *at(100))
+		}
+		if got := res.Claim.Annotations[classify.AnnotationRestoredDataTime]; got != at(100).Format(time.RFC3339) {
+			t.Errorf("restored-data-time %q, want %q", got, at(100).Format(time.RFC3339))
+		}
+	})
+	t.Run("C: a backup of a claim created after it is dated by its cut (the claim of that name is another)", func(t *testing.T) {
+		later := idle
+		later.Created = *at(400)
+		res, err := Plan(Request{Namespace: "ws", From: "nightly", As: "alice-3", StorageClass: "fast", AllowOlder: true}, snaps, contents, []Claim{later})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.DataTime.Equal(*at(300)) {
+			t.Errorf("data time %s, want the cut %s", res.DataTime, *at(300))
+		}
+	})
+
+	t.Run("D: a held claim in use is refused beside, however old its mark", func(t *testing.T) {
+		cl := inventory.Claim{Namespace: "ws", Name: "alice-2", UID: "uid-alice-2", Phase: "Bound", CreationTimestamp: t0,
+			Annotations: map[string]string{inventory.AnnotationOrphanedSince: at(5).Format(time.RFC3339)}}
+		d := classify.Decision{Claim: &cl, Workspace: "w", State: classify.Held,
+			Referrers: []inventory.Referrer{{Kind: "Pod", Name: "ide"}}, Marks: classify.Marks{OrphanedSince: classify.Remove}}
+		held := ClaimOf(&d, *at(500))
+		if !held.InUse || !held.DataTime.Equal(*at(500)) {
+			t.Fatalf("ClaimOf = %+v, want in use and dated at the read", held)
+		}
+		old := rescue("alice-old", "alice-2", "w", 10, 20)
+		_, err := Plan(Request{Namespace: "ws", From: "alice-old", As: "alice-4"}, []Snapshot{old}, contentsOf(old), []Claim{held})
+		var ref *Refusal
+		if !errors.As(err, &ref) || !strings.Contains(ref.Reason, "in use") {
+			t.Fatalf("err = %v, want a refusal: the held claim is in use", err)
+		}
+	})
+}
