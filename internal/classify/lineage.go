@@ -80,6 +80,11 @@ type Copy struct {
 	Recorded bool
 	// Retain: a snapshot whose content has deletionPolicy Retain.
 	Retain bool
+	// From is the snapshot a claim was created from: its
+	// spec.dataSourceRef or spec.dataSource (kind VolumeSnapshot), else
+	// the janitor's pvc-janitor.io/restored-from; "" for a claim created
+	// empty, and for a snapshot (docs/spec.md#rule-descent).
+	From string
 	// Claim or Snapshot is the inventory object, when built from one.
 	Claim    *inventory.Claim
 	Snapshot *inventory.Snapshot
@@ -87,28 +92,77 @@ type Copy struct {
 
 // Lineage is every copy of each workspace's data (docs/spec.md#rule-lineage). It is
 // the one judge that destructive decisions ask where a workspace's newest
-// data is and whether a copy is the last one holding some data.
+// data is and whether a copy is the last one holding some data. Whether one
+// copy holds another's data it answers by descent only
+// (docs/spec.md#rule-descent): parent links each copy to the copy its data
+// came from.
 type Lineage struct {
 	Copies []Copy
 	// heads maps a workspace to its first copy; next chains the others.
 	heads map[WorkspaceKey]int32
 	next  []int32
+	// parent is, for a claim, the snapshot it was created from, for a
+	// snapshot, its source claim (same UID); -1 when not in the lineage.
+	parent []int32
+	// Carry is the operator's statement --sessions-carry-data: a named
+	// workspace's newer sessions carry its older data, so the workspace's
+	// line (Copy.Base) holds too (docs/spec.md#rule-sessions-carry-data).
+	Carry bool
 }
 
-// NewLineage indexes copies by workspace; it keeps the slice.
+// NewLineage indexes copies by workspace and links each to its parent; it
+// keeps the slice.
 func NewLineage(copies []Copy) *Lineage {
-	l := &Lineage{Copies: copies, heads: make(map[WorkspaceKey]int32, len(copies)/2+1), next: make([]int32, len(copies))}
+	l := &Lineage{Copies: copies, heads: make(map[WorkspaceKey]int32, len(copies)/2+1), next: make([]int32, len(copies)),
+		parent: make([]int32, len(copies))}
+	claims := map[types.UID]int32{}
+	var snaps map[nsName]int32
 	for i := range copies {
-		k := copies[i].Workspace
+		c := &copies[i]
+		k := c.Workspace
 		if h, ok := l.heads[k]; ok {
 			l.next[i] = h
 		} else {
 			l.next[i] = -1
 		}
 		l.heads[k] = int32(i)
+		l.parent[i] = -1
+		switch {
+		case c.isClaim():
+			if c.UID != "" {
+				claims[c.UID] = int32(i)
+			}
+		case c.Snapshot != nil || c.Name != "":
+			if snaps == nil {
+				snaps = make(map[nsName]int32)
+			}
+			snaps[nsName{k.Namespace, c.Name}] = int32(i)
+		}
+	}
+	for i := range copies {
+		c := &copies[i]
+		if c.isClaim() {
+			if j, ok := snaps[nsName{c.Workspace.Namespace, c.From}]; ok && c.From != "" && createdBefore(&copies[j], c) {
+				l.parent[i] = j
+			}
+		} else if j, ok := claims[c.Source]; ok && c.Source != "" {
+			l.parent[i] = j
+		}
 	}
 	return l
 }
+
+// createdBefore reports whether snapshot s can be the source of claim c: it
+// was not created after the claim (a snapshot of the same name created
+// later is another snapshot). Unknown times do not refuse.
+func createdBefore(s, c *Copy) bool {
+	if s.Snapshot == nil || c.Claim == nil {
+		return true
+	}
+	return !s.Snapshot.CreationTimestamp.After(c.Claim.CreationTimestamp)
+}
+
+func (c *Copy) isClaim() bool { return c.Kind == CopyClaim || c.Kind == CopyRestored }
 
 // BuildLineage lists the copies of every workspace of inv. ds are the
 // decisions of inv.Claims (same order; nil when not classified: then no
@@ -167,11 +221,15 @@ func ClaimCopy(cl *inventory.Claim, d *Decision, now time.Time) Copy {
 	c := Copy{Kind: CopyClaim, Workspace: ClaimKey(cl), Name: cl.Name, UID: cl.UID, Source: cl.UID, SourceName: cl.Name,
 		Base: cl.CreationTimestamp, Intact: cl.DeletionTimestamp == nil && cl.Phase != "Lost", Claim: cl}
 	if d != nil {
-		c.InUse = d.State == InUse || d.State == Attached
+		c.InUse = d.UsedNow()
 	}
 	restored, rok := RestoredDataTime(cl)
 	if rok {
 		c.Kind, c.Base = CopyRestored, restored
+	}
+	c.From = cl.DataSource
+	if c.From == "" {
+		c.From = cl.Annotations[AnnotationRestoredFrom]
 	}
 	c.DataTime = ClaimDataTime(cl, d, now)
 	return c
@@ -184,7 +242,7 @@ func ClaimCopy(cl *inventory.Claim, d *Decision, now time.Time) Copy {
 // it was restored from; without any of these, now (unknown is newest: the
 // safe side for the copy itself).
 func ClaimDataTime(cl *inventory.Claim, d *Decision, now time.Time) time.Time {
-	if d != nil && (d.State == InUse || d.State == Attached) {
+	if d != nil && d.UsedNow() {
 		return now
 	}
 	// A last-used that does not parse is a use seen now (lastUsed).
@@ -270,29 +328,41 @@ func SnapshotCopy(s *inventory.Snapshot, contents map[string]inventory.Content, 
 	return c
 }
 
-// Holds reports whether copy y holds x's data (docs/spec.md#rule-lineage): y is
-// intact and either is x's own claim or a copy of the same claim at least as
-// new, or carries the workspace's line past x's data time: strictly past
-// it, or, when x is an archive and y is not, up to it (at equal data time a
-// rescue wins over an archive). An archive holds only its own claim's data;
-// someone else's snapshot (its data time is only an upper bound) holds only
-// its own claim's; a claim counts only while in use (an orphan's data goes
-// into a rescue of its own before it is reaped).
-func Holds(y, x *Copy) bool {
-	if !y.Intact || y == x || (y.UID != "" && y.UID == x.UID) {
+// Holds reports whether copy j holds copy i's data (docs/spec.md#rule-descent):
+// j is intact and descends from i. A copy descends from a claim's data when
+// it is the same claim (same UID), a snapshot of that claim whose data time
+// is at least as new (at equal data times, the one Newer ranks first, so
+// that two copies never hold each other), or, transitively, a claim created
+// from such a snapshot (Copy.From) or a snapshot of that claim. A claim
+// holds others' data only while in use: an orphan's data goes into a
+// rescue of its own before it is reaped. Nothing else holds anything:
+// not a newer claim of the workspace, not a copy of newer data, not a
+// claim of the same name (a claim created empty descends from nothing).
+func (l *Lineage) Holds(j, i int) bool {
+	y, x := &l.Copies[j], &l.Copies[i]
+	if !y.Intact || j == i || (y.UID != "" && y.UID == x.UID) {
 		return false
 	}
-	isClaim := y.Kind == CopyClaim || y.Kind == CopyRestored
 	if x.Source != "" && y.Source == x.Source {
-		if isClaim {
-			return true
-		}
-		return !y.DataTime.Before(x.DataTime)
+		return y.isClaim() || Newer(y, x)
 	}
+	if y.isClaim() && !y.InUse {
+		return false
+	}
+	if l.descends(j, x) {
+		return true
+	}
+	return l.Carry && !x.Workspace.Own && !y.Workspace.Own && carries(y, x)
+}
+
+// carries is the workspace's line under --sessions-carry-data
+// (docs/spec.md#rule-sessions-carry-data): y carries the line strictly past
+// x's data time, or, when x is an archive and y is not, up to it. An
+// archive or someone else's snapshot carries no line; a claim, only while
+// in use (Holds checked that).
+func carries(y, x *Copy) bool {
 	switch {
 	case y.Kind == CopyArchive || y.Kind == CopyForeign:
-		return false
-	case isClaim && !y.InUse:
 		return false
 	case x.Kind == CopyArchive:
 		return !y.Base.Before(x.DataTime)
@@ -300,12 +370,38 @@ func Holds(y, x *Copy) bool {
 	return y.Base.After(x.DataTime)
 }
 
+// descends reports whether an ancestor of copy j (the snapshot a claim was
+// created from, a snapshot's source claim, and so on) is x, or a snapshot
+// of x's claim whose data is at least as new as x's.
+func (l *Lineage) descends(j int, x *Copy) bool {
+	for depth, k := 0, l.parent[j]; k >= 0 && depth < maxDescent; depth, k = depth+1, l.parent[k] {
+		a := &l.Copies[k]
+		if a.isClaim() {
+			continue // a snapshot's source claim: its own data is newer than the snapshot's
+		}
+		if a.UID != "" && a.UID == x.UID {
+			return true
+		}
+		if x.Source != "" && a.Source == x.Source && !a.DataTime.Before(x.DataTime) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxDescent bounds a walk up the ancestors: a chain is one snapshot and
+// one claim per session of a workspace, and malformed objects (a claim
+// naming a snapshot of itself) must not loop.
+const maxDescent = 256
+
 // HeldBy is the index of a copy of x's workspace that holds copy i's data,
-// or -1: copy i is the last intact copy of it.
+// or -1: copy i is the last intact copy of it. Only copies of the same
+// workspace are asked: a descendant filed under another workspace (a
+// restore --as a claim of another label) leaves i kept, the safe side.
 func (l *Lineage) HeldBy(i int) int {
 	x := &l.Copies[i]
 	for j := l.head(x.Workspace); j >= 0; j = l.next[j] {
-		if int(j) != i && Holds(&l.Copies[j], x) {
+		if int(j) != i && l.Holds(int(j), i) {
 			return int(j)
 		}
 	}
@@ -364,26 +460,6 @@ func (l *Lineage) IsNewest(i int) (newest, tie bool) {
 		}
 	}
 	return true, tie
-}
-
-// LastOfDataSince reports whether copy i is the only intact copy of its
-// workspace, of a kind that counts as holding the workspace's line
-// (a claim in use, a rescue), whose data is at least as new as t.
-func (l *Lineage) LastOfDataSince(i int, t time.Time) bool {
-	c := &l.Copies[i]
-	for j := l.head(c.Workspace); j >= 0; j = l.next[j] {
-		o := &l.Copies[j]
-		if int(j) == i || !o.Intact || o.Kind == CopyArchive || o.Kind == CopyForeign {
-			continue
-		}
-		if (o.Kind == CopyClaim || o.Kind == CopyRestored) && !o.InUse {
-			continue
-		}
-		if !o.Base.Before(t) {
-			return false
-		}
-	}
-	return true
 }
 
 // Newer orders copies by data time, then kind (docs/spec.md#retention-archives), then

@@ -53,9 +53,9 @@ func TestLineage(t *testing.T) {
 		// held: HeldBy(ask) names a copy ("" = the last copy); checked when heldSet.
 		heldSet bool
 		held    string
-		// since, when set: LastOfDataSince(ask, *since) = last.
-		since *time.Time
-		last  bool
+		// carry: the operator's --sessions-carry-data (the workspace's line
+		// holds too); without it only descent holds.
+		carry bool
 	}{
 		{name: "a claim in use is dated now",
 			inv: []invOpt{claims(pvc("alice-2", workspace("alice"))), inUse("alice-2")}, ws: alice,
@@ -89,7 +89,7 @@ func TestLineage(t *testing.T) {
 		{name: "a newer claim in use holds the workspace's older rescue",
 			inv: []invOpt{claims(pvc("alice-3", workspace("alice"), created(ago(time.Hour)))), inUse("alice-3"),
 				snaps(rescueOf("r2", "alice-2", lT2))}, ws: alice,
-			ask: "r2", heldSet: true, held: "alice-3"},
+			ask: "r2", heldSet: true, held: "alice-3", carry: true},
 		{name: "an older claim kept in use by a lingering pod does not hold the newer rescue",
 			inv: []invOpt{claims(pvc("alice-1", workspace("alice"))), inUse("alice-1"),
 				snaps(rescueOf("r2", "alice-2", lT2))}, ws: alice,
@@ -100,7 +100,7 @@ func TestLineage(t *testing.T) {
 			ask: "r2", heldSet: true, held: ""},
 		{name: "an archive is held by a rescue of equal data time",
 			inv: []invOpt{snaps(rescueOf("r2", "alice-2", lT2), rescueOf("a1", "alice-1", lT2, archive))}, ws: alice,
-			ask: "a1", heldSet: true, held: "r2"},
+			ask: "a1", heldSet: true, held: "r2", carry: true},
 		{name: "a rescue is never held by an archive of equal data time",
 			inv: []invOpt{snaps(rescueOf("r2", "alice-2", lT2), rescueOf("a1", "alice-1", lT2, archive))}, ws: alice,
 			ask: "r2", heldSet: true, held: ""},
@@ -109,7 +109,7 @@ func TestLineage(t *testing.T) {
 			ask: "r2", heldSet: true, held: ""},
 		{name: "an older rescue is held by a rescue of newer data of another claim",
 			inv: []invOpt{snaps(rescueOf("r1", "alice-1", lT1), rescueOf("r2", "alice-2", lT2))}, ws: alice,
-			ask: "r1", heldSet: true, held: "r2"},
+			ask: "r1", heldSet: true, held: "r2", carry: true},
 		{name: "two rescues of different claims with equal data time do not hold each other",
 			inv: []invOpt{snaps(rescueOf("r1", "alice-1", lT2), rescueOf("r2", "alice-2", lT2))}, ws: alice,
 			ask: "r1", heldSet: true, held: ""},
@@ -131,15 +131,7 @@ func TestLineage(t *testing.T) {
 			ask: "r2", heldSet: true, held: ""},
 		{name: "a rescue of a restored claim that is gone still holds older data than its restore's source",
 			inv: []invOpt{snaps(rescueOf("r0", "alice-0", ago(6*time.Hour)), rescueOf("r-old", "alice-old", ago(time.Hour), restoredAt(lT1)))}, ws: alice,
-			ask: "r0", heldSet: true, held: "r-old"},
-		{name: "a restored claim in use is no copy of data at least as new as the reaped claim's",
-			inv: []invOpt{claims(pvc("alice-old", workspace("alice"), created(ago(time.Hour)), restoredFrom("r1", lT1))), inUse("alice-old"),
-				snaps(rescueOf("r2", "alice-2", lT2))}, ws: alice,
-			ask: "r2", since: tp(lT2), last: true},
-		{name: "a newer claim in use is a copy of data at least as new",
-			inv: []invOpt{claims(pvc("alice-3", workspace("alice"), created(ago(time.Hour)))), inUse("alice-3"),
-				snaps(rescueOf("r2", "alice-2", lT2))}, ws: alice,
-			ask: "r2", since: tp(lT2), last: false},
+			ask: "r0", heldSet: true, held: "r-old", carry: true},
 		{name: "a restored claim whose provenance does not parse is of no known time",
 			inv: []invOpt{claims(pvc("alice-old", workspace("alice"), created(ago(time.Hour)), annot(AnnotationRestoredDataTime, "yesterday"))), inUse("alice-old"),
 				snaps(rescueOf("r2", "alice-2", lT2))}, ws: alice,
@@ -153,6 +145,7 @@ func TestLineage(t *testing.T) {
 			inv := build(tc.inv...)
 			ds := Classify(inv, defaultPolicy(), now)
 			l := BuildLineage(inv, ds, now)
+			l.Carry = tc.carry
 			find := func(name string) int {
 				for _, j := range l.Of(tc.ws) {
 					if l.Copies[j].Name == name {
@@ -195,11 +188,6 @@ func TestLineage(t *testing.T) {
 					t.Errorf("LastCopy(%s) = %v", tc.ask, l.LastCopy(i))
 				}
 			}
-			if tc.since != nil {
-				if got := l.LastOfDataSince(i, *tc.since); got != tc.last {
-					t.Errorf("LastOfDataSince(%s, %s) = %v, want %v", tc.ask, *tc.since, got, tc.last)
-				}
-			}
 		})
 	}
 }
@@ -220,27 +208,32 @@ func TestSupersessionAsksTheLineage(t *testing.T) {
 		inv     []invOpt
 		state   State
 		discard bool
+		carry   bool // --sessions-carry-data
 	}{
 		{"a restored claim of older data is no newer claim",
-			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1)))}, Orphaned, false},
+			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1)))}, Orphaned, false, false},
 		{"a restored claim of older data in use is no newer data and no discard evidence",
-			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1))), inUse("alice-old")}, Orphaned, false},
+			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1))), inUse("alice-old")}, Orphaned, false, false},
 		{"a rescue of a restored claim of older data is no newer data",
-			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1))), snaps(rescueOf("r-old", "alice-old", ago(time.Hour)))}, Orphaned, false},
+			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1))), snaps(rescueOf("r-old", "alice-old", ago(time.Hour)))}, Orphaned, false, false},
 		{"a restored claim of newer data supersedes",
-			[]invOpt{claims(alice2, old(restoredFrom("r9", ago(2*time.Hour))))}, Superseded, false},
+			[]invOpt{claims(alice2, old(restoredFrom("r9", ago(2*time.Hour))))}, Superseded, false, false},
 		{"a restored claim of newer data in use is discard evidence",
-			[]invOpt{claims(alice2, old(restoredFrom("r9", ago(2*time.Hour)))), inUse("alice-old")}, Superseded, true},
+			[]invOpt{claims(alice2, old(restoredFrom("r9", ago(2*time.Hour)))), inUse("alice-old")}, Superseded, true, true},
+		{"a restored claim of newer data in use is no discard evidence when it descends from another claim",
+			[]invOpt{claims(alice2, old(restoredFrom("r9", ago(2*time.Hour)))), inUse("alice-old")}, Superseded, false, false},
 		{"a restored claim of older data in use is no discard evidence beside a newer claim not in use",
-			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1)), pvc("alice-3", workspace("alice"), created(ago(30*time.Minute)))), inUse("alice-old")}, Superseded, false},
+			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1)), pvc("alice-3", workspace("alice"), created(ago(30*time.Minute)))), inUse("alice-old")}, Superseded, false, false},
 		{"a newer claim in use is discard evidence",
-			[]invOpt{claims(alice2, old()), inUse("alice-old")}, Superseded, true},
+			[]invOpt{claims(alice2, old()), inUse("alice-old")}, Superseded, true, true},
 		{"an older claim in use is no discard evidence",
-			[]invOpt{claims(alice2, old(), pvc("alice-1", workspace("alice"), created(ago(20*time.Hour)))), inUse("alice-1")}, Superseded, false},
+			[]invOpt{claims(alice2, old(), pvc("alice-1", workspace("alice"), created(ago(20*time.Hour)))), inUse("alice-1")}, Superseded, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ds := Classify(build(tc.inv...), defaultPolicy(), now)
+			p := defaultPolicy()
+			p.SessionsCarryData = tc.carry
+			ds := Classify(build(tc.inv...), p, now)
 			d := ds[0]
 			if d.Claim.Name != "alice-2" {
 				t.Fatalf("first decision is %s", d.Claim.Name)

@@ -69,8 +69,16 @@ var safetyCases = []classifyCase{
 		name: "path 1: a rescue whose data is newer than this claim's orphaned-since supersedes it",
 		inv: []invOpt{claims(pvc("b", workspace("w"), created(ago(10*time.Hour)), marked(ago(2*time.Hour)))),
 			snaps(janitorSnap("c-rescue", "c", ago(90*time.Minute), inWorkspace("w"), snapAt(ago(time.Hour))))},
+		policy: carrySessions,
 		want: want{state: Superseded, reason: "superseded by newer snapshot ws/c-rescue of workspace w (of claim c), data time 2026-01-02T01:30:00Z",
 			since: tp(ago(2 * time.Hour)), marks: setPhase(Superseded), snapshot: "c-rescue", discard: yes(), discardWhy: "intact rescue c-rescue"},
+	},
+	{
+		name: "path 1 (descent): a rescue of another claim, however new, is no discard evidence without --sessions-carry-data",
+		inv: []invOpt{claims(pvc("b", workspace("w"), created(ago(10*time.Hour)), marked(ago(2*time.Hour)))),
+			snaps(janitorSnap("c-rescue", "c", ago(90*time.Minute), inWorkspace("w"), snapAt(ago(time.Hour))))},
+		want: want{state: Superseded, reason: "superseded by newer snapshot ws/c-rescue of workspace w (of claim c), data time 2026-01-02T01:30:00Z",
+			since: tp(ago(2 * time.Hour)), marks: setPhase(Superseded), snapshot: "c-rescue", discard: no(), discardWhy: "kept: nothing in use descends from this claim's data"},
 	},
 	// Path 2: a use the janitor sees restarts the clock, whatever the state.
 	{
@@ -246,7 +254,7 @@ var safetyCases = []classifyCase{
 		inv: []invOpt{claims(pvc("a", workspace("w"), marked(ago(2*time.Hour))),
 			pvc("b", workspace("w"), created(ago(time.Hour)), phase("Pending")))},
 		want: want{state: Superseded, reason: "superseded by newer claim ws/b", since: tp(ago(2 * time.Hour)), marks: setPhase(Superseded),
-			discard: no(), discardWhy: "kept: no durable evidence"},
+			discard: no(), discardWhy: "kept"},
 	},
 	{
 		name: "path 8: a Lost newer claim does not supersede",
@@ -258,8 +266,33 @@ var safetyCases = []classifyCase{
 		name: "path 8: a newer claim in use justifies a discard",
 		inv: []invOpt{claims(pvc("a", workspace("w"), marked(ago(2*time.Hour))),
 			pvc("b", workspace("w"), created(ago(time.Hour)))), refs("b", pod("ide", "volume home"))},
+		policy: carrySessions,
 		want: want{state: Superseded, reason: "superseded by newer claim ws/b", since: tp(ago(2 * time.Hour)), marks: setPhase(Superseded),
 			discard: yes(), discardWhy: "claim b of the workspace is in use now"},
+	},
+	{
+		name: "path 8 (descent): a newer claim in use created empty is no discard evidence (the returning user)",
+		inv: []invOpt{claims(pvc("a", workspace("w"), marked(ago(2*time.Hour))),
+			pvc("b", workspace("w"), created(ago(time.Hour)))), refs("b", pod("ide", "volume home"))},
+		want: want{state: Superseded, reason: "superseded by newer claim ws/b", since: tp(ago(2 * time.Hour)), marks: setPhase(Superseded),
+			discard: no(), discardWhy: "kept: nothing in use descends from this claim's data"},
+	},
+	{
+		name: "path 8 (descent): a newer claim in use created from a snapshot of this claim after its last use is discard evidence",
+		inv: []invOpt{claims(pvc("a", workspace("w"), marked(ago(2*time.Hour))),
+			pvc("b", workspace("w"), created(ago(time.Hour)), fromSnapshot("a-user"))), refs("b", pod("ide", "volume home")),
+			// Not ready (not intact): were it intact, it would rescue a.
+			snaps(snap("a-user", "a", inWorkspace("w"), snapAt(ago(90*time.Minute)), cutAt(ago(90*time.Minute))))},
+		want: want{state: Superseded, reason: "superseded by newer claim ws/b", since: tp(ago(2 * time.Hour)), marks: setPhase(Superseded),
+			discard: yes(), discardWhy: "claim b of the workspace, created from snapshot a-user of this claim"},
+	},
+	{
+		name: "path 8 (descent): a newer claim in use created from a snapshot of this claim before its last use is no discard evidence",
+		inv: []invOpt{claims(pvc("a", workspace("w"), marked(ago(2*time.Hour))),
+			pvc("b", workspace("w"), created(ago(time.Hour)), fromSnapshot("a-user"))), refs("b", pod("ide", "volume home")),
+			snaps(snap("a-user", "a", ready, inWorkspace("w"), snapAt(ago(3*time.Hour)), cutAt(ago(3*time.Hour))))},
+		want: want{state: Superseded, reason: "superseded by newer claim ws/b", since: tp(ago(2 * time.Hour)), marks: setPhase(Superseded),
+			discard: no(), discardWhy: "kept: nothing in use descends"},
 	},
 	{
 		name: "path 8: someone else's snapshot (data time only an upper bound) never justifies a discard",
@@ -510,3 +543,10 @@ func TestDataTime(t *testing.T) {
 		}
 	}
 }
+
+// carrySessions is the operator's statement --sessions-carry-data
+// (docs/spec.md#rule-sessions-carry-data).
+func carrySessions(p *Policy) { p.SessionsCarryData = true }
+
+// fromSnapshot is a claim created from snapshot name (spec.dataSource).
+func fromSnapshot(name string) claimOpt { return func(c *inventory.Claim) { c.DataSource = name } }

@@ -42,6 +42,12 @@ type Policy struct {
 	// orphaned-since the controller manager's or the API server's. A
 	// snapshot rescues only when cut at or after orphaned-since + ClockSkew.
 	ClockSkew time.Duration
+	// SessionsCarryData is the operator's statement --sessions-carry-data
+	// (docs/spec.md#rule-sessions-carry-data): a named workspace's newer
+	// sessions carry its older data. Without it only descent proves that
+	// a copy holds a claim's data (docs/spec.md#rule-descent), and a
+	// discard needs a copy that descends from the claim.
+	SessionsCarryData bool
 }
 
 // MarkAction says what to do with one of the janitor's keys on a claim.
@@ -90,6 +96,14 @@ func (m Marks) Changed() bool {
 // written first, even while a run ends, and retried on a fresh read.
 func (m Marks) RecordsUse() bool {
 	return m.OrphanedSince == Remove || m.LastUsed == Set
+}
+
+// UsedNow reports whether the claim was seen in use by this classification:
+// InUse or Attached, or Held while a user references it (a hold does not
+// stop a claim from being written: docs/spec.md#rule-restored-data-time
+// dates such a claim now).
+func (d *Decision) UsedNow() bool {
+	return d.State == InUse || d.State == Attached || (d.State == Held && (len(d.Referrers) > 0 || d.Marks.RecordsUse()))
 }
 
 // Decision is the outcome for one claim.

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
@@ -106,8 +105,7 @@ func (sess *session) restore(req restore.Request) error {
 	cfg := sess.cfg
 	manifest := cfg.Output == config.OutputYAML
 	out, err := restore.Do(sess.ctx, sess.clients, req, restore.Options{
-		Policy: classify.Policy{WorkspaceLabel: cfg.WorkspaceLabel, MinAge: cfg.MinAge, GracePeriod: cfg.GracePeriod,
-			TrustExistingSnapshots: cfg.TrustExistingSnapshots, ClockSkew: cfg.ClockSkew},
+		Policy: sess.policy(),
 		DryRun: cfg.DryRun, Manifest: manifest, Timeout: cfg.RestoreTimeout, PageSize: cfg.PageSize})
 	var refusal *restore.Refusal
 	var readErr *kube.ReadError

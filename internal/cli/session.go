@@ -158,11 +158,16 @@ func (sess *session) readOnlyScanOptions() janitor.ScanOptions { return sess.sca
 
 // scanOptions are the options of the scan every pipeline starts with.
 func (sess *session) scanOptions(dryRun bool) janitor.ScanOptions {
+	return janitor.ScanOptions{Scope: sess.scope, DryRun: dryRun, Concurrency: sess.cfg.Concurrency, Policy: sess.policy()}
+}
+
+// policy is the configuration's classify.Policy: the one mapping of the
+// flags that classification reads, for every command.
+func (sess *session) policy() classify.Policy {
 	cfg := sess.cfg
-	return janitor.ScanOptions{Scope: sess.scope, DryRun: dryRun, Concurrency: cfg.Concurrency,
-		Policy: classify.Policy{WorkspaceLabel: cfg.WorkspaceLabel, MinAge: cfg.MinAge,
-			GracePeriod: cfg.GracePeriod, TrustExistingSnapshots: cfg.TrustExistingSnapshots, ClockSkew: cfg.ClockSkew,
-			NoticePeriod: cfg.NoticePeriod, MaxSnooze: cfg.MaxSnooze}}
+	return classify.Policy{WorkspaceLabel: cfg.WorkspaceLabel, MinAge: cfg.MinAge,
+		GracePeriod: cfg.GracePeriod, TrustExistingSnapshots: cfg.TrustExistingSnapshots, ClockSkew: cfg.ClockSkew,
+		NoticePeriod: cfg.NoticePeriod, MaxSnooze: cfg.MaxSnooze, SessionsCarryData: cfg.SessionsCarryData}
 }
 
 // snapshotOptions are the options of a rescue; progress shows its counters.

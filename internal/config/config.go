@@ -110,6 +110,9 @@ type Config struct {
 	MaxSnooze    time.Duration
 	// TrustExistingSnapshots counts any ready snapshot as a rescue.
 	TrustExistingSnapshots bool
+	// SessionsCarryData is the operator's statement that a workspace's
+	// newer sessions carry its older data (docs/spec.md#rule-sessions-carry-data).
+	SessionsCarryData bool
 	// ClockSkew is the margin between the storage system's, the controller
 	// manager's and the API server's clocks (docs/spec.md#rule-clock-skew).
 	ClockSkew time.Duration

@@ -259,6 +259,8 @@ func sharedOptions() []option {
 			usage: "margin between the storage, controller manager and API server clocks: a snapshot rescues a claim only when cut this long after its orphaned-since (0s..5m)"},
 		{name: "trust-existing-snapshots", group: groupClassify, cmds: forReading, field: func(c *Config) any { return &c.TrustExistingSnapshots },
 			usage: "count any ready snapshot of a claim as its rescue, whenever it was taken"},
+		{name: "sessions-carry-data", group: groupClassify, cmds: forReading, field: func(c *Config) any { return &c.SessionsCarryData },
+			usage: "state that a workspace's newer sessions carry its older data (the platform copies it in by other means): a newer copy of a --workspace-label workspace then holds an older one's data; without it only descent (same claim, a snapshot of it, a claim created from that snapshot) does"},
 		{name: "superseded", group: groupClassify, def: classify.SupersededKeep, cmds: forRescuing | forReap | forRun | forExplain, field: func(c *Config) any { return &c.Superseded },
 			choices: []string{classify.SupersededKeep, classify.SupersededArchive, classify.SupersededDiscard},
 			usage:   "what to do with superseded claims: keep, archive or discard"},

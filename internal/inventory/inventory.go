@@ -7,6 +7,7 @@
 package inventory
 
 import (
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -108,6 +109,10 @@ type Claim struct {
 	// Phase is status.phase: "Bound", "Pending" or "Lost".
 	Phase      string
 	VolumeName string
+	// DataSource is the VolumeSnapshot the claim was created from (its
+	// spec.dataSourceRef, else spec.dataSource, in its own namespace), ""
+	// for a claim created empty or from anything else.
+	DataSource string
 	// Unused is the KEP-5541 condition, nil when the claim does not carry it.
 	Unused *Condition
 	Owners []OwnerRef
@@ -156,6 +161,18 @@ func PickLabels(l map[string]string, workspaceLabel string) ClaimLabels {
 	c.Phase, c.HasPhase = l[LabelPhase]
 	c.Hold, c.HasHold = l[KeyHold]
 	return c
+}
+
+// HoldValue reports whether v, the value of a pvc-janitor.io/hold label or
+// annotation, holds its object. It is compared case-insensitively, on a
+// claim and on a snapshot alike: an operator who wrote "True" meant it, and
+// erring towards a hold is the safe side.
+func HoldValue(v string) bool { return strings.EqualFold(v, "true") }
+
+// HeldBy reports whether labels or annotations hold their object
+// (pvc-janitor.io/hold).
+func HeldBy(labels, annotations map[string]string) bool {
+	return HoldValue(labels[KeyHold]) || HoldValue(annotations[KeyHold])
 }
 
 // Key returns the claim's namespace/name.
@@ -245,7 +262,12 @@ type Content struct {
 	SnapshotUID types.UID
 	// HasHandle: status.snapshotHandle (or, pre-provisioned,
 	// spec.source.snapshotHandle) is set: the storage system holds a snapshot.
-	HasHandle         bool
+	HasHandle bool
+	// SourceVolume is spec.source.volumeHandle: the storage volume a
+	// dynamically cut snapshot was cut from, "" for a pre-provisioned one.
+	// Two snapshots with the same one are of the same claim (a claim's PV
+	// is its own): descent the guard can see once the claim is gone.
+	SourceVolume      string
 	DeletionTimestamp *time.Time
 }
 

@@ -296,7 +296,7 @@ var (
 	claimFields = walked{
 		1: {1: nil, 3: nil, 5: nil, 6: nil, 8: nil, 9: nil, 11: claimEntry, 12: claimEntry,
 			13: {1: nil, 3: nil, 4: nil, 5: nil}},
-		2: {3: nil, 5: nil, 9: nil},
+		2: {3: nil, 5: nil, 9: nil, 7: {2: nil, 3: nil}, 8: {2: nil, 3: nil, 4: nil}},
 		3: {1: nil, 3: claimEntry, 4: {1: nil, 2: nil, 4: nil}},
 	}
 )

@@ -31,6 +31,18 @@ func Claim(p *corev1.PersistentVolumeClaim, workspaceLabel string) inventory.Cla
 		Phase:             string(p.Status.Phase),
 		VolumeName:        p.Spec.VolumeName,
 	}
+	var ref, ds corev1.TypedLocalObjectReference
+	refNS := ""
+	if r := p.Spec.DataSourceRef; r != nil {
+		ref.Kind, ref.Name = r.Kind, r.Name
+		if r.Namespace != nil {
+			refNS = *r.Namespace
+		}
+	}
+	if r := p.Spec.DataSource; r != nil {
+		ds = *r
+	}
+	c.DataSource = SnapshotSource(p.Namespace, ref.Kind, ref.Name, refNS, ds.Kind, ds.Name)
 	if p.DeletionTimestamp != nil {
 		t := p.DeletionTimestamp.Time
 		c.DeletionTimestamp = &t
@@ -147,6 +159,9 @@ func Content(vc *snapv1.VolumeSnapshotContent) inventory.Content {
 	if h := vc.Spec.Source.SnapshotHandle; h != nil && *h != "" {
 		c.HasHandle = true
 	}
+	if h := vc.Spec.Source.VolumeHandle; h != nil {
+		c.SourceVolume = *h
+	}
 	if vc.DeletionTimestamp != nil {
 		t := vc.DeletionTimestamp.Time
 		c.DeletionTimestamp = &t
@@ -215,4 +230,18 @@ func wireUnused(conds []wire.Condition) *inventory.Condition {
 		}
 	}
 	return nil
+}
+
+// SnapshotSource is the VolumeSnapshot of namespace ns a claim was created
+// from: its spec.dataSourceRef when that names one (in the claim's own
+// namespace), else its spec.dataSource; "" when it names none
+// (docs/spec.md#rule-descent).
+func SnapshotSource(ns, refKind, refName, refNS, dsKind, dsName string) string {
+	if refKind == "VolumeSnapshot" && (refNS == "" || refNS == ns) {
+		return refName
+	}
+	if refKind == "" && dsKind == "VolumeSnapshot" {
+		return dsName
+	}
+	return ""
 }

@@ -211,7 +211,7 @@ func rescues(ctx context.Context, c *kube.Clients, o Options) (map[string][]rawR
 				continue
 			}
 			r := rawRescue{snap: kube.Snapshot(vs, o.Policy.WorkspaceLabel), rv: vs.ResourceVersion,
-				hold: vs.Labels[inventory.KeyHold] == "true" || vs.Annotations[inventory.KeyHold] == "true"}
+				hold: inventory.HeldBy(vs.Labels, vs.Annotations)}
 			if vs.Status != nil && vs.Status.RestoreSize != nil {
 				r.restoreSize = vs.Status.RestoreSize.Value()
 			}
@@ -244,12 +244,13 @@ func namespaceClaims(ctx context.Context, c *kube.Clients, o Options, ns string,
 	for i := range l.Items {
 		p := &l.Items[i]
 		rc := retention.Claim{UID: p.UID, Name: p.Name, Bound: p.Status.Phase == corev1.ClaimBound, RestoresFrom: restoresFrom(p),
-			Created: p.CreationTimestamp.Time, RestoredDataTime: p.Annotations[classify.AnnotationRestoredDataTime]}
+			Created: p.CreationTimestamp.Time, RestoredDataTime: p.Annotations[classify.AnnotationRestoredDataTime],
+			RestoredFrom: p.Annotations[classify.AnnotationRestoredFrom]}
 		if o.Policy.WorkspaceLabel != "" {
 			rc.Workspace = p.Labels[o.Policy.WorkspaceLabel]
 		}
 		if d, ok := byUID[p.UID]; ok {
-			rc.State = d.State
+			rc.State, rc.OrphanedSince = d.State, d.OrphanedSince
 			if d.State == classify.Rescued {
 				rc.Rescue = d.Snapshot
 			}
@@ -264,15 +265,10 @@ func namespaceClaims(ctx context.Context, c *kube.Clients, o Options, ns string,
 	return out, nil
 }
 
-// restoresFrom is the VolumeSnapshot a claim is restored from, if any.
+// restoresFrom is the VolumeSnapshot a claim is restored from, if any
+// (kube.SnapshotSource: the inventory reads it the same way).
 func restoresFrom(p *corev1.PersistentVolumeClaim) string {
-	if r := p.Spec.DataSourceRef; r != nil && r.Kind == "VolumeSnapshot" {
-		return r.Name
-	}
-	if r := p.Spec.DataSource; r != nil && r.Kind == "VolumeSnapshot" {
-		return r.Name
-	}
-	return ""
+	return kube.Claim(p, "").DataSource
 }
 
 // pruneAll deletes the rescues at del in three steps: every Retain content
@@ -498,7 +494,7 @@ func reread(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapsho
 		return "", "another snapshot has its name now"
 	case vs.DeletionTimestamp != nil:
 		return "", "being deleted by someone else"
-	case vs.Labels[inventory.KeyHold] == "true" || vs.Annotations[inventory.KeyHold] == "true":
+	case inventory.HeldBy(vs.Labels, vs.Annotations):
 		return "", "held (pvc-janitor.io/hold) since it was read"
 	}
 	return vs.ResourceVersion, ""

@@ -30,7 +30,7 @@ func StillPrunable(uid types.UID, vs *snapv1.VolumeSnapshot, claims []corev1.Per
 		return false, "another snapshot has its name now"
 	case vs.DeletionTimestamp != nil:
 		return false, "being deleted by someone else"
-	case vs.Labels[inventory.KeyHold] == "true" || vs.Annotations[inventory.KeyHold] == "true":
+	case inventory.HeldBy(vs.Labels, vs.Annotations):
 		return false, "held (pvc-janitor.io/hold) since it was read"
 	}
 	if v := vs.Annotations[inventory.AnnotationRestoring]; inventory.RestoringBlocks(v, now) {

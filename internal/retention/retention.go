@@ -24,6 +24,10 @@ type Policy struct {
 	// DeleteContents (--delete-contents): the janitor may set a Retain
 	// content to Delete before deleting its snapshot.
 	DeleteContents bool
+	// SessionsCarryData (--sessions-carry-data): the operator states that
+	// a named workspace's newer sessions carry its older data
+	// (docs/spec.md#rule-sessions-carry-data); without it only descent holds.
+	SessionsCarryData bool
 	// Keep are rescues kept whatever the retention, with why: in a run,
 	// those its reap deleted a claim on moments ago (the claim's data is
 	// in them now, whatever else prune reads or ranks).
@@ -49,11 +53,18 @@ type Claim struct {
 	Bound bool
 	// RestoresFrom is the snapshot its dataSourceRef (or dataSource) names.
 	RestoresFrom string
+	// RestoredFrom is its pvc-janitor.io/restored-from: the janitor restored
+	// it from that snapshot.
+	RestoredFrom string
 	// Created is its creationTimestamp; RestoredDataTime its
 	// pvc-janitor.io/restored-data-time, for a restored claim (raw: the
 	// judge reads it, docs/spec.md#rule-restored-data-time).
 	Created          time.Time
 	RestoredDataTime string
+	// OrphanedSince is its decision's orphaned-since (nil: unknown or not
+	// an orphan): it dates someone else's snapshot of the claim when
+	// earlier than the cut (docs/spec.md#rule-data-time).
+	OrphanedSince *time.Time
 }
 
 // Verdict is the decision on one rescue.
@@ -72,6 +83,7 @@ func Decide(p Policy, rescues []Rescue, contents map[string]inventory.Content, c
 	}
 	rank := ranks(rescues)
 	l, at := judge(rescues, contents, claims)
+	l.Carry = p.SessionsCarryData
 	for i := range rescues {
 		r := &rescues[i]
 		v := Verdict{Snapshot: &r.Snapshot}
@@ -211,6 +223,15 @@ func judge(rescues []Rescue, contents map[string]inventory.Content, claims []Cla
 		cp := snapCopy(c.Rescue, contents, copies, byUID)
 		cp.Workspace = copies[byUID[c.UID]].Workspace
 		cp.Kind, cp.Intact, cp.Source = classify.CopyRescue, true, c.UID
+		// Someone else's snapshot of an idle claim holds the claim's data
+		// of its last use, not of its cut (finding E of issue 38): dated
+		// by the claim's orphaned-since, its line reaches no further.
+		if t := c.OrphanedSince; t != nil && t.Before(cp.DataTime) {
+			cp.DataTime = *t
+			if cp.Base.After(*t) {
+				cp.Base = *t
+			}
+		}
 		copies = append(copies, cp)
 	}
 	return classify.NewLineage(copies), at
@@ -222,7 +243,14 @@ func claimCopy(ns string, c *Claim) classify.Copy {
 	if c.RestoredDataTime != "" {
 		cl.Annotations = map[string]string{classify.AnnotationRestoredDataTime: c.RestoredDataTime}
 	}
-	return classify.ClaimCopy(cl, &classify.Decision{Claim: cl, State: c.State}, time.Time{})
+	cl.DataSource = c.RestoresFrom
+	if c.RestoredFrom != "" {
+		if cl.Annotations == nil {
+			cl.Annotations = map[string]string{}
+		}
+		cl.Annotations[classify.AnnotationRestoredFrom] = c.RestoredFrom
+	}
+	return classify.ClaimCopy(cl, &classify.Decision{Claim: cl, State: c.State, OrphanedSince: c.OrphanedSince}, time.Time{})
 }
 
 func snapCopy(s *inventory.Snapshot, contents map[string]inventory.Content, copies []classify.Copy, byUID map[types.UID]int) classify.Copy {

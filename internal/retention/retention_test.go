@@ -127,6 +127,9 @@ func TestDecide(t *testing.T) {
 			if rs == nil {
 				rs = base
 			}
+			// These rows are of the workspace's line: the operator's
+			// statement --sessions-carry-data (TestDecideByDescent: without it).
+			row.policy.SessionsCarryData = true
 			vs := verdicts(Decide(row.policy, rs, contents(rs, row.retain...), row.claims, now))
 			for _, x := range rs {
 				want := false
@@ -209,6 +212,7 @@ func TestDecideAsksTheLineage(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
+			row.policy.SessionsCarryData = true // of the workspace's line: see TestDecide
 			vs := verdicts(Decide(row.policy, row.rescues, contents(row.rescues), row.claims, now))
 			for _, x := range row.rescues {
 				want := true

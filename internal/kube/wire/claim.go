@@ -41,6 +41,11 @@ const (
 	specVolumeName      = 3  // PersistentVolumeClaimSpec.volumeName
 	specClass           = 5  // PersistentVolumeClaimSpec.storageClassName
 	specAttributesClass = 9  // PersistentVolumeClaimSpec.volumeAttributesClassName
+	specDataSource      = 7  // PersistentVolumeClaimSpec.dataSource
+	specDataSourceRef   = 8  // PersistentVolumeClaimSpec.dataSourceRef
+	refKind             = 2  // TypedLocalObjectReference.kind, TypedObjectReference.kind
+	refName             = 3  // TypedLocalObjectReference.name, TypedObjectReference.name
+	refNamespace        = 4  // TypedObjectReference.namespace
 	claimPhase          = 1  // PersistentVolumeClaimStatus.phase
 	claimCapacity       = 3  // PersistentVolumeClaimStatus.capacity
 	claimConditions     = 4  // PersistentVolumeClaimStatus.conditions
@@ -55,7 +60,8 @@ var (
 	claimRead     = bits(claimMetadata, claimSpec, claimStatus)
 	claimMetaRead = bits(metaName, metaNamespace, metaUID, metaResourceVersion, metaCreation, metaDeletion,
 		metaLabels, metaAnnotations, metaOwners)
-	claimSpecRead   = bits(specVolumeName, specClass, specAttributesClass)
+	claimSpecRead   = bits(specVolumeName, specClass, specAttributesClass, specDataSource, specDataSourceRef)
+	refRead         = bits(refKind, refName, refNamespace)
 	claimStatusRead = bits(claimPhase, claimCapacity, claimConditions)
 	entryRead       = bits(entryKey, entryValue)
 	ownerRead       = bits(ownerKind, ownerName, ownerUID, ownerAPIVersion)
@@ -68,6 +74,9 @@ type KV struct{ Key, Value []byte }
 
 // Owner is an ownerReference of a claim.
 type Owner struct{ APIVersion, Kind, Name, UID []byte }
+
+// Ref is a typed object reference (Namespace only for dataSourceRef).
+type Ref struct{ Kind, Name, Namespace []byte }
 
 // Condition is one of a claim's status conditions.
 type Condition struct {
@@ -88,8 +97,11 @@ type Claim struct {
 	Labels, Annotations                 []KV
 	Owners                              []Owner
 	VolumeName, StorageClass, AttrClass []byte
-	Phase                               []byte
-	Conditions                          []Condition
+	// DataSource and DataSourceRef are spec.dataSource and
+	// spec.dataSourceRef: what the claim was created from.
+	DataSource, DataSourceRef Ref
+	Phase                     []byte
+	Conditions                []Condition
 	// Capacity holds status.capacity: each value is a Quantity message
 	// (resource.Quantity.Unmarshal reads it).
 	Capacity []KV
@@ -119,11 +131,31 @@ func WalkClaim(b []byte, c *Claim) error {
 					c.StorageClass = present(v)
 				case specAttributesClass:
 					c.AttrClass = present(v)
+				case specDataSource:
+					return readRef(v, &c.DataSource)
+				case specDataSourceRef:
+					return readRef(v, &c.DataSourceRef)
 				}
 				return nil
 			})
 		case claimStatus:
 			return c.walkStatus(v)
+		}
+		return nil
+	})
+}
+
+// readRef reads a typed object reference; a message that comes twice is
+// merged, as the decoder merges it.
+func readRef(b []byte, r *Ref) error {
+	return readFields(b, refRead, func(num protowire.Number, v []byte) error {
+		switch num {
+		case refKind:
+			r.Kind = v
+		case refName:
+			r.Name = v
+		case refNamespace:
+			r.Namespace = v
 		}
 		return nil
 	})

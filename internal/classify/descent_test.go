@@ -1,0 +1,129 @@
+package classify
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// withUID gives a claim another UID: the same name, another claim.
+func withUID(u string) claimOpt { return func(c *inventory.Claim) { c.UID = types.UID(u) } }
+
+// TestHoldsByDescent is docs/spec.md#rule-descent, one row per way a copy
+// may or may not hold another's data: only descent holds, whatever the
+// names, the workspace labels and the times say (issue 38). Each row asks
+// HeldBy of one copy; carry is --sessions-carry-data.
+func TestHoldsByDescent(t *testing.T) {
+	alice := WorkspaceKey{Namespace: "ws", Name: "alice"}
+	own := func(name string) WorkspaceKey { return WorkspaceKey{Namespace: "ws", Name: name, Own: true} }
+	inUse := func(name string) invOpt { return refs(name, pod("ide-"+name, "volume data")) }
+	// r1 is the rescue of session 1's claim claim-alice (uid-claim-alice-1,
+	// reaped), without a workspace label: KubeSpawner's shape.
+	r1 := ownSnap("claim-alice-r1", "claim-alice", ready, snapAt(lT1.Add(time.Minute)), sourceUID("uid-claim-alice-1"),
+		func(s *inventory.Snapshot) { s.OrphanedSince = tp(lT1) })
+	cases := []struct {
+		name  string
+		inv   []invOpt
+		ws    WorkspaceKey
+		ask   string
+		held  string
+		carry bool
+	}{
+		// Finding A and the returning user: a name reused by a claim
+		// created empty.
+		{name: "A: a new claim of a reused name, in use, created empty, holds nothing of the old claim's rescue",
+			inv: []invOpt{claims(pvc("claim-alice", withUID("uid-claim-alice-2"), created(ago(time.Hour)))), inUse("claim-alice"), snaps(r1)},
+			ws:  own("claim-alice"), ask: "claim-alice-r1", held: ""},
+		{name: "A: not even under --sessions-carry-data (a claim's own workspace is no session line)",
+			inv: []invOpt{claims(pvc("claim-alice", withUID("uid-claim-alice-2"), created(ago(time.Hour)))), inUse("claim-alice"), snaps(r1)},
+			ws:  own("claim-alice"), ask: "claim-alice-r1", held: "", carry: true},
+		{name: "the same claim (same UID) holds its rescue",
+			inv: []invOpt{claims(pvc("claim-alice", withUID("uid-claim-alice-1"), marked(lT1))), snaps(r1)},
+			ws:  own("claim-alice"), ask: "claim-alice-r1", held: "claim-alice"},
+		{name: "a new claim of the name restored from the rescue (spec.dataSource), in use, holds it",
+			inv: []invOpt{claims(pvc("claim-alice", withUID("uid-claim-alice-2"), created(ago(time.Hour)), fromSnapshot("claim-alice-r1"))), inUse("claim-alice"), snaps(r1)},
+			ws:  own("claim-alice"), ask: "claim-alice-r1", held: "claim-alice"},
+		{name: "a claim restored from a snapshot of the same name taken after the claim was created does not hold it",
+			inv: []invOpt{claims(pvc("claim-alice", withUID("uid-claim-alice-2"), created(lT1.Add(-time.Hour)), fromSnapshot("claim-alice-r1"))), inUse("claim-alice"), snaps(r1)},
+			ws:  own("claim-alice"), ask: "claim-alice-r1", held: ""},
+		// The returning user with a workspace label.
+		{name: "returning user: a newer claim of the workspace in use, created empty, does not hold the rescue",
+			inv: []invOpt{claims(pvc("alice-3", workspace("alice"), created(ago(time.Hour)))), inUse("alice-3"), snaps(rescueOf("r2", "alice-2", lT2))},
+			ws:  alice, ask: "r2", held: ""},
+		{name: "returning user under --sessions-carry-data: the operator says it does",
+			inv: []invOpt{claims(pvc("alice-3", workspace("alice"), created(ago(time.Hour)))), inUse("alice-3"), snaps(rescueOf("r2", "alice-2", lT2))},
+			ws:  alice, ask: "r2", held: "alice-3", carry: true},
+		{name: "a newer claim restored from the rescue by the janitor (restored-from) holds it",
+			inv: []invOpt{claims(pvc("alice-3", workspace("alice"), created(ago(time.Hour)), restoredFrom("r2", lT2))), inUse("alice-3"), snaps(rescueOf("r2", "alice-2", lT2))},
+			ws:  alice, ask: "r2", held: "alice-3"},
+		{name: "a claim restored from a rescue holds an older rescue of the same claim",
+			inv: []invOpt{claims(pvc("alice-3", workspace("alice"), created(ago(time.Hour)), fromSnapshot("r2"))), inUse("alice-3"),
+				snaps(rescueOf("r2", "alice-2", lT2), rescueOf("r2-old", "alice-2", lT1))},
+			ws: alice, ask: "r2-old", held: "r2"},
+		{name: "a rescue of a claim restored from r1 holds r1 while that claim is there",
+			inv: []invOpt{claims(pvc("alice-3", workspace("alice"), created(ago(2*time.Hour)), fromSnapshot("r1"), marked(ago(time.Hour)))),
+				snaps(rescueOf("r1", "alice-1", lT1), rescueOf("r3", "alice-3", ago(time.Hour)))},
+			ws: alice, ask: "r1", held: "r3"},
+		{name: "a claim restored from r1, not in use, holds nothing of r1 (its own rescue will)",
+			inv: []invOpt{claims(pvc("alice-3", workspace("alice"), created(ago(2*time.Hour)), fromSnapshot("r1"), marked(ago(time.Hour)))),
+				snaps(rescueOf("r1", "alice-1", lT1))},
+			ws: alice, ask: "r1", held: ""},
+		// Two claims per workspace: home restored, data created empty.
+		{name: "two claims: data's rescue is not held by the next session's home restored from home's rescue",
+			inv: []invOpt{claims(pvc("home-2", workspace("alice"), created(ago(time.Hour)), fromSnapshot("home-1-r")),
+				pvc("data-2", workspace("alice"), created(ago(time.Hour)))), inUse("home-2"), inUse("data-2"),
+				snaps(rescueOf("home-1-r", "home-1", lT2), rescueOf("data-1-r", "data-1", lT2))},
+			ws: alice, ask: "data-1-r", held: ""},
+		{name: "two claims: home's rescue is held by the home restored from it",
+			inv: []invOpt{claims(pvc("home-2", workspace("alice"), created(ago(time.Hour)), fromSnapshot("home-1-r")),
+				pvc("data-2", workspace("alice"), created(ago(time.Hour)))), inUse("home-2"), inUse("data-2"),
+				snaps(rescueOf("home-1-r", "home-1", lT2), rescueOf("data-1-r", "data-1", lT2))},
+			ws: alice, ask: "home-1-r", held: "home-2"},
+		// Finding E: someone else's snapshot of session 1's idle claim.
+		{name: "E: a nightly backup of session 1's idle claim never holds session 2's rescue",
+			inv: []invOpt{claims(pvc("alice-1", workspace("alice"), created(ago(20*time.Hour)), marked(ago(10*time.Hour)))),
+				snaps(snap("nightly", "alice-1", ready, inWorkspace("alice"), snapAt(ago(time.Hour)), cutAt(ago(time.Hour))), rescueOf("r2", "alice-2", lT2))},
+			ws: alice, ask: "r2", held: ""},
+		{name: "E under --sessions-carry-data: someone else's snapshot carries no line",
+			inv: []invOpt{claims(pvc("alice-1", workspace("alice"), created(ago(20*time.Hour)), marked(ago(10*time.Hour)))),
+				snaps(snap("nightly", "alice-1", ready, inWorkspace("alice"), snapAt(ago(time.Hour)), cutAt(ago(time.Hour))), rescueOf("r2", "alice-2", lT2))},
+			ws: alice, ask: "r2", held: "", carry: true},
+		{name: "two rescues of one claim with equal data times: the one ranked first holds the other, not both each other",
+			inv: []invOpt{snaps(rescueOf("r2-a", "alice-2", lT2), rescueOf("r2-b", "alice-2", lT2))},
+			ws:  alice, ask: "r2-b", held: ""},
+		{name: "two rescues of one claim with equal data times: the other is held",
+			inv: []invOpt{snaps(rescueOf("r2-a", "alice-2", lT2), rescueOf("r2-b", "alice-2", lT2))},
+			ws:  alice, ask: "r2-a", held: "r2-b"},
+		{name: "a claim whose dataSource names a snapshot of itself does not loop",
+			inv: []invOpt{claims(pvc("alice-2", workspace("alice"), created(ago(30*time.Hour)), fromSnapshot("self"))), inUse("alice-2"),
+				snaps(ownSnap("self", "alice-2", ready, inWorkspace("alice"), snapAt(ago(30*time.Hour)), dataOf(lT1)), rescueOf("r0", "alice-0", lT1))},
+			ws: alice, ask: "r0", held: ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := build(tc.inv...)
+			ds := Classify(inv, defaultPolicy(), now)
+			l := BuildLineage(inv, ds, now)
+			l.Carry = tc.carry
+			i := -1
+			for _, j := range l.Of(tc.ws) {
+				if l.Copies[j].Name == tc.ask {
+					i = j
+				}
+			}
+			if i < 0 {
+				t.Fatalf("no copy %q in workspace %v", tc.ask, tc.ws)
+			}
+			got := ""
+			if j := l.HeldBy(i); j >= 0 {
+				got = l.Copies[j].Name
+			}
+			if got != tc.held {
+				t.Errorf("HeldBy(%s) = %q, want %q", tc.ask, got, tc.held)
+			}
+		})
+	}
+}
