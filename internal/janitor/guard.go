@@ -174,10 +174,14 @@ func SnapshotAtRisk(s *inventory.Snapshot, inv *inventory.Inventory, allowDelete
 }
 
 // Live is what exists of the claims that snapshots name: their UIDs and
-// their namespace/names.
+// their namespace/names. Created, when it has a name, is when the live
+// claim of that name was created: a snapshot that names it but was taken
+// before is of an earlier claim of the name, which is gone
+// (docs/spec.md#rule-descent).
 type Live struct {
-	UIDs  map[types.UID]bool
-	Names map[inventory.Key]bool
+	UIDs    map[types.UID]bool
+	Names   map[inventory.Key]bool
+	Created map[inventory.Key]time.Time
 }
 
 // gone reports whether no live claim is the source of s: by UID when s
@@ -186,8 +190,11 @@ func (l Live) gone(s *inventory.Snapshot) bool {
 	if s.SourceUID != "" && l.UIDs[s.SourceUID] {
 		return false
 	}
-	if s.SourceUID == "" && s.SourceClaim != "" && l.Names[inventory.Key{Namespace: s.Namespace, Name: s.SourceClaim}] {
-		return false
+	if k := (inventory.Key{Namespace: s.Namespace, Name: s.SourceClaim}); s.SourceUID == "" && s.SourceClaim != "" && l.Names[k] {
+		created, ok := l.Created[k]
+		if !ok || !s.CreationTimestamp.Before(created) {
+			return false
+		}
 	}
 	return s.SourceUID != "" || s.SourceClaim != ""
 }
@@ -195,16 +202,22 @@ func (l Live) gone(s *inventory.Snapshot) bool {
 // OnlyCopies returns, per claim that no longer exists, its newest
 // snapshot (by data time): its only copy (docs/spec.md#guard-only-copies). The
 // janitor's rescues count per source UID, archives of superseded claims too.
-// Someone else's snapshots count per source claim name (docs/spec.md#guard-only-copies):
+// Someone else's snapshots count per source claim (docs/spec.md#guard-only-copies):
 // the classifier takes any intact snapshot of a claim as its rescue, so a
 // claim may have been reaped on a backup tool's snapshot, and that
 // snapshot is then the only copy, at risk in a teardown when its content
-// would go with the cluster; a janitor's rescue of the same name with data
-// at least as new makes it redundant. The result is sorted by namespace
-// and name.
+// would go with the cluster. A source claim is known by the volume its
+// content was cut from (Content.SourceVolume), never by its name alone: a
+// name is reused by the next claim (docs/spec.md#rule-descent). A janitor's
+// rescue cut from the same volume with data at least as new makes it
+// redundant; one whose volume is unknown counts alone. The result is
+// sorted by namespace and name.
 func OnlyCopies(inv *inventory.Inventory, live Live) []*inventory.Snapshot {
 	newest := map[types.UID]*inventory.Snapshot{}
-	foreign := map[inventory.Key]*inventory.Snapshot{}
+	// foreign: someone else's newest snapshot per source volume (or, when
+	// its volume is unknown, the snapshot alone).
+	type source struct{ ns, volume, alone string }
+	foreign := map[source]*inventory.Snapshot{}
 	for ns := range inv.Snapshots {
 		list := inv.Snapshots[ns]
 		for j := range list {
@@ -213,9 +226,12 @@ func OnlyCopies(inv *inventory.Inventory, live Live) []*inventory.Snapshot {
 				continue
 			}
 			if !s.ManagedByJanitor {
-				k := inventory.Key{Namespace: s.Namespace, Name: s.SourceClaim}
 				if s.SourceClaim == "" {
 					continue
+				}
+				k := source{ns: s.Namespace, volume: inv.Contents[s.ContentName].SourceVolume}
+				if k.volume == "" {
+					k.alone = s.Name
 				}
 				if o, ok := foreign[k]; !ok || dataAfter(s, o) {
 					foreign[k] = s
@@ -231,16 +247,17 @@ func OnlyCopies(inv *inventory.Inventory, live Live) []*inventory.Snapshot {
 		}
 	}
 	out := make([]*inventory.Snapshot, 0, len(newest)+len(foreign))
-	mine := make(map[inventory.Key]time.Time, len(newest))
+	// mine: the newest data time of the janitor's rescues per volume.
+	mine := make(map[source]time.Time, len(newest))
 	for _, s := range newest {
 		out = append(out, s)
-		k := inventory.Key{Namespace: s.Namespace, Name: s.SourceClaim}
-		if t := classify.DataTime(s, nil); t.After(mine[k]) {
+		k := source{ns: s.Namespace, volume: inv.Contents[s.ContentName].SourceVolume}
+		if t := classify.DataTime(s, nil); k.volume != "" && t.After(mine[k]) {
 			mine[k] = t
 		}
 	}
 	for k, s := range foreign {
-		if t, ok := mine[k]; ok && !t.Before(classify.DataTime(s, nil)) {
+		if t, ok := mine[source{ns: k.ns, volume: k.volume}]; ok && k.volume != "" && !t.Before(classify.DataTime(s, nil)) {
 			continue
 		}
 		out = append(out, s)
@@ -268,11 +285,13 @@ func dataAfter(a, b *inventory.Snapshot) bool {
 // taken for a reaped one. A claim being deleted does not count: its rescue
 // is about to be the only copy. It reads metadata only.
 func LiveClaims(ctx context.Context, c *kube.Clients, inv *inventory.Inventory) (Live, error) {
-	live := Live{UIDs: make(map[types.UID]bool, len(inv.Claims)), Names: make(map[inventory.Key]bool, len(inv.Claims))}
+	live := Live{UIDs: make(map[types.UID]bool, len(inv.Claims)), Names: make(map[inventory.Key]bool, len(inv.Claims)),
+		Created: make(map[inventory.Key]time.Time, len(inv.Claims))}
 	for i := range inv.Claims {
 		if cl := &inv.Claims[i]; cl.DeletionTimestamp == nil {
 			live.UIDs[cl.UID] = true
 			live.Names[cl.Key()] = true
+			live.Created[cl.Key()] = cl.CreationTimestamp
 		}
 	}
 	var nss []string
@@ -300,6 +319,7 @@ func LiveClaims(ctx context.Context, c *kube.Clients, inv *inventory.Inventory) 
 			if m := &l.Items[i]; m.DeletionTimestamp == nil {
 				live.UIDs[m.UID] = true
 				live.Names[inventory.Key{Namespace: ns, Name: m.Name}] = true
+				live.Created[inventory.Key{Namespace: ns, Name: m.Name}] = m.CreationTimestamp.Time
 			}
 		}
 	}

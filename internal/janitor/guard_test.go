@@ -74,20 +74,42 @@ func TestOnlyCopies(t *testing.T) {
 	old, _ := rescueOf("gone-old", "gone", "u-gone", t0.Add(-2*time.Hour), "Retain", true)
 	newer, _ := rescueOf("gone-new", "gone", "u-gone", t0.Add(-time.Hour), "Retain", true)
 	live, _ := rescueOf("live", "live", "u-live", t0, "Retain", true)
+	// The live claim "live" was created at t0-30m.
+	earlier := foreignOf("backup-earlier", "live", t0.Add(-time.Hour))
+	earlier.CreationTimestamp = t0.Add(-time.Hour)
+	// vol: every snapshot's content was cut from volume "vol-gone" but
+	// those the row names otherwise ("" unknown).
 	for _, tc := range []struct {
 		name  string
 		snaps []inventory.Snapshot
+		vol   map[string]string
 		want  string
 	}{
-		{"the janitor's newest rescue of a gone claim", []inventory.Snapshot{old, newer, live}, "gone-new"},
-		{"a backup tool's snapshot of a claim reaped on it", []inventory.Snapshot{live, foreignOf("backup", "reaped", t0)}, "backup"},
-		{"a backup tool's newer snapshot than the janitor's rescue of that name", []inventory.Snapshot{newer, foreignOf("backup", "gone", t0)}, "backup,gone-new"},
-		{"a backup tool's older snapshot beside the janitor's rescue", []inventory.Snapshot{newer, foreignOf("backup", "gone", t0.Add(-3*time.Hour))}, "gone-new"},
-		{"a backup tool's snapshot of a live claim", []inventory.Snapshot{foreignOf("backup", "live", t0)}, ""},
-		{"a pre-provisioned snapshot", []inventory.Snapshot{foreignOf("imported", "", t0)}, ""},
+		{"the janitor's newest rescue of a gone claim", []inventory.Snapshot{old, newer, live}, nil, "gone-new"},
+		{"a backup tool's snapshot of a claim reaped on it", []inventory.Snapshot{live, foreignOf("backup", "reaped", t0)}, nil, "backup"},
+		{"a backup tool's newer snapshot than the janitor's rescue of that claim", []inventory.Snapshot{newer, foreignOf("backup", "gone", t0)}, nil, "backup,gone-new"},
+		{"a backup tool's older snapshot beside the janitor's rescue of the same volume", []inventory.Snapshot{newer, foreignOf("backup", "gone", t0.Add(-3*time.Hour))}, nil, "gone-new"},
+		{"a backup tool's older snapshot of an earlier claim of the name (another volume) is its own only copy",
+			[]inventory.Snapshot{newer, foreignOf("backup", "gone", t0.Add(-3*time.Hour))}, map[string]string{"backup": "vol-gone-1"}, "backup,gone-new"},
+		{"a backup tool's snapshot whose volume is unknown counts alone",
+			[]inventory.Snapshot{newer, foreignOf("backup", "gone", t0.Add(-3*time.Hour))}, map[string]string{"backup": ""}, "backup,gone-new"},
+		{"two backups of two claims of one name: each is an only copy",
+			[]inventory.Snapshot{foreignOf("b1", "gone", t0.Add(-3*time.Hour)), foreignOf("b2", "gone", t0)}, map[string]string{"b1": "vol-1", "b2": "vol-2"}, "b1,b2"},
+		{"a backup tool's snapshot of a live claim", []inventory.Snapshot{foreignOf("backup", "live", t0)}, nil, ""},
+		{"a backup tool's snapshot taken before the live claim of its name was created: of an earlier claim, gone (finding B)",
+			[]inventory.Snapshot{earlier}, map[string]string{"backup-earlier": "vol-live-0"}, "backup-earlier"},
+		{"a pre-provisioned snapshot", []inventory.Snapshot{foreignOf("imported", "", t0)}, nil, ""},
 	} {
-		inv := &inventory.Inventory{Snapshots: map[string][]inventory.Snapshot{"ws": tc.snaps}}
-		lv := Live{UIDs: map[types.UID]bool{"u-live": true}, Names: map[inventory.Key]bool{{Namespace: "ws", Name: "live"}: true}}
+		inv := &inventory.Inventory{Snapshots: map[string][]inventory.Snapshot{"ws": tc.snaps}, Contents: map[string]inventory.Content{}}
+		for _, s := range tc.snaps {
+			v, ok := tc.vol[s.Name]
+			if !ok {
+				v = "vol-" + s.SourceClaim
+			}
+			inv.Contents[s.ContentName] = inventory.Content{Name: s.ContentName, SourceVolume: v}
+		}
+		lv := Live{UIDs: map[types.UID]bool{"u-live": true}, Names: map[inventory.Key]bool{{Namespace: "ws", Name: "live"}: true},
+			Created: map[inventory.Key]time.Time{{Namespace: "ws", Name: "live"}: t0.Add(-30 * time.Minute)}}
 		var names []string
 		for _, s := range OnlyCopies(inv, lv) {
 			names = append(names, s.Name)
