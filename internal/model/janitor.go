@@ -161,6 +161,9 @@ func (w *World) JanitorRun(o Run) {
 	for i := range ds {
 		if c := w.claimByUID(ds[i].Claim.UID); c != nil {
 			w.applyMarks(c, ds[i].Marks, run)
+			if c.Pod != "" {
+				c.PodSeen = true
+			}
 		}
 	}
 	// Snapshot: rescue.Targets, each created once the clock has passed
