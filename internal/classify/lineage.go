@@ -339,20 +339,68 @@ func SnapshotCopy(s *inventory.Snapshot, contents map[string]inventory.Content, 
 // not a newer claim of the workspace, not a copy of newer data, not a
 // claim of the same name (a claim created empty descends from nothing).
 func (l *Lineage) Holds(j, i int) bool {
+	how, _ := l.holds(j, i)
+	return how != heldNot
+}
+
+// How one copy holds another's: the proof Holds found.
+type heldHow uint8
+
+const (
+	heldNot       heldHow = iota
+	heldSameClaim         // y is x's claim (same UID)
+	heldNewerCut          // y is a snapshot of x's claim, at least as new
+	heldDescent           // an ancestor of y (via) is x or a newer snapshot of x's claim
+	heldLine              // --sessions-carry-data: y carries the workspace's line past x
+)
+
+// holds is Holds with its proof: how j holds i, and for heldDescent the
+// ancestor through which.
+func (l *Lineage) holds(j, i int) (heldHow, int32) {
 	y, x := &l.Copies[j], &l.Copies[i]
 	if !y.Intact || j == i || (y.UID != "" && y.UID == x.UID) {
-		return false
+		return heldNot, -1
 	}
 	if x.Source != "" && y.Source == x.Source {
-		return y.isClaim() || Newer(y, x)
+		switch {
+		case y.isClaim():
+			return heldSameClaim, -1
+		case Newer(y, x):
+			return heldNewerCut, -1
+		}
+		return heldNot, -1
 	}
 	if y.isClaim() && !y.InUse {
-		return false
+		return heldNot, -1
 	}
-	if l.descends(j, x) {
-		return true
+	if k := l.descends(j, x); k >= 0 {
+		return heldDescent, k
 	}
-	return l.Carry && !x.Workspace.Own && !y.Workspace.Own && carries(y, x)
+	if l.Carry && !x.Workspace.Own && !y.Workspace.Own && carries(y, x) {
+		return heldLine, -1
+	}
+	return heldNot, -1
+}
+
+// Proof says how copy j holds copy i's data (docs/spec.md#rule-descent):
+// which object, by which field; "" when it does not.
+func (l *Lineage) Proof(j, i int) string {
+	how, k := l.holds(j, i)
+	switch how {
+	case heldSameClaim:
+		return "the same claim (UID " + string(l.Copies[j].UID) + ")"
+	case heldNewerCut:
+		return "a snapshot of the same claim with data as new"
+	case heldDescent:
+		a := &l.Copies[k]
+		if a.UID == l.Copies[i].UID {
+			return "created from it (spec.dataSource or pvc-janitor.io/restored-from)"
+		}
+		return "created from snapshot " + a.Name + " of the same claim, with data as new"
+	case heldLine:
+		return "it carries the workspace's line past it (--sessions-carry-data)"
+	}
+	return ""
 }
 
 // carries is the workspace's line under --sessions-carry-data
@@ -370,23 +418,23 @@ func carries(y, x *Copy) bool {
 	return y.Base.After(x.DataTime)
 }
 
-// descends reports whether an ancestor of copy j (the snapshot a claim was
-// created from, a snapshot's source claim, and so on) is x, or a snapshot
-// of x's claim whose data is at least as new as x's.
-func (l *Lineage) descends(j int, x *Copy) bool {
+// descends is the ancestor of copy j (the snapshot a claim was created
+// from, a snapshot's source claim, and so on) that is x, or a snapshot of
+// x's claim whose data is at least as new as x's; -1 when none is.
+func (l *Lineage) descends(j int, x *Copy) int32 {
 	for depth, k := 0, l.parent[j]; k >= 0 && depth < maxDescent; depth, k = depth+1, l.parent[k] {
 		a := &l.Copies[k]
 		if a.isClaim() {
 			continue // a snapshot's source claim: its own data is newer than the snapshot's
 		}
 		if a.UID != "" && a.UID == x.UID {
-			return true
+			return k
 		}
 		if x.Source != "" && a.Source == x.Source && !a.DataTime.Before(x.DataTime) {
-			return true
+			return k
 		}
 	}
-	return false
+	return -1
 }
 
 // maxDescent bounds a walk up the ancestors: a chain is one snapshot and

@@ -48,7 +48,7 @@ func TestDecideByDescent(t *testing.T) {
 		{name: "A: a new claim of the name restored from the rescue (dataSource) and Bound holds it",
 			policy: keepFor, rescues: []Rescue{jupyter},
 			claims: []Claim{{UID: "uid-claim-alice-2", Name: "claim-alice", State: classify.InUse, Bound: true, Created: *ago(1), RestoresFrom: "claim-alice-r1"}},
-			kept:   nil, reasons: map[string]string{"claim-alice-r1": "its data is also in claim claim-alice"}},
+			kept:   nil, reasons: map[string]string{"claim-alice-r1": "its data is also in claim claim-alice: created from it (spec.dataSource"}},
 		{name: "returning user: a newer claim of the workspace in use, created empty, does not hold the rescue",
 			policy: keepFor, rescues: []Rescue{r2},
 			claims: []Claim{{UID: "uid-alice-3", Name: "alice-3", Workspace: "alice", State: classify.InUse, Bound: true, Created: *ago(1)}},
@@ -56,7 +56,7 @@ func TestDecideByDescent(t *testing.T) {
 		{name: "returning user under --sessions-carry-data: the operator says it does",
 			policy: carry, rescues: []Rescue{r2},
 			claims: []Claim{{UID: "uid-alice-3", Name: "alice-3", Workspace: "alice", State: classify.InUse, Bound: true, Created: *ago(1)}},
-			kept:   nil},
+			kept:   nil, reasons: map[string]string{"alice-2-rescue": "claim alice-3: it carries the workspace's line past it (--sessions-carry-data)"}},
 		{name: "returning user restored by the janitor (restored-from): the restored claim holds the rescue",
 			policy: keepFor, rescues: []Rescue{r2},
 			claims: []Claim{{UID: "uid-alice-3", Name: "alice-3", Workspace: "alice", State: classify.InUse, Bound: true, Created: *ago(1),
@@ -67,7 +67,7 @@ func TestDecideByDescent(t *testing.T) {
 			rescues: []Rescue{r("home-1-r", "home-1", "alice", 100), r("data-1-r", "data-1", "alice", 100)},
 			claims: []Claim{{UID: "uid-home-2", Name: "home-2", Workspace: "alice", State: classify.InUse, Bound: true, Created: *ago(1), RestoresFrom: "home-1-r"},
 				{UID: "uid-data-2", Name: "data-2", Workspace: "alice", State: classify.InUse, Bound: true, Created: *ago(1)}},
-			kept: []string{"data-1-r"}, reasons: map[string]string{"home-1-r": "its data is also in claim home-2", "data-1-r": "the only copy"}},
+			kept: []string{"data-1-r"}, reasons: map[string]string{"home-1-r": "its data is also in claim home-2: created from it", "data-1-r": "the only copy"}},
 		{name: "E: a nightly backup of session 1's idle claim does not hold session 2's only rescue",
 			policy: keepFor, rescues: []Rescue{r2},
 			claims: []Claim{{UID: "uid-alice-1", Name: "alice-1", Workspace: "alice", State: classify.Rescued, Bound: true, Created: *ago(300),
@@ -83,7 +83,7 @@ func TestDecideByDescent(t *testing.T) {
 			kept: []string{"a-y"}},
 		{name: "an older rescue of the same claim is held by its newer one",
 			policy: keepFor, rescues: []Rescue{r("a-1", "a", "w", 300), r("a-2", "a", "w", 100)},
-			kept: []string{"a-2"}, reasons: map[string]string{"a-1": "its data is also in rescue a-2"}},
+			kept: []string{"a-2"}, reasons: map[string]string{"a-1": "its data is also in rescue a-2: a snapshot of the same claim with data as new"}},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {

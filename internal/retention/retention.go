@@ -98,7 +98,7 @@ func Decide(p Policy, rescues []Rescue, contents map[string]inventory.Content, c
 			if why != "" {
 				v.Prune, v.Reason = false, why
 			} else {
-				v.Reason += "; " + heldWhy(c, l, holder)
+				v.Reason += "; " + heldWhy(c, l, at[i], holder)
 			}
 		}
 		out[i] = v
@@ -108,12 +108,12 @@ func Decide(p Policy, rescues []Rescue, contents map[string]inventory.Content, c
 
 // heldWhy says why a rescue about to be pruned is no last copy: the copy
 // that holds its data, or that it is not intact.
-func heldWhy(c *classify.Copy, l *classify.Lineage, holder int) string {
+func heldWhy(c *classify.Copy, l *classify.Lineage, at, holder int) string {
 	if !c.Intact {
 		return "not intact"
 	}
 	h := &l.Copies[holder]
-	return "its data is also in " + strings.ReplaceAll(h.Kind.String(), "-", " ") + " " + h.Name
+	return "its data is also in " + strings.ReplaceAll(h.Kind.String(), "-", " ") + " " + h.Name + ": " + l.Proof(holder, at)
 }
 
 // group is what --keep-last counts within: the workspace, else the source
