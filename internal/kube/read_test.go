@@ -212,10 +212,13 @@ func TestReadKeepsSizesAndClasses(t *testing.T) {
 // TestServerTimeIsTakenAfterThePodList is safety row 7
 // (docs/spec.md#rule-mark-time): the inventory's server time, which dates
 // every fresh mark, is taken after the lists that prove no use. The fault
-// proxy makes the server's clock jump an hour forward for the pod list
-// alone; a server time read before that list (with the claims) would be an
-// hour short of it, and a pod that ended during the list would end after
-// its claim's mark.
+// proxy makes the server's clock jump an hour forward for the lists that
+// prove no use (the pods and the six workload kinds: more responses than
+// the six reads before them, so that the clock, which follows what most
+// responses agree on (docs/spec.md#rule-server-clock), follows the jump
+// once they are in); a server time read before those lists (with the
+// claims) would be an hour short of it, and a pod that ended during the
+// list would end after its claim's mark.
 func TestServerTimeIsTakenAfterThePodList(t *testing.T) {
 	ctx := context.Background()
 	f, err := env.NewFixtures()
@@ -228,7 +231,8 @@ func TestServerTimeIsTakenAfterThePodList(t *testing.T) {
 	}
 	const jump = time.Hour
 	p := env.StartFaultProxy(t, 1)
-	p.Set(testenv.Faults{DateOffsetFor: map[string]time.Duration{"pods": jump}})
+	p.Set(testenv.Faults{DateOffsetFor: map[string]time.Duration{"pods": jump, "deployments": jump, "replicasets": jump,
+		"daemonsets": jump, "statefulsets": jump, "jobs": jump, "cronjobs": jump}})
 	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
