@@ -329,9 +329,12 @@ func (ev *evidence) condition(condTrusted, markOK bool) (time.Time, bool) {
 		ev.notes = append(ev.notes, "its Unused condition's lastTransitionTime predates the claim's creation: ignored")
 	case t.Before(ev.floor):
 		ev.notes = append(ev.notes, "its Unused condition's lastTransitionTime predates VolumeAttachment "+ev.floorBy+": ignored")
-	case endOfSecond(t).Before(ev.lu.at):
+	case t.Before(ev.lu.at):
 		// The controller manager was down or lagging while the janitor
-		// saw the claim in use: the condition is stale.
+		// saw the claim in use: the condition is stale. A condition of
+		// the second before the recorded use (rounded up) cannot be told
+		// apart from one that came before the use the janitor saw: it
+		// is stale too, the safe side (the claim is marked afresh).
 		ev.notes = append(ev.notes, "its Unused condition's lastTransitionTime "+t.UTC().Format(time.RFC3339)+
 			" predates the last use the janitor saw ("+ev.lu.raw+"): stale, ignored")
 	case !markOK && cl.Labels.HasPhase && cl.Labels.Phase == string(Attached):
