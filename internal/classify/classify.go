@@ -329,7 +329,7 @@ func (ev *evidence) condition(condTrusted, markOK bool) (time.Time, bool) {
 		ev.notes = append(ev.notes, "its Unused condition's lastTransitionTime predates the claim's creation: ignored")
 	case t.Before(ev.floor):
 		ev.notes = append(ev.notes, "its Unused condition's lastTransitionTime predates VolumeAttachment "+ev.floorBy+": ignored")
-	case t.Before(ev.lu.at):
+	case ev.lu.at.After(t):
 		// The controller manager was down or lagging while the janitor
 		// saw the claim in use: the condition is stale. A condition of
 		// the second before the recorded use (rounded up) cannot be told

@@ -20,6 +20,10 @@ var (
 	rescuePkg    = []string{"./internal/rescue/"}
 	markPkg      = []string{"./internal/mark/"}
 	inventoryPkg = []string{"./internal/inventory/"}
+	// descentPkg: the judge and the packages that ask it (issue 38).
+	descentPkg = []string{"./internal/classify/", "./internal/retention/"}
+	guardPkg   = []string{"./internal/janitor/"}
+	restorePkg = []string{"./internal/restore/"}
 )
 
 // mutants: M01-M25 are the test audit's of 2f2dc47 (issue 40) that survived
@@ -27,6 +31,46 @@ var (
 // in files under rewrite (classify/lineage.go, retention, prune, restore,
 // janitor/guard.go).
 var mutants = []mutant{
+	// Descent (issue 38, docs/spec.md#rule-descent).
+	{ID: "D01", File: "internal/classify/lineage.go", Pkgs: descentPkg,
+		Search: "\tif y.isClaim() && !y.InUse {\n\t\treturn heldNot, -1", Replace: "\tif false {\n\t\treturn heldNot, -1",
+		Why: "a claim not in use holds what it descends from"},
+	{ID: "D02", File: "internal/classify/lineage.go", Pkgs: descentPkg,
+		Search: "a.Source == x.Source && !a.DataTime.Before(x.DataTime)", Replace: "a.Source == x.Source",
+		Why: "a claim restored from an older snapshot of a claim holds its newer ones"},
+	{ID: "D03", File: "internal/classify/lineage.go", Pkgs: descentPkg,
+		Search: "return !s.Snapshot.CreationTimestamp.After(c.Claim.CreationTimestamp)", Replace: "return true",
+		Why: "a snapshot created after a claim, of the name its dataSource gives, is its source"},
+	{ID: "D04", File: "internal/classify/lineage.go", Pkgs: descentPkg,
+		Search: "\t\tcase Newer(y, x):", Replace: "\t\tcase !y.DataTime.Before(x.DataTime):",
+		Why: "two snapshots of one claim with equal data times hold each other"},
+	{ID: "D05", File: "internal/classify/lineage.go", Pkgs: descentPkg,
+		Search: "l.Carry && !x.Workspace.Own && !y.Workspace.Own && carries(y, x)", Replace: "l.Carry && carries(y, x)",
+		Why: "--sessions-carry-data applies to a claim's own workspace (a reused name)"},
+	{ID: "D06", File: "internal/classify/lineage.go", Pkgs: descentPkg,
+		Search: "\tif l.descends(j, x) {", Replace: "\tif l.descends(j, x) || y.Base.After(x.DataTime) {",
+		Why: "the workspace's line holds without --sessions-carry-data (the chronological judge of 2f2dc47)"},
+	{ID: "D07", File: "internal/janitor/guard.go", Pkgs: guardPkg,
+		Search: "if !ok || !s.CreationTimestamp.Before(created) {", Replace: "if true {",
+		Why: "guard takes a snapshot of an earlier claim of a name for the live claim's"},
+	{ID: "D08", File: "internal/janitor/guard.go", Pkgs: guardPkg,
+		Search: "k := source{ns: s.Namespace, volume: inv.Contents[s.ContentName].SourceVolume}\n\t\t\t\tif k.volume == \"\" {", Replace: "k := source{ns: s.Namespace}\n\t\t\t\tif false {",
+		Why: "guard groups someone else's snapshots by namespace, not by source volume"},
+	{ID: "D09", File: "internal/restore/plan.go", Pkgs: restorePkg,
+		Search: "\tif s.ManagedByJanitor || s.SourceClaim == \"\" {\n\t\treturn classify.DataTime(&s.Snapshot, nil)", Replace: "\tif true {\n\t\treturn classify.DataTime(&s.Snapshot, nil)",
+		Why: "restore --from dates someone else's snapshot of an idle claim by its cut"},
+	{ID: "D10", File: "internal/retention/retention.go", Pkgs: []string{"./internal/retention/"},
+		Search: "if t := c.OrphanedSince; t != nil && t.Before(cp.DataTime) {", Replace: "if t := c.OrphanedSince; false && t != nil {",
+		Why: "retention dates someone else's snapshot of an idle claim by its cut"},
+	{ID: "D11", File: "internal/classify/classify.go", Pkgs: classifyPkg,
+		Search: "!c.fromOtherClaim(s, cl) && !c.dataTime(s).Before(since)", Replace: "!c.fromOtherClaim(s, cl)",
+		Why: "a claim created from a snapshot cut before this claim's last use is discard evidence"},
+	{ID: "D12", File: "internal/classify/types.go", Pkgs: []string{"./internal/classify/", "./internal/restore/"},
+		Search: "(d.State == Held && (len(d.Referrers) > 0 || d.Marks.RecordsUse()))", Replace: "false",
+		Why: "a held claim in use is dated by its old mark"},
+	{ID: "D13", File: "internal/inventory/inventory.go", Pkgs: inventoryPkg,
+		Search: "func HoldValue(v string) bool { return strings.EqualFold(v, \"true\") }", Replace: "func HoldValue(v string) bool { return v == \"true\" }",
+		Why: "a hold on a rescue counts only when exactly \"true\""},
 	// The audit's six survivors.
 	{ID: "M01", File: "internal/classify/notice.go", Pkgs: classifyPkg,
 		Search: "end.Before(d.OrphanedSince.Add(c.p.NoticePeriod))", Replace: "end.Before(*d.OrphanedSince)",
@@ -38,7 +82,7 @@ var mutants = []mutant{
 		Search: "case t.Before(ev.lu.at):", Replace: "case t.Before(ev.lu.at.Add(-time.Second)):",
 		Why: "an orphaned-since mark a second before the last use seen is trusted"},
 	{ID: "M15", File: "internal/classify/classify.go", Pkgs: classifyPkg,
-		Search: "case endOfSecond(t).Before(ev.lu.at):", Replace: "case endOfSecond(t).Before(ev.lu.at.Add(-time.Second)):",
+		Search: "case ev.lu.at.After(t):", Replace: "case ev.lu.at.Add(-time.Second).After(t):",
 		Why: "an Unused condition a second before the last use seen is trusted"},
 	{ID: "M22", File: "internal/inventory/restoring.go", Pkgs: inventoryPkg,
 		Search: "const RestoringFor = 24 * time.Hour", Replace: "const RestoringFor = 2 * time.Minute",
