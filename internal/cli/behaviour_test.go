@@ -105,11 +105,17 @@ func reapUntilDeleted(t *testing.T, f *testenv.Fixtures, ns, name string, uid k8
 }
 
 // TestBehaviourSupersededDiscardReapsWithDurableNewerClaim (docs/spec.md#rule-superseded,
-// docs/spec.md#cmd-reap): ws-old is superseded by ws-new of the same workspace, which a pod
-// uses (durable evidence of newer data). Under the default keep policy reap
-// leaves it and records the Superseded Event; --superseded=discard without
-// --yes is refused off a terminal (exit 2, nothing deleted); with --yes the
-// claim is deleted without a snapshot, and ws-new stays.
+// docs/spec.md#cmd-reap, docs/spec.md#rule-durable-evidence): ws-old is
+// superseded by ws-new of the same workspace, which a pod uses. Under the
+// default keep policy reap leaves it and records the Superseded Event;
+// --superseded=discard without --yes is refused off a terminal (exit 2,
+// nothing deleted). ws-new was created empty: by descent it holds none of
+// ws-old's data, so discard --yes keeps ws-old too and says why
+// (docs/spec.md#rule-descent). Only the operator's statement
+// --sessions-carry-data (docs/spec.md#rule-sessions-carry-data: the
+// platform carries a workspace's data into each new session) makes the
+// newer session in use durable evidence: then ws-old is deleted without a
+// snapshot, and ws-new stays.
 func TestBehaviourSupersededDiscardReapsWithDurableNewerClaim(t *testing.T) {
 	ctx := context.Background()
 	f := fixtures(t)
@@ -147,7 +153,25 @@ func TestBehaviourSupersededDiscardReapsWithDurableNewerClaim(t *testing.T) {
 		t.Fatal("a refused discard deleted ws-old")
 	}
 
-	r = reapUntilDeleted(t, f, ns, "ws-old", uid, reapArgs("reap", ns, "--superseded", "discard", "--yes", "--max-deletion-percent", "100"))
+	// Without --sessions-carry-data a newer claim created empty is no
+	// evidence: nothing in use descends from ws-old's data.
+	code, out, stderr = run(t, reapArgs("reap", ns, "--superseded", "discard", "--yes", "--max-deletion-percent", "100")...)
+	if code != 0 {
+		t.Fatalf("reap --superseded discard --yes: exit %d: %s\n%s", code, out, stderr)
+	}
+	if st, act, reason := entry(t, parse(t, out), "ws-old"); st != "Superseded" || act == reap.ActionDeleted || !exists(t, f, ns, "ws-old") {
+		t.Fatalf("discard on a newer claim created empty: ws-old %s, action %q: %s; want Superseded, kept", st, act, reason)
+	}
+	code, out, stderr = run(t, "explain", ns+"/ws-old", "-l", wsSel, "--workspace-label", "workspace", "--min-age", "0s",
+		"--grace-period", "0s", "-o", "json")
+	if code != 0 || !strings.Contains(out, "nothing in use descends from this claim's data") {
+		t.Errorf("explain ws-old: exit %d, want its discard reason to say that nothing in use descends from it:\n%s\n%s", code, out, stderr)
+	}
+
+	// The workspace line: the operator states that the platform carries a
+	// workspace's data into each new session, so ws-new in use holds
+	// ws-old's data (docs/spec.md#rule-sessions-carry-data).
+	r = reapUntilDeleted(t, f, ns, "ws-old", uid, reapArgs("reap", ns, "--superseded", "discard", "--sessions-carry-data", "--yes", "--max-deletion-percent", "100"))
 	if st, _, reason := entry(t, r, "ws-old"); st != "Superseded" || !strings.Contains(reason, "discarded without a snapshot") {
 		t.Errorf("the discard's entry: %s: %s", st, reason)
 	}
