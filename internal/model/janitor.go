@@ -339,10 +339,11 @@ func (w *World) Guard() []string {
 		}
 	}
 	// janitor.LiveClaims: every claim of the namespace is in scope here.
-	live := janitor.Live{UIDs: map[types.UID]bool{}, Names: map[inventory.Key]bool{}}
+	live := janitor.Live{UIDs: map[types.UID]bool{}, Names: map[inventory.Key]bool{}, Created: map[inventory.Key]time.Time{}}
 	for i := range inv.Claims {
 		live.UIDs[inv.Claims[i].UID] = true
 		live.Names[inv.Claims[i].Key()] = true
+		live.Created[inv.Claims[i].Key()] = inv.Claims[i].CreationTimestamp
 	}
 	for _, sn := range janitor.OnlyCopies(inv, live) {
 		risky, why := janitor.SnapshotAtRisk(sn, inv, false)

@@ -66,6 +66,33 @@ func TestPlanDatesByDescent(t *testing.T) {
 		}
 	})
 
+	t.Run("a backup of the same claim cut in the same second may hold later writes: refused", func(t *testing.T) {
+		b1 := rescue("backup-1", "alice-1", "", 300, 300)
+		b1.ManagedByJanitor, b1.OrphanedSince, b1.Template = false, nil, ""
+		b1.RestoreSize = &size
+		b2 := b1
+		b2.Name, b2.UID, b2.ContentName = "backup-2", "uid-backup-2", "c-backup-2"
+		both := []Snapshot{b1, b2}
+		_, err := Plan(Request{Namespace: "ws", From: "backup-1", As: "alice-3", StorageClass: "fast"}, both, contentsOf(both...), nil)
+		var ref *Refusal
+		if !errors.As(err, &ref) || !strings.Contains(ref.Reason, "backup-2") {
+			t.Fatalf("err = %v, want a refusal naming backup-2", err)
+		}
+	})
+	t.Run("a rescue of a restored claim is weighed by the data it was restored from", func(t *testing.T) {
+		rr := rescue("restored-2-rescue", "restored-2", "w", 400, 401)
+		rr.RestoredDataTime = at(100)
+		alice := Claim{Name: "alice-1", Workspace: "w", State: classify.Grace, Created: t0, DataTime: *at(300)}
+		_, err := Plan(Request{Namespace: "ws", Claim: "restored-2"}, []Snapshot{rr}, contentsOf(rr), []Claim{alice})
+		var ref *Refusal
+		if !errors.As(err, &ref) || !strings.Contains(ref.Reason, "alice-1") {
+			t.Fatalf("err = %v, want a refusal naming alice-1", err)
+		}
+		res, err := Plan(Request{Namespace: "ws", Claim: "restored-2", AllowOlder: true}, []Snapshot{rr}, contentsOf(rr), []Claim{alice})
+		if err != nil || !res.DataTime.Equal(*at(100)) {
+			t.Fatalf("with --allow-older: %v, data time %v; want the restored data time %s", err, res, *at(100))
+		}
+	})
 	t.Run("D: a held claim in use is refused beside, however old its mark", func(t *testing.T) {
 		cl := inventory.Claim{Namespace: "ws", Name: "alice-2", UID: "uid-alice-2", Phase: "Bound", CreationTimestamp: t0,
 			Annotations: map[string]string{inventory.AnnotationOrphanedSince: at(5).Format(time.RFC3339)}}
