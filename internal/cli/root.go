@@ -36,8 +36,9 @@ by another run, 130/143 interrupted.`,
 	config.RegisterGlobal(root.PersistentFlags())
 	root.SetFlagErrorFunc(flagError)
 	root.SetUsageFunc(usage)
-	root.AddCommand(newScanCommand(s), newSnapshotCommand(s), newReapCommand(s), newRunCommand(s), newGuardCommand(s),
+	root.AddCommand(newScanCommand(s), newSnapshotCommand(s), newReapCommand(s), newRunCommand(s), withGuardExport(newGuardCommand(s), s),
 		newRestoreCommand(s), newPruneCommand(s), newExplainCommand(s), newVersionCommand(s))
+	root.AddCommand(newExportCommand(s), newImportCommand(s))
 	// An unknown command is a usage error, not a runtime one.
 	root.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {

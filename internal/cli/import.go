@@ -1,0 +1,266 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/bundle"
+	"github.com/pvc-janitor/pvc-janitor/internal/config"
+	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/report"
+)
+
+// Actions of an import's report entries.
+const (
+	actionImported        = "imported"
+	actionWouldImport     = "would-import"
+	actionAlreadyImported = "already-imported"
+	actionImportFailed    = "import-failed"
+)
+
+// importUnused are restore's options that import does not take.
+var importUnused = []string{"workspace", "from", "as", "allow-older", "storage-class", "size", "restore-timeout",
+	"min-age", "grace-period", "owner-label", "notice-period", "max-snooze", "clock-skew", "trust-existing-snapshots",
+	"sessions-carry-data"}
+
+func newImportCommand(s Streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   commandImport + " FILE",
+		Short: "Recreate a bundle's copies as the janitor's rescues, for restore",
+		Long: `import reads a bundle written by janitor export (docs/spec.md#export-and-import) and
+creates, per copy, a pre-provisioned VolumeSnapshotContent of its storage
+snapshot (deletionPolicy Retain) and the VolumeSnapshot bound to it, labelled
+as the janitor's rescue with its workspace and data time: janitor restore
+--workspace W then restores from it as in the old cluster. Each copy goes to
+its own namespace, or all to -n NAMESPACE. A bundle of another version, or one
+whose checksum does not match (edited by hand), is refused: exit 2, nothing
+written. A copy is refused (exit 4, with the reason; the others are imported)
+when the cluster has no CSIDriver of its driver, its storage snapshot is bound
+to another snapshot here, or its name is taken. A second import changes
+nothing. It waits --api-timeout for the snapshots to be ready.`,
+		Example: `  janitor import bundle.yaml --workspace-label workspace-id
+  janitor import bundle.yaml -n workspaces-new --dry-run
+  janitor restore -n workspaces-new --workspace abc --workspace-label workspace-id`,
+		Args: oneFile,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := refuseHidden(cmd, commandImport); err != nil {
+				return err
+			}
+			return command(cmd, s, config.CommandRestore, oneCluster, func(sess *session) error {
+				sess.name = commandImport
+				return sess.importBundle(args[0])
+			})
+		},
+	}
+	return hideFlags(withFlags(cmd, config.CommandRestore), importUnused)
+}
+
+// importBundle runs janitor import: read and verify the bundle, check the
+// permissions, read the cluster, plan, create, wait, report.
+func (sess *session) importBundle(file string) error {
+	cfg, ctx, c := sess.cfg, sess.ctx, sess.clients
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return exitcode.New(exitcode.Usage, fmt.Errorf("read bundle: %w", err))
+	}
+	b, err := bundle.Decode(data)
+	if err != nil {
+		return exitcode.New(exitcode.Usage, fmt.Errorf("import refused: %w", err))
+	}
+	o := bundle.Options{WorkspaceLabel: cfg.WorkspaceLabel}
+	switch {
+	case cfg.AllNamespaces:
+		return exitcode.New(exitcode.Usage, errors.New("import goes to each copy's namespace, or to the one -n names: -A is not allowed"))
+	case len(cfg.Namespaces) > 1:
+		return exitcode.New(exitcode.Usage, fmt.Errorf("import goes to one namespace at most, got %d", len(cfg.Namespaces)))
+	case len(cfg.Namespaces) == 1:
+		o.Namespace = cfg.Namespaces[0]
+	}
+	namespaces := targetNamespaces(b, o)
+	if !cfg.DryRun {
+		if err := sess.mayI(ctx, "create", "volumesnapshotcontents", "", "to import each storage snapshot"); err != nil {
+			return err
+		}
+		for _, ns := range namespaces {
+			if err := sess.mayI(ctx, "create", "volumesnapshots", ns, "to import the copies"); err != nil {
+				return err
+			}
+		}
+	}
+	cluster, err := readImportTarget(ctx, c, namespaces)
+	if err != nil {
+		return sess.failed(err)
+	}
+	steps := bundle.Plan(b, cluster, o)
+	r := sess.newReport(commandImport, cfg.DryRun)
+	var failures []error
+	var created []*report.SnapshotEntry // imported now or before: their readiness is reported
+	for i := range steps {
+		st := &steps[i]
+		e := importEntry(b, st)
+		r.Snapshots = append(r.Snapshots, e)
+		switch {
+		case st.Refused != "":
+			e.Action, e.Reason = actionImportFailed, st.Refused+"; "+e.Reason
+			failures = append(failures, fmt.Errorf("%s: %s", st.Copy.Key(), st.Refused))
+		case st.Unchanged():
+			e.Action = actionAlreadyImported
+			created = append(created, e) // its readiness is reported too
+		case cfg.DryRun:
+			e.Action = actionWouldImport
+		default:
+			if err := createStep(ctx, c, st); err != nil {
+				e.Action, e.Reason = actionImportFailed, err.Error()+"; "+e.Reason
+				failures = append(failures, fmt.Errorf("%s: %w", st.Copy.Key(), err))
+				continue
+			}
+			zerolog.Ctx(ctx).Info().Str("namespace", st.Target.Namespace).Str("snapshot", st.Target.Name).
+				Str("content", st.ContentName).Msg("imported")
+			e.Action = actionImported
+			created = append(created, e)
+		}
+	}
+	waitReady(ctx, c, created, time.Now().Add(cfg.APITimeout))
+	addWorkspaceNotes(r, r.Snapshots)
+	var names []string
+	for _, e := range r.Snapshots {
+		if e.Action == actionImported || e.Action == actionWouldImport {
+			names = append(names, "volumesnapshot."+snapshotGroup+"/"+e.Name)
+		}
+	}
+	return sess.finishNamed(r, failuresError("imports", failures), names)
+}
+
+// targetNamespaces are the namespaces the copies go to, sorted.
+func targetNamespaces(b *bundle.Bundle, o bundle.Options) []string {
+	if o.Namespace != "" {
+		return []string{o.Namespace}
+	}
+	seen := map[string]bool{}
+	var out []string
+	for i := range b.Copies {
+		if ns := b.Copies[i].Namespace; !seen[ns] {
+			seen[ns] = true
+			out = append(out, ns)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// readImportTarget reads what the plan weighs: the CSIDrivers, every
+// VolumeSnapshotContent and the snapshots of the target namespaces.
+func readImportTarget(ctx context.Context, c *kube.Clients, namespaces []string) (bundle.Cluster, error) {
+	var drivers storagev1.CSIDriverList
+	err := c.Retry.Do(ctx, "list CSIDrivers", func(ctx context.Context) error {
+		return c.Kube.StorageV1().RESTClient().Get().Resource("csidrivers").Do(ctx).Into(&drivers)
+	})
+	if err != nil {
+		return bundle.Cluster{}, &kube.ReadError{What: "CSIDrivers", Err: err}
+	}
+	names := make([]string, 0, len(drivers.Items))
+	for i := range drivers.Items {
+		names = append(names, drivers.Items[i].Name)
+	}
+	var contents *snapv1.VolumeSnapshotContentList
+	err = c.Retry.Do(ctx, "list VolumeSnapshotContents", func(ctx context.Context) error {
+		var err error
+		contents, err = c.Snap.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{})
+		return err
+	})
+	if err != nil {
+		return bundle.Cluster{}, &kube.ReadError{What: "VolumeSnapshotContents", Err: err}
+	}
+	var snaps []snapv1.VolumeSnapshot
+	for _, ns := range namespaces {
+		var l *snapv1.VolumeSnapshotList
+		err := c.Retry.Do(ctx, "list snapshots in "+ns, func(ctx context.Context) error {
+			var err error
+			l, err = c.Snap.SnapshotV1().VolumeSnapshots(ns).List(ctx, metav1.ListOptions{})
+			return err
+		})
+		if err != nil {
+			return bundle.Cluster{}, &kube.ReadError{What: "snapshots in " + ns, Err: err}
+		}
+		snaps = append(snaps, l.Items...)
+	}
+	return bundle.ClusterOf(names, contents.Items, snaps), nil
+}
+
+// createStep creates the step's content, then its snapshot.
+func createStep(ctx context.Context, c *kube.Clients, st *bundle.Step) error {
+	if vc := st.NewContent; vc != nil {
+		err := c.Retry.Do(ctx, "create VolumeSnapshotContent "+vc.Name, func(ctx context.Context) error {
+			_, err := c.Snap.SnapshotV1().VolumeSnapshotContents().Create(ctx, vc, metav1.CreateOptions{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("create VolumeSnapshotContent %s: %w", vc.Name, err)
+		}
+	}
+	if vs := st.NewSnapshot; vs != nil {
+		err := c.Retry.Do(ctx, "create VolumeSnapshot "+st.Target.String(), func(ctx context.Context) error {
+			_, err := c.Snap.SnapshotV1().VolumeSnapshots(vs.Namespace).Create(ctx, vs, metav1.CreateOptions{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("create VolumeSnapshot %s: %w", st.Target, err)
+		}
+	}
+	return nil
+}
+
+// waitReady polls the imported snapshots until each is ready to use (the
+// snapshot controller bound it and the driver reported the storage
+// snapshot) or until deadline, and records it in their entries. One not
+// ready by then is reported so, not failed: a restore waits for it.
+func waitReady(ctx context.Context, c *kube.Clients, entries []*report.SnapshotEntry, deadline time.Time) {
+	pending := append([]*report.SnapshotEntry{}, entries...)
+	for len(pending) > 0 {
+		var still []*report.SnapshotEntry
+		for _, e := range pending {
+			vs, err := kube.GetSnapshot(ctx, c, e.Namespace, e.Name)
+			if err == nil && vs != nil && vs.Status != nil && vs.Status.ReadyToUse != nil && *vs.Status.ReadyToUse && vs.Status.Error == nil {
+				e.ReadyToUse = true
+				if vs.Status.RestoreSize != nil {
+					e.RestoreSize = vs.Status.RestoreSize.Value()
+				}
+				continue
+			}
+			still = append(still, e)
+		}
+		pending = still
+		if len(pending) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	for _, e := range pending {
+		e.Reason += "; not ready yet: restore waits until it is"
+	}
+}
+
+// importEntry is the report entry of a step, before its action.
+func importEntry(b *bundle.Bundle, st *bundle.Step) *report.SnapshotEntry {
+	cp := st.Copy
+	dt := cp.DataTime
+	return &report.SnapshotEntry{Namespace: st.Target.Namespace, Name: st.Target.Name, SourceClaim: cp.SourceClaim,
+		SourceUID: cp.SourceUID, Workspace: cp.Workspace, DataTime: &dt,
+		DeletionPolicy: string(snapv1.VolumeSnapshotContentRetain), RestoreSize: cp.RestoreSize,
+		Reason: fmt.Sprintf("%s of claim %s from %s/%s, %s %s, content %s", cp.Origin, cp.SourceClaim, b.Source.Cluster,
+			cp.Key(), cp.Driver, cp.SnapshotHandle, st.ContentName)}
+}
