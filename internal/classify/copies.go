@@ -182,6 +182,21 @@ func notSnapshotting(*classifier, *Decision) string {
 	return "no snapshot of the janitor's in progress for this orphan period"
 }
 
+// GraceOver reports whether an orphan orphaned since since is past a grace
+// period of grace at now (the API server's clock): docs/spec.md#rule-grace.
+// It is the one definition of the grace period's end: the Grace rule, the
+// owner's notice, explain's dates (GraceEnd) and the reap
+// (reap.Reapable) all ask it.
+func GraceOver(since time.Time, grace time.Duration, now time.Time) bool {
+	return now.Sub(since) >= grace
+}
+
+// GraceEnd is the moment GraceOver turns true for an orphan orphaned since
+// since.
+func GraceEnd(since time.Time, grace time.Duration) time.Time {
+	return since.Add(grace)
+}
+
 // grace is docs/spec.md#rule-grace: orphaned for less than the grace
 // period, or since a moment not known yet (the mark is written now).
 func (c *classifier) grace(f *facts, d *Decision) bool {
@@ -189,7 +204,7 @@ func (c *classifier) grace(f *facts, d *Decision) bool {
 	switch {
 	case f.since == nil:
 		c.buf = append(c.buf, "; orphaned-since not known yet, marking it now"...)
-	case c.now.Sub(*f.since) < c.p.GracePeriod:
+	case !GraceOver(*f.since, c.p.GracePeriod, c.now):
 		c.buf = append(c.buf, "; orphaned since "...)
 		c.buf = appendTime(c.buf, *f.since)
 		c.buf = append(c.buf, ", within the grace period of "...)

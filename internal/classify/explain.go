@@ -249,9 +249,9 @@ func (c *classifier) at(t time.Time) *time.Time {
 func (c *classifier) graceEnd(d *Decision) time.Time {
 	switch {
 	case d.OrphanedSince != nil:
-		return d.OrphanedSince.Add(c.p.GracePeriod)
+		return GraceEnd(*d.OrphanedSince, c.p.GracePeriod)
 	case d.Marks.OrphanedSince == Set:
-		return d.Marks.OrphanedSinceValue.Add(c.p.GracePeriod)
+		return GraceEnd(d.Marks.OrphanedSinceValue, c.p.GracePeriod)
 	}
 	return time.Time{}
 }

@@ -22,7 +22,7 @@ func (c *classifier) notice(d *Decision, orphan bool) {
 		}
 		return
 	}
-	if c.p.NoticePeriod <= 0 || c.now.Sub(*d.OrphanedSince) < c.p.GracePeriod {
+	if c.p.NoticePeriod <= 0 || !GraceOver(*d.OrphanedSince, c.p.GracePeriod, c.now) {
 		return
 	}
 	d.Notice = true

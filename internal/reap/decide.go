@@ -32,7 +32,7 @@ func Reapable(d *classify.Decision, discard bool, grace time.Duration, now time.
 	if !noticeOver(d, now) {
 		return false
 	}
-	return d.OrphanedSince != nil && !now.IsZero() && now.Sub(*d.OrphanedSince) >= grace
+	return d.OrphanedSince != nil && !now.IsZero() && classify.GraceOver(*d.OrphanedSince, grace, now)
 }
 
 // noticeOver reports whether the owner's notice of d (or the owner's

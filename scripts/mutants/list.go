@@ -93,7 +93,7 @@ var mutants = []mutant{
 
 	// reap: what may be deleted, and the checks right before the delete.
 	{ID: "R01", File: "internal/reap/decide.go", Pkgs: reapPkg,
-		Search: "now.Sub(*d.OrphanedSince) >= grace", Replace: "now.Sub(*d.OrphanedSince)+time.Second >= grace",
+		Search: "classify.GraceOver(*d.OrphanedSince, grace, now)", Replace: "classify.GraceOver(*d.OrphanedSince, grace, now.Add(time.Second))",
 		Why: "a claim reaped a second before its grace period ends"},
 	{ID: "R02", File: "internal/reap/decide.go", Pkgs: reapPkg,
 		Search:  "if d.State != classify.Rescued && !(discard && d.State == classify.Superseded && d.Discard) {",
@@ -148,8 +148,8 @@ var mutants = []mutant{
 		Replace: "return since != nil && !CutTime(s).Before(since.Add(c.p.ClockSkew-time.Second))",
 		Why:     "a rescue cut a second inside --clock-skew of orphaned-since counts"},
 	{ID: "C06", File: "internal/classify/notice.go", Pkgs: classifyPkg,
-		Search:  "if c.p.NoticePeriod <= 0 || c.now.Sub(*d.OrphanedSince) < c.p.GracePeriod {",
-		Replace: "if c.p.NoticePeriod <= 0 || c.now.Sub(*d.OrphanedSince)+time.Second < c.p.GracePeriod {",
+		Search:  "if c.p.NoticePeriod <= 0 || !GraceOver(*d.OrphanedSince, c.p.GracePeriod, c.now) {",
+		Replace: "if c.p.NoticePeriod <= 0 || !GraceOver(*d.OrphanedSince, c.p.GracePeriod, c.now.Add(time.Second)) {",
 		Why:     "the notice begins a second before the grace period ends"},
 	{ID: "C07", File: "internal/classify/notice.go", Pkgs: classifyPkg,
 		Search: "case until.After(end.Add(max)):", Replace: "case until.After(end.Add(max + time.Second)):",
