@@ -47,6 +47,11 @@ func TestRestoreRoundTrip(t *testing.T) {
 	if code, _, stderr := run(t, reapArgs("scan", ns)...); code != 0 { // sees the use: the mark goes
 		t.Fatalf("scan exit %d: %s", code, stderr)
 	}
+	// The use outlasts the second the scan recorded as its last use
+	// (last-used, rounded up): an Unused condition dated within that
+	// second is stale and the claim would only be marked afresh
+	// (docs/spec.md#rule-last-used).
+	nextSecond(time.Now())
 	if err := f.ForceDeletePod(ctx, ns, "ide"); err != nil {
 		t.Fatal(err)
 	}
