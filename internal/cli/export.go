@@ -98,6 +98,9 @@ func withGuardExport(cmd *cobra.Command, s Streams) *cobra.Command {
 // export runs janitor export: guard's judging scan, then the copies.
 func (sess *session) export(file string) error {
 	cfg := sess.cfg
+	if err := sess.mayExport(); err != nil {
+		return err
+	}
 	if err := sess.lock(!cfg.DryRun, nil); err != nil {
 		return err
 	}
@@ -126,6 +129,9 @@ func (sess *session) guardExport(file string) error {
 	var validate func(context.Context, *kube.Clients) error
 	if cfg.Rescue {
 		validate = sess.rescueOptions(nil).Validate
+	}
+	if err := sess.mayExport(); err != nil {
+		return err
 	}
 	if err := sess.lock(!cfg.DryRun, validate); err != nil {
 		return err
@@ -181,6 +187,16 @@ func (sess *session) guardExport(file string) error {
 	return sess.finish(r, nil)
 }
 
+// mayExport checks, before anything is read or written, that this user
+// may patch contents (to set them to Retain): without it, exit 2. A dry
+// run needs no write permission.
+func (sess *session) mayExport() error {
+	if sess.cfg.DryRun {
+		return nil
+	}
+	return sess.mayI(sess.ctx, "patch", "volumesnapshotcontents", "", "to set each copy's content to Retain")
+}
+
 // exported is what an export did: the bundle's copies, a report entry per
 // copy considered, and the copies it could not export.
 type exported struct {
@@ -189,10 +205,9 @@ type exported struct {
 	failures []error
 }
 
-// exportCopies exports the copies res holds (bundle.Select): it checks the
-// permission to patch contents (exit 2, nothing written, without it), sets
-// each copy's content to Retain, reads it back and writes the bundle to
-// file. A dry run writes nothing.
+// exportCopies exports the copies res holds (bundle.Select): it sets each
+// copy's content to Retain, reads it back and writes the bundle to file. A
+// dry run writes nothing.
 func (sess *session) exportCopies(res *janitor.GuardResult, file string) (*exported, error) {
 	ctx, c, dry := sess.ctx, sess.clients, sess.cfg.DryRun
 	inv := res.Scan.Inventory
@@ -201,11 +216,6 @@ func (sess *session) exportCopies(res *janitor.GuardResult, file string) (*expor
 		only = append(only, sr.Snapshot)
 	}
 	cands := bundle.Select(res.Scan.Decisions, only)
-	if !dry {
-		if err := sess.mayI(ctx, "patch", "volumesnapshotcontents", "", "to set each copy's content to Retain"); err != nil {
-			return nil, err
-		}
-	}
 	out := &exported{}
 	log := zerolog.Ctx(ctx)
 	for i := range cands {
