@@ -663,24 +663,84 @@ func hasAttemptRecord(cl *inventory.Claim) bool {
 	return a || n
 }
 
-// attemptRecord reads the claim's record of failed snapshot attempts
-// (docs/spec.md#rescue). ok is false when there is none or it does not parse (then
-// nothing is held back: a new attempt is the safe side).
+// AttemptRecord is a claim's record of the janitor's failed snapshot
+// attempts (docs/spec.md#rescue): pvc-janitor.io/rescue-attempts and
+// pvc-janitor.io/next-attempt, which the rescue writes when a run's
+// attempts fail. ReadAttempts is its one parser. The rescue and the
+// classifier ask it different questions, all here:
+//
+//   - Due: may a run try now. The rescue asks it before it tries, and
+//     SnapshotFailed's hold (copies.go) is the same rule: held back
+//     exactly when not due.
+//   - Attempts alone: the rescue numbers this run's attempts and counts
+//     the backoff from the failed ones even when next-attempt is missing
+//     or does not parse.
+//   - Scheduled: the record as explain's Next for SnapshotFailed reports
+//     it, only when both keys are present and parse, whatever the count
+//     (0 included, which the janitor never writes).
+//
+// A value that does not parse counts as absent and is named in Invalid:
+// an unreadable record must not stop the claim from ever being rescued.
+type AttemptRecord struct {
+	// Attempts is pvc-janitor.io/rescue-attempts: failed attempts so far;
+	// 0 when absent or unparsable.
+	Attempts int
+	// Next is pvc-janitor.io/next-attempt; nil when absent or unparsable.
+	Next *time.Time
+	// Invalid names a key whose value does not parse (the last one read).
+	Invalid string
+	// counted: rescue-attempts is present and parses.
+	counted bool
+}
+
+// ReadAttempts reads the attempt record from a claim's annotations, each
+// key on its own.
+func ReadAttempts(ann map[string]string) AttemptRecord {
+	var r AttemptRecord
+	if v, ok := ann[inventory.AnnotationRescueAttempts]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			r.Invalid = inventory.AnnotationRescueAttempts
+		} else {
+			r.Attempts, r.counted = n, true
+		}
+	}
+	if v, ok := ann[inventory.AnnotationNextAttempt]; ok {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			r.Invalid = inventory.AnnotationNextAttempt
+		} else {
+			r.Next = &t
+		}
+	}
+	return r
+}
+
+// Due reports whether a run may attempt a rescue at now (the API server's
+// clock): only once the next attempt the failed ones set is due. A record
+// without attempts or without a time (written by hand, or half removed)
+// never holds a claim back.
+func (r AttemptRecord) Due(now time.Time) bool {
+	if r.Attempts <= 0 || r.Next == nil {
+		return true
+	}
+	return !now.Before(*r.Next)
+}
+
+// Scheduled is the failed attempts and the next attempt's time when both
+// keys are present and parse; ok is false otherwise.
+func (r AttemptRecord) Scheduled() (n int, next time.Time, ok bool) {
+	if !r.counted || r.Next == nil {
+		return 0, time.Time{}, false
+	}
+	return r.Attempts, *r.Next, true
+}
+
+// attemptRecord is cl's attempt record as SnapshotFailed reads it
+// (AttemptRecord.Scheduled): ok is false when there is none or it does not
+// parse (then nothing is held back: a new attempt is the safe side).
 func attemptRecord(cl *inventory.Claim) (n int, next time.Time, ok bool) {
-	a, okA := cl.Annotations[inventory.AnnotationRescueAttempts]
-	t, okT := cl.Annotations[inventory.AnnotationNextAttempt]
-	if !okA || !okT {
-		return 0, time.Time{}, false
-	}
-	n, err := strconv.Atoi(a)
-	if err != nil || n < 0 {
-		return 0, time.Time{}, false
-	}
-	next, err = time.Parse(time.RFC3339, t)
-	if err != nil {
-		return 0, time.Time{}, false
-	}
-	return n, next, true
+	return ReadAttempts(cl.Annotations).Scheduled()
 }
 
 // referrers returns what keeps cl in use: the referrers the reader found,

@@ -3,7 +3,6 @@ package rescue
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
@@ -20,49 +19,22 @@ import (
 // permanently broken volume costs one attempt a day.
 const MaxRetryBackoff = 24 * time.Hour
 
-// attemptRecord is the claim's record of failed attempts (docs/spec.md#rescue).
-type attemptRecord struct {
-	// Attempts is pvc-janitor.io/rescue-attempts: failed attempts so far.
-	Attempts int
-	// Next is pvc-janitor.io/next-attempt; nil when absent.
-	Next *time.Time
-	// Invalid names a key whose value does not parse.
-	Invalid string
-}
+// attemptRecord is the claim's record of failed attempts
+// (docs/spec.md#rescue), read by classify's one parser for the rescue and
+// for the state SnapshotFailed alike (classify.AttemptRecord says what
+// each asks of it).
+type attemptRecord = classify.AttemptRecord
 
 // readAttempts reads the attempt record from a claim's annotations. A value
 // that does not parse is reported, and counts as no record: an unreadable
 // record must not stop the claim from ever being rescued.
-func readAttempts(ann map[string]string) attemptRecord {
-	var r attemptRecord
-	if v, ok := ann[inventory.AnnotationRescueAttempts]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			r.Invalid = inventory.AnnotationRescueAttempts
-		} else {
-			r.Attempts = n
-		}
-	}
-	if v, ok := ann[inventory.AnnotationNextAttempt]; ok {
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			r.Invalid = inventory.AnnotationNextAttempt
-		} else {
-			r.Next = &t
-		}
-	}
-	return r
-}
+func readAttempts(ann map[string]string) attemptRecord { return classify.ReadAttempts(ann) }
 
-// due reports whether a run may attempt a rescue now (server clock): only
-// once the next attempt the failed ones set is due. attempts is part of the
-// rule's input so that a record without a time (written by hand, or half
-// removed) never blocks a claim.
+// due reports whether a run may attempt a rescue now (server clock): the
+// record's rule (classify.AttemptRecord.Due), which the classifier's
+// SnapshotFailed applies too.
 func due(attempts int, next *time.Time, now time.Time) bool {
-	if attempts <= 0 || next == nil {
-		return true
-	}
-	return !now.Before(*next)
+	return classify.AttemptRecord{Attempts: attempts, Next: next}.Due(now)
 }
 
 // attemptsThisRun is how many attempts a run makes, given the failed ones so

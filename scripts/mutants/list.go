@@ -163,8 +163,8 @@ var mutants = []mutant{
 		Why:     "a rescue dated by its cut, not by the orphaned-since it was taken for"},
 
 	// rescue: when a rescue counts, and when a run may try again.
-	{ID: "S01", File: "internal/rescue/rules.go", Pkgs: rescuePkg,
-		Search: "return !now.Before(*next)", Replace: "return !now.Add(time.Second).Before(*next)",
+	{ID: "S01", File: "internal/classify/classify.go", Pkgs: rescuePkg,
+		Search: "return !now.Before(*r.Next)", Replace: "return !now.Add(time.Second).Before(*r.Next)",
 		Why: "a failed rescue tried again a second early"},
 	{ID: "S02", File: "internal/rescue/rules.go", Pkgs: rescuePkg,
 		Search: "if !cut.Before(orphanedSince.Add(skew)) {", Replace: "if !cut.Add(time.Second).Before(orphanedSince.Add(skew)) {",

@@ -1,0 +1,50 @@
+package classify
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// TestAttemptRecord: the one parser of the attempt record, and the
+// questions the rescue and the classifier ask of it (AttemptRecord).
+func TestAttemptRecord(t *testing.T) {
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	const later, earlier = "2026-03-04T06:00:00Z", "2026-03-04T05:00:00Z"
+	a, n := inventory.AnnotationRescueAttempts, inventory.AnnotationNextAttempt
+	cases := []struct {
+		name      string
+		ann       map[string]string
+		attempts  int
+		invalid   string
+		due       bool
+		scheduled bool
+	}{
+		{"no record", nil, 0, "", true, false},
+		{"held back", map[string]string{a: "2", n: later}, 2, "", false, true},
+		{"due", map[string]string{a: "2", n: earlier}, 2, "", true, true},
+		{"a count without a time never holds back, and counts", map[string]string{a: "3"}, 3, "", true, false},
+		{"a time without a count never holds back", map[string]string{n: later}, 0, "", true, false},
+		{"zero attempts: due, yet scheduled", map[string]string{a: "0", n: later}, 0, "", true, true},
+		{"a count that does not parse", map[string]string{a: "x", n: later}, 0, a, true, false},
+		{"a negative count", map[string]string{a: "-1", n: later}, 0, a, true, false},
+		{"a time that does not parse keeps the count", map[string]string{a: "4", n: "tomorrow"}, 4, n, true, false},
+	}
+	for _, c := range cases {
+		r := ReadAttempts(c.ann)
+		_, _, sched := r.Scheduled()
+		if r.Attempts != c.attempts || r.Invalid != c.invalid || r.Due(now) != c.due || sched != c.scheduled {
+			t.Errorf("%s: %+v: attempts %d invalid %q due %v scheduled %v; want %d %q %v %v",
+				c.name, r, r.Attempts, r.Invalid, r.Due(now), sched, c.attempts, c.invalid, c.due, c.scheduled)
+		}
+		// SnapshotFailed's hold is the rescue's rule: held back exactly
+		// when a run may not try.
+		cl := &inventory.Claim{}
+		cl.Annotations = c.ann
+		k, next, ok := attemptRecord(cl)
+		if held := ok && k > 0 && now.Before(next); held == r.Due(now) {
+			t.Errorf("%s: SnapshotFailed's hold %v, but Due %v", c.name, held, r.Due(now))
+		}
+	}
+}
