@@ -456,6 +456,7 @@ func (w *World) Restore(r RestoreReq) {
 		rs = append(rs, restore.Snapshot{Snapshot: s})
 	}
 	sort.Slice(rs, func(a, b int) bool { return rs[a].Name < rs[b].Name })
+	req.ClockSkew = pol.ClockSkew
 	plan, err := restore.Plan(req, rs, inv.Contents, claims)
 	if err != nil {
 		w.say("%s: refused (%v)", what, err)

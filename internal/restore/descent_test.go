@@ -93,6 +93,24 @@ func TestPlanDatesByDescent(t *testing.T) {
 			t.Fatalf("with --allow-older: %v, data time %v; want the restored data time %s", err, res, *at(100))
 		}
 	})
+	t.Run("a backup cut on a storage clock ahead, within --clock-skew of the claim's last use, may be older: refused", func(t *testing.T) {
+		b := rescue("backup", "alice-1", "", 300, 300) // cut at +300m on the storage clock
+		b.ManagedByJanitor, b.OrphanedSince, b.Template = false, nil, ""
+		b.RestoreSize = &size
+		// alice-1 is young and undated: possibly used until the read,
+		// a second before the backup's cut as the storage clock reads it.
+		young := Claim{Name: "alice-1", State: classify.Young, Created: t0, DataTime: at(300).Add(-time.Second), Undated: true}
+		req := Request{Namespace: "ws", From: "backup", As: "alice-3", StorageClass: "fast", ClockSkew: 2 * time.Second}
+		_, err := Plan(req, []Snapshot{b}, contentsOf(b), []Claim{young})
+		var ref *Refusal
+		if !errors.As(err, &ref) || !strings.Contains(ref.Reason, "alice-1") {
+			t.Fatalf("err = %v, want a refusal naming alice-1", err)
+		}
+		req.ClockSkew = 0
+		if _, err := Plan(req, []Snapshot{b}, contentsOf(b), []Claim{young}); err != nil {
+			t.Fatalf("with --clock-skew 0s: %v, want the restore", err)
+		}
+	})
 	t.Run("D: a held claim in use is refused beside, however old its mark", func(t *testing.T) {
 		cl := inventory.Claim{Namespace: "ws", Name: "alice-2", UID: "uid-alice-2", Phase: "Bound", CreationTimestamp: t0,
 			Annotations: map[string]string{inventory.AnnotationOrphanedSince: at(5).Format(time.RFC3339)}}

@@ -26,6 +26,9 @@ type Request struct {
 	StorageClass   string // --storage-class: overrides the template's
 	Size           string // --size: the least size, over the template's
 	WorkspaceLabel string // --workspace-label, to label a restore without a template
+	// ClockSkew is --clock-skew: a cut is on the storage system's clock,
+	// a claim's last use on the API server's (docs/spec.md#rule-clock-skew).
+	ClockSkew time.Duration
 }
 
 // Snapshot is a VolumeSnapshot of the namespace as Plan reads it.
@@ -232,12 +235,25 @@ func conflicts(r Request, name string, s *Snapshot, claims []Claim, snaps []Snap
 		case c.DataTime.After(newest):
 			newest, what = c.DataTime, "last used"
 		}
-		if newest.After(dataTime) {
+		if newest.After(dataTime.Add(-cutMargin(r, s))) {
 			return refuse("claim %s/%s%s may hold newer data (%s %s, after the snapshot's data time %s): restore beside it with --allow-older",
 				r.Namespace, c.Name, of, what, newest.UTC().Format(time.RFC3339), dataTime.UTC().Format(time.RFC3339))
 		}
 	}
 	return newerRescue(r, s, dataTime, snaps, contents)
+}
+
+// cutMargin is how much earlier than s's data time a claim's last use may
+// still be newer data: --clock-skew when s is dated by its cut, on the
+// storage system's clock (someone else's snapshot; found by the model
+// checker: a backup cut on a storage clock a second ahead read as newer
+// than the claim's last use), nothing for a rescue that records its data
+// time on the API server's clock.
+func cutMargin(r Request, s *Snapshot) time.Duration {
+	if classify.DataTimeKnown(&s.Snapshot) {
+		return 0
+	}
+	return r.ClockSkew
 }
 
 // snapshotDataTime is s's data time as the lineage dates it
@@ -332,7 +348,7 @@ func newerForeign(r Request, s *Snapshot, dataTime time.Time, snaps []Snapshot, 
 		// A cut in the same second as s's data time may hold later
 		// writes: cut times are whole seconds (found by the model
 		// checker: two backups of one claim cut in one second).
-		if cut := classify.CutTime(&o.Snapshot); !cut.Before(dataTime) {
+		if cut := classify.CutTime(&o.Snapshot); !cut.Add(r.ClockSkew).Before(dataTime) {
 			return refuse("snapshot %s/%s of claim %s, not the janitor's, was cut at %s, after the data time %s of %s: it may hold newer data of the claim; restore from it with --from (and --size), or pass --allow-older",
 				r.Namespace, o.Name, s.SourceClaim, cut.UTC().Format(time.RFC3339), dataTime.UTC().Format(time.RFC3339), s.Name)
 		}

@@ -55,6 +55,7 @@ func Do(ctx context.Context, c *kube.Clients, req Request, opts Options) (*Outco
 	if err != nil {
 		return nil, err
 	}
+	req.ClockSkew = opts.Policy.ClockSkew
 	plan, err := Plan(req, snaps, contents, claims)
 	if err != nil {
 		return nil, err
