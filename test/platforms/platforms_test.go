@@ -199,6 +199,29 @@ func TestJupyterHub(t *testing.T) {
 		wantHeldBy(t, empty, ns, rescued, "")
 		wantPrune(t, empty, ns, rescued, false, "the only copy")
 	})
+	step(t, empty, "both reaped: restore by name takes the newer rescue; the old home needs --from", func(t *testing.T) {
+		empty.advance(empty.cfg.NoticePeriod + time.Minute)
+		empty.run()
+		if empty.claim(ns, home) != nil {
+			t.Fatal("the second claim-alice was not reaped")
+		}
+		c, err := empty.restore(restore.Request{Namespace: ns, Claim: home})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := kube.Claim(c, "").DataSource; got == rescued {
+			t.Fatal("restore by name took the old home's rescue, not the newest")
+		}
+		empty.deleteClaim(ns, home) // the user looks: not their files
+		from := restore.Request{Namespace: ns, From: rescued, As: home + "-before"}
+		if _, err := empty.restore(from); err == nil || !strings.Contains(err.Error(), "holds newer data") {
+			t.Fatalf("restore --from the old home: %v, want a refusal naming the newer rescue", err)
+		}
+		from.AllowOlder = true
+		if _, err := empty.restore(from); err != nil {
+			t.Fatalf("restore --from the old home --allow-older: %v", err)
+		}
+	})
 
 	// The recipe: the pre_spawn_hook restores claim-alice before the
 	// spawner starts; KubeSpawner's create is answered 409 and it mounts
