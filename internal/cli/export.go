@@ -167,7 +167,9 @@ func (sess *session) guardExport(file string) error {
 		rescued = sess.newReport(config.CommandSnapshot, cfg.DryRun)
 		_ = addRescue(rescued, first.Rescue) // failed rescues are judged, as SnapshotFailed claims
 	}
-	r := sess.newReport(config.CommandGuard, !cfg.Rescue || cfg.DryRun)
+	// Not a dry run: the export set contents to Retain and wrote the
+	// bundle (as guard --rescue's report is not one either).
+	r := sess.newReport(config.CommandGuard, cfg.DryRun)
 	gate := addGuard(r, res, rescued)
 	mergeExported(r, exp.entries)
 	addWorkspaceNotes(r, exp.entries)
