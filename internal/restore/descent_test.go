@@ -110,6 +110,16 @@ func TestPlanDatesByDescent(t *testing.T) {
 		if _, err := Plan(req, []Snapshot{b}, contentsOf(b), []Claim{young}); err != nil {
 			t.Fatalf("with --clock-skew 0s: %v, want the restore", err)
 		}
+		// The janitor's rescue of the claim, dated a second before the
+		// backup's cut on the API server's clock, may hold newer data.
+		r := rescue("alice-1-rescue", "alice-1", "", 0, 301)
+		since := at(300).Add(-time.Second)
+		r.OrphanedSince = &since
+		req.ClockSkew = 2 * time.Second
+		_, err = Plan(req, []Snapshot{b, r}, contentsOf(b, r), nil)
+		if !errors.As(err, &ref) || !strings.Contains(ref.Reason, "alice-1-rescue") {
+			t.Fatalf("beside the claim's rescue: err = %v, want a refusal naming alice-1-rescue", err)
+		}
 	})
 	t.Run("D: a held claim in use is refused beside, however old its mark", func(t *testing.T) {
 		cl := inventory.Claim{Namespace: "ws", Name: "alice-2", UID: "uid-alice-2", Phase: "Bound", CreationTimestamp: t0,

@@ -319,7 +319,7 @@ func newerRescue(r Request, s *Snapshot, dataTime time.Time, snaps []Snapshot, c
 		if ok, _ := classify.Intact(&o.Snapshot, contents); !ok {
 			continue
 		}
-		if d := classify.DataTime(&o.Snapshot, nil); d.After(dataTime) {
+		if d := classify.DataTime(&o.Snapshot, nil); d.After(dataTime.Add(-cutMargin(r, s))) {
 			what := "workspace " + s.Workspace
 			if s.Workspace == "" {
 				what = "claim " + s.SourceClaim
