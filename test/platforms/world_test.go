@@ -647,3 +647,28 @@ func (w *world) restore(req restore.Request) (*corev1.PersistentVolumeClaim, err
 	}
 	return w.createClaim(plan.Claim), nil
 }
+
+// TestPlatformConfigsLoad loads every platform's janitor configuration for
+// every command that reads one, as `janitor <command> --config FILE` would:
+// a key the janitor does not know, or a value it refuses, fails here.
+func TestPlatformConfigsLoad(t *testing.T) {
+	for _, p := range []string{"jupyterhub", "coder", "devworkspace", "gitpod"} {
+		file := platformFile(t, p, "janitor.yaml")
+		for _, cmd := range []string{config.CommandScan, config.CommandSnapshot, config.CommandReap, config.CommandRun,
+			config.CommandGuard, config.CommandPrune, config.CommandRestore, config.CommandExplain} {
+			fs := pflag.NewFlagSet("janitor", pflag.ContinueOnError)
+			config.Register(fs)
+			if err := fs.Parse([]string{"--config", file}); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := config.Load(fs, cmd, func(string) (string, bool) { return "", false })
+			if err != nil {
+				t.Errorf("janitor %s --config %s: %v", cmd, file, err)
+				continue
+			}
+			if cfg.SelectorString == "" {
+				t.Errorf("%s: %s has no selector", cmd, file)
+			}
+		}
+	}
+}
