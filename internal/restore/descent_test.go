@@ -138,3 +138,31 @@ func TestPlanDatesByDescent(t *testing.T) {
 		}
 	})
 }
+
+// TestStorageClassOverridesTheBetaAnnotation: restore --storage-class
+// drops a template's volume.beta.kubernetes.io/storage-class, which
+// Kubernetes reads before spec.storageClassName (a KubeSpawner claim with
+// storage_class set carries both).
+func TestStorageClassOverridesTheBetaAnnotation(t *testing.T) {
+	p := claimNamed("claim-alice", "")
+	p.Annotations = map[string]string{betaStorageClass: "standard", "hub.jupyter.org/username": "alice"}
+	tmpl, _, _ := NewTemplate(p)
+	s := rescue("claim-alice-r", "claim-alice", "", 10, 20)
+	s.Template = tmpl
+	for _, tc := range []struct {
+		class, wantAnn string
+		kept           bool
+	}{{"fast-ssd", "", false}, {"", "standard", true}} {
+		res, err := Plan(Request{Namespace: "ws", Claim: "claim-alice", StorageClass: tc.class}, []Snapshot{s}, contentsOf(s), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := res.Claim.Annotations[betaStorageClass]
+		if ok != tc.kept || got != tc.wantAnn {
+			t.Errorf("--storage-class %q: annotation %q (present %v), want %q (present %v)", tc.class, got, ok, tc.wantAnn, tc.kept)
+		}
+		if res.Claim.Annotations["hub.jupyter.org/username"] != "alice" {
+			t.Errorf("--storage-class %q: the template's other annotations are lost", tc.class)
+		}
+	}
+}

@@ -399,6 +399,15 @@ func manifest(r Request, name string, s *Snapshot, t *Template, dataTime time.Ti
 	pvc.Spec.StorageClassName = t.StorageClassName
 	if r.StorageClass != "" {
 		pvc.Spec.StorageClassName = &r.StorageClass
+		// Kubernetes reads the beta annotation before the field
+		// (component-helpers' GetPersistentVolumeClaimClass): a template's
+		// annotation would send the claim to the old class, which is
+		// gone exactly when --storage-class is needed (found with
+		// KubeSpawner's claims, docs/platforms.md).
+		if _, ok := pvc.Annotations[betaStorageClass]; ok {
+			delete(pvc.Annotations, betaStorageClass)
+			notes = append(notes, "annotation "+betaStorageClass+" dropped: --storage-class "+r.StorageClass+" decides the class")
+		}
 	}
 	if t.VolumeMode != "" {
 		m := corev1.PersistentVolumeMode(t.VolumeMode)
@@ -409,6 +418,10 @@ func manifest(r Request, name string, s *Snapshot, t *Template, dataTime time.Ti
 	pvc.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: s.Name}
 	return pvc, notes, nil
 }
+
+// betaStorageClass is the storage class annotation older claims carry
+// (KubeSpawner sets it beside spec.storageClassName).
+const betaStorageClass = "volume.beta.kubernetes.io/storage-class"
 
 // flagTemplate is the template of a snapshot that carries none: the flags
 // say the class and size (or the snapshot's restore size), the access mode
