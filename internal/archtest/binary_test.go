@@ -48,10 +48,12 @@ var notLinked = []struct {
 var apiGroups = []string{"apps/v1", "batch/v1", "coordination/v1", "core/v1", "storage/v1", "scheduling/v1alpha3"}
 
 // maxBinary bounds the unstripped binary `go build` makes on a 64-bit
-// platform: 25.9 MB at this test's commit. A method lookup by a name not
-// known at link time, from any package, keeps every exported method and
-// grows it by about 19 MB (the text/template measurement above), past it.
-const maxBinary = 36_000_000
+// platform: 25.9 MB at this test's commit, 32.2 MB with text/template's
+// executor linked again (measured on a scratch copy, Go 1.26, linux/amd64).
+// A method lookup by a name not known at link time, from any package, keeps
+// every exported method of every type: the rows above name the package
+// that did it once, this bound the mechanism.
+const maxBinary = 30_000_000
 
 var apiPackage = regexp.MustCompile(`^k8s\.io/api/([a-z0-9]+/v[a-z0-9]+)\.`)
 
