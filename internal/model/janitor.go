@@ -33,7 +33,8 @@ func (w *World) Inventory(now time.Time) *inventory.Inventory {
 	}
 	for _, c := range w.LiveClaims() {
 		cl := inventory.Claim{Namespace: NS, Name: c.Name, UID: c.UID, ResourceVersion: "1", CreationTimestamp: c.Created,
-			Annotations: make(map[string]string, len(c.Ann)), Phase: "Bound", VolumeName: "pv-" + string(c.UID)}
+			Annotations: make(map[string]string, len(c.Ann)), Phase: "Bound", VolumeName: "pv-" + string(c.UID),
+			DataSource: c.DataSource}
 		for k, v := range c.Ann {
 			cl.Annotations[k] = v
 		}
@@ -202,6 +203,9 @@ func (w *World) JanitorRun(o Run) {
 			s.Workspace = c.Line.User
 		}
 		if rt, ok := classify.RestoredDataTime(d.Claim); ok {
+			s.Restored = &rt
+		} else if rt, ok := rescue.OriginDataTime(inv, d.Claim); ok {
+			// The rescuer's own record (rescue's annotations).
 			s.Restored = &rt
 		}
 		w.Snaps = append(w.Snaps, s)

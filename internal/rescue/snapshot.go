@@ -67,7 +67,7 @@ func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class 
 			Namespace:   cl.Namespace,
 			Name:        name,
 			Labels:      map[string]string{inventory.LabelManagedBy: inventory.ManagedByValue},
-			Annotations: rescueAnnotations(d, attempt),
+			Annotations: r.annotations(d, attempt),
 		},
 		Spec: snapv1.VolumeSnapshotSpec{
 			Source:                  snapv1.VolumeSnapshotSource{PersistentVolumeClaimName: &cl.Name},

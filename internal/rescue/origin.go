@@ -1,0 +1,49 @@
+package rescue
+
+import (
+	"time"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/classify"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
+)
+
+// annotations are rescueAnnotations plus, for a claim a platform created
+// from a snapshot (spec.dataSource, no restored-data-time of the
+// janitor's), the data time of that snapshot as its restored-data-time:
+// the rescue's line reaches no further than the data the claim started
+// from (docs/spec.md#rule-restored-data-time), so restore weighs it so once
+// the claim is gone (found by the model checker: the rescue of a claim
+// created from an old backup was restored beside the workspace's claim
+// holding newer data).
+func (r *rescuer) annotations(d *classify.Decision, attempt int) map[string]string {
+	a := rescueAnnotations(d, attempt)
+	if _, ok := a[inventory.AnnotationRestoredDataTime]; !ok {
+		if t, ok := OriginDataTime(r.inv, d.Claim); ok {
+			a[inventory.AnnotationRestoredDataTime] = t.UTC().Format(time.RFC3339)
+		}
+	}
+	return a
+}
+
+// OriginDataTime is the data time of the snapshot claim cl was created
+// from (its spec.dataSource), when that snapshot is in the inventory and
+// was created no later than the claim; a rescue of a restored claim counts
+// the earlier of its data time and the restored data time it records.
+func OriginDataTime(inv *inventory.Inventory, cl *inventory.Claim) (time.Time, bool) {
+	if inv == nil || cl.DataSource == "" {
+		return time.Time{}, false
+	}
+	list := inv.Snapshots[cl.Namespace]
+	for i := range list {
+		s := &list[i]
+		if s.Name != cl.DataSource || s.CreationTimestamp.After(cl.CreationTimestamp) {
+			continue
+		}
+		t := classify.DataTime(s, nil)
+		if rt := s.RestoredDataTime; rt != nil && rt.Before(t) {
+			t = *rt
+		}
+		return t, true
+	}
+	return time.Time{}, false
+}
