@@ -142,6 +142,10 @@ type Config struct {
 	PageSize int64
 	// APITimeout caps the retries of one API call.
 	APITimeout time.Duration
+	// RequestTimeout caps one request's wait for the API server's
+	// response (kubectl's --request-timeout); before the server has
+	// answered once, a request it leaves unanswered that long ends the run.
+	RequestTimeout time.Duration
 
 	// SnapshotClass names the VolumeSnapshotClass of rescues; empty: the
 	// default class of the PV's CSI driver.

@@ -272,6 +272,8 @@ func sharedOptions() []option {
 			usage: "items per list call (1..10000); 0 reads each list as one stream"},
 		{name: "api-timeout", group: groupAPI, def: "2m", cmds: forReading, field: func(c *Config) any { return &c.APITimeout }, check: positive,
 			usage: "cap on retrying one API call"},
+		{name: "request-timeout", group: groupAPI, def: "30s", cmds: forReading, field: func(c *Config) any { return &c.RequestTimeout }, check: positive,
+			usage: "how long one request waits for the API server's response (a list: each silence of its stream); a server that has not answered yet fails the run after it"},
 	}
 }
 

@@ -162,7 +162,9 @@ func NewClients(cfg *rest.Config, o ClientOptions) (*Clients, error) {
 		base.UserAgent = o.UserAgent
 	}
 	base.Wrap(clock.wrap)
-	base.Wrap((&reach{server: cfg.Host}).wrap)
+	// Before the first answer, a request unanswered for --request-timeout
+	// ends the run (reach.go).
+	base.Wrap((&reach{server: cfg.Host, timeout: o.Retry.AttemptTimeout()}).wrap)
 	// One rate limiter shared by all clients: --qps is the janitor's total.
 	if base.QPS > 0 {
 		base.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(base.QPS, max(base.Burst, 1))

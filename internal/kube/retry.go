@@ -22,10 +22,15 @@ type RetryPolicy struct {
 	Initial    time.Duration // first wait
 	Max        time.Duration // cap on one wait
 	MaxElapsed time.Duration // cap on the total time spent on one call (--api-timeout)
+	// Request is how long one attempt may wait for the API server's
+	// response (--request-timeout, kubectl's name and meaning; a streamed
+	// list: each silence of its stream). Zero: a quarter of MaxElapsed, at
+	// least 15s.
+	Request time.Duration
 }
 
 // DefaultRetry is used when no policy is configured.
-var DefaultRetry = RetryPolicy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, MaxElapsed: 2 * time.Minute}
+var DefaultRetry = RetryPolicy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, MaxElapsed: 2 * time.Minute, Request: 30 * time.Second}
 
 // Do calls op until it succeeds, fails permanently, the context ends or the
 // policy's time is up. A 429's Retry-After is honoured (as the next wait,
@@ -43,10 +48,14 @@ func (p RetryPolicy) DoStream(ctx context.Context, what string, op func(context.
 }
 
 // AttemptTimeout is how long one attempt may take (or, for a stream, stay
-// silent): a quarter of the policy's time, at least 15s.
+// silent): Request (--request-timeout), else a quarter of the policy's
+// time, at least 15s.
 func (p RetryPolicy) AttemptTimeout() time.Duration {
 	if p.MaxElapsed <= 0 {
 		p = DefaultRetry
+	}
+	if p.Request > 0 {
+		return p.Request
 	}
 	return max(p.MaxElapsed/4, 15*time.Second)
 }
@@ -63,8 +72,8 @@ func (p RetryPolicy) do(ctx context.Context, what string, bounded bool, op func(
 	b.Reset()
 	// Each attempt ends by the policy's deadline: a server that accepts a
 	// request and never answers must not hold the run forever (an attempt
-	// gets at most a quarter of the budget, at least 15s, so a retry is
-	// left for the case the server answers the next one).
+	// gets AttemptTimeout, --request-timeout, so a retry is left for the
+	// case the server answers the next one).
 	deadline := time.Now().Add(p.MaxElapsed)
 	attempts := 0
 	for {

@@ -33,16 +33,20 @@ var ErrIdle = errors.New("the API server sent no data")
 // a busy server) but by its progress: idle without a byte for idle, it is
 // cancelled and fails with a timeout the retry policy retries.
 func Stream(ctx context.Context, req *rest.Request, accept string, idle time.Duration, decode func(io.Reader) (string, error)) (string, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var idled atomic.Bool
 	t := time.AfterFunc(idle, func() {
 		idled.Store(true)
-		cancel()
+		// A timeout for whoever looks at the request's context (the
+		// client's transports: kube's reach).
+		cancel(fmt.Errorf("%w for %s: %w", ErrIdle, idle, context.DeadlineExceeded))
 	})
 	defer t.Stop()
 	wrap := func(err error) error {
-		if idled.Load() {
+		// The idle timer's own cancellation: say so. Another error (the
+		// transport's judgement of the same silence included) stands.
+		if idled.Load() && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			return fmt.Errorf("%w for %s: %w", ErrIdle, idle, context.DeadlineExceeded)
 		}
 		return err
