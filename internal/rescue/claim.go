@@ -188,6 +188,7 @@ func (c *claimRescue) snapshotName(ctx context.Context, fd *classify.Decision, s
 // run made, and waits for it. done is false when another round must follow.
 func (c *claimRescue) createAndWait(ctx context.Context, fd *classify.Decision, name string) (Outcome, bool) {
 	archive := fd.State == classify.Superseded
+	at := time.Now() // before the create, or the read of the one found
 	vs, isNew, err := c.r.ensure(ctx, fd, name, c.class, archive, c.attempt())
 	if errors.Is(err, errDeleting) {
 		// Ours, on its way out (a recreate of an earlier run, or someone
@@ -208,16 +209,19 @@ func (c *claimRescue) createAndWait(ctx context.Context, fd *classify.Decision, 
 	if isNew {
 		c.recordCreated(ctx, name)
 	}
-	return c.settle(ctx, c.r.wait(ctx, vs), name, vs.UID, archive)
+	return c.settle(ctx, c.r.wait(ctx, vs, at), name, vs.UID, archive)
 }
 
-// recordCreated counts a snapshot this run created and records it on the
-// claim: an Event, and the Snapshotting phase label.
+// recordCreated counts a snapshot this run created and records it with an
+// Event. The claim itself is written once, when the rescue ends (ready,
+// failed, given up): one patch with the phase label and the attempt record
+// at once (issue 43). The phase label only mirrors the state; a run that
+// ends while waiting leaves it as the scan wrote it, and the next scan
+// classifies the claim Snapshotting from its snapshot.
 func (c *claimRescue) recordCreated(ctx context.Context, name string) {
 	c.created = true
 	c.r.count(func(n *Counts) { n.Created++ })
 	c.r.event(ctx, c.cl, corev1.EventTypeNormal, "SnapshotCreated", fmt.Sprintf("created VolumeSnapshot %s (class %s, attempt %d)", name, c.class, c.attempt()))
-	c.r.writeClaim(ctx, c.cl, claimPatch(c.cl.UID, classify.Snapshotting, nil))
 }
 
 // settle carries out the wait's verdict on the snapshot. done is false

@@ -14,8 +14,9 @@
 //     and what each verdict leads to (a rescue, another round, a failure);
 //   - recheck.go: the re-classification of a claim just before a create;
 //   - snapshot.go: create (or find), delete, and wait until gone;
-//   - wait.go, watch.go: the wait until a snapshot is intact (decide is the
-//     rule, snapshotWatch follows the snapshot);
+//   - wait.go, watch.go, hub.go: the wait until a snapshot is intact
+//     (decide is the rule, snapshotWatch follows the snapshot on the run's
+//     one watch per namespace, snapshotHub);
 //   - record.go: what is written on the claim (Events, phase label,
 //     attempt record).
 package rescue
@@ -167,6 +168,9 @@ func Rescue(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, ds [
 	if err := r.loadClasses(ctx); err != nil {
 		return nil, err
 	}
+	hctx, stopWatches := context.WithCancel(ctx)
+	defer stopWatches()
+	r.hub = newSnapshotHub(hctx, c)
 	out := make([]Outcome, len(targets))
 	sem := make(chan struct{}, max(o.Concurrency, 1))
 	var wg sync.WaitGroup
@@ -205,6 +209,7 @@ type rescuer struct {
 	o       Options
 	classes []snapv1.VolumeSnapshotClass
 	recheck *kube.Rechecker
+	hub     *snapshotHub // the run's watches of snapshots
 
 	mu     sync.Mutex
 	counts Counts

@@ -158,17 +158,17 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// wait follows one snapshot (snapshotWatch: a watch, no tight polling) and
-// asks decide after every change, until it answers or ctx ends. A ready
-// snapshot is looked at with its content: only an intact one is a rescue.
-func (r *rescuer) wait(ctx context.Context, vs *snapv1.VolumeSnapshot) verdict {
+// wait follows one snapshot (snapshotWatch: the run's watch, no tight
+// polling) and asks decide after every change, until it answers or ctx
+// ends. A ready snapshot is looked at with its content: only an intact one
+// is a rescue. readAt is when the request that read (or created) vs was
+// sent.
+func (r *rescuer) wait(ctx context.Context, vs *snapv1.VolumeSnapshot, readAt time.Time) verdict {
 	o := waitOptions{Timeout: r.o.Timeout, ErrorGrace: r.o.ErrorGrace}
-	// Opening a watch has no timeout of its own: a server that accepts the
-	// request and never answers would hold the wait (and the run, and its
-	// Lease) past --snapshot-timeout. The watches live within the wait.
-	wctx, wcancel := context.WithTimeout(ctx, r.o.Timeout+time.Second)
-	defer wcancel()
-	w := r.watchSnapshot(wctx, vs)
+	// The watch is the run's (snapshotHub): opened, and ended, apart from
+	// any one wait, so that a watch request that hangs holds no wait past
+	// --snapshot-timeout.
+	w := r.watchSnapshot(vs, readAt)
 	defer w.stop()
 	st := waitState{Started: r.now()}
 	for ctx.Err() == nil {

@@ -5,10 +5,6 @@ import (
 	"time"
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
-	"github.com/rs/zerolog"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 )
@@ -17,22 +13,24 @@ import (
 // again: a lost event never stalls the wait.
 const quiet = 30 * time.Second
 
-// snapshotWatch follows one snapshot for the wait: a watch on its name from
-// the last resourceVersion seen, and a GET whenever the watch cannot be
-// trusted (it could not be opened, failed, closed, or stayed quiet). It
-// decides nothing: the wait asks decide about each observation.
+// snapshotWatch follows one snapshot for the wait: its events from the
+// run's watch of the namespace (snapshotHub), and a GET whenever that
+// cannot be trusted (the hub cannot vouch for the changes since the last
+// read, its watch failed, or it stayed quiet). It decides nothing: the
+// wait asks decide about each observation.
 type snapshotWatch struct {
 	r        *rescuer
-	wctx     context.Context // bounds the watches: the wait's time
 	ns, name string
 
-	cur   *snapv1.VolumeSnapshot // last seen; nil once deleted
-	stale bool                   // cur must be read again before it is observed
-	w     watch.Interface        // nil when no watch is open
+	cur    *snapv1.VolumeSnapshot // last seen; nil once deleted
+	readAt time.Time              // when the request that read cur was sent
+	stale  bool                   // cur must be read again before it is observed
+	events <-chan hubEvent        // nil when not subscribed
 }
 
-func (r *rescuer) watchSnapshot(wctx context.Context, vs *snapv1.VolumeSnapshot) *snapshotWatch {
-	return &snapshotWatch{r: r, wctx: wctx, ns: vs.Namespace, name: vs.Name, cur: vs}
+// watchSnapshot follows vs, read (or created) by a request sent at readAt.
+func (r *rescuer) watchSnapshot(vs *snapv1.VolumeSnapshot, readAt time.Time) *snapshotWatch {
+	return &snapshotWatch{r: r, ns: vs.Namespace, name: vs.Name, cur: vs, readAt: readAt}
 }
 
 // observe returns what the snapshot (read again if stale) shows now, with
@@ -40,12 +38,16 @@ func (r *rescuer) watchSnapshot(wctx context.Context, vs *snapv1.VolumeSnapshot)
 func (s *snapshotWatch) observe(ctx context.Context) observation {
 	var ob observation
 	if s.stale {
+		at := time.Now()
 		fresh, err := s.r.getSnapshot(ctx, s.ns, s.name)
 		if err != nil {
 			ob.ReadErr = err
 			return ob
 		}
-		s.cur, s.stale = fresh, false
+		// Subscribed anew with this read: the hub vouches for what
+		// follows it.
+		s.unsubscribe(false)
+		s.cur, s.readAt, s.stale = fresh, at, false
 	}
 	if s.cur == nil {
 		return ob
@@ -60,21 +62,22 @@ func (s *snapshotWatch) observe(ctx context.Context) observation {
 	return ob
 }
 
-// await returns when the snapshot may have changed: on a watch event, or
-// once next (when the rule decides again if nothing changes) has passed,
-// at most quiet. It opens the watch if none is open. false: ctx ended.
+// await returns when the snapshot may have changed: on an event of the
+// run's watch, or once next (when the rule decides again if nothing
+// changes) has passed, at most quiet. It subscribes to the hub if it is
+// not subscribed. false: ctx ended.
 func (s *snapshotWatch) await(ctx context.Context, next time.Duration) bool {
-	if s.w == nil && s.cur != nil {
-		if err := s.open(); err != nil {
-			zerolog.Ctx(ctx).Debug().Err(err).Msg("watch snapshot; reading it again")
-			next = min(next, time.Second)
+	if s.events == nil && s.cur != nil {
+		events, safe := s.r.hub.subscribe(s.ns, s.name, s.cur.ResourceVersion, s.readAt)
+		s.events = events
+		if !safe {
+			// Changes between the last read and the hub's watch may
+			// have gone by: read again before waiting.
 			s.stale = true
+			return true
 		}
 	}
-	var events <-chan watch.Event
-	if s.w != nil {
-		events = s.w.ResultChan()
-	}
+	events := s.events
 	// The server's clock advances in whole seconds: never spin on it.
 	t := time.NewTimer(min(max(next, 100*time.Millisecond), quiet))
 	defer t.Stop()
@@ -83,46 +86,33 @@ func (s *snapshotWatch) await(ctx context.Context, next time.Duration) bool {
 		return false
 	case <-t.C:
 		if next >= quiet {
-			s.stop()
 			s.stale = true
 		}
-	case ev, ok := <-events:
-		s.apply(ev, ok)
+	case ev := <-events:
+		s.apply(ev)
 	}
 	return true
 }
 
-// open watches the snapshot from the resourceVersion last seen.
-func (s *snapshotWatch) open() error {
-	w, err := s.r.c.Snap.SnapshotV1().VolumeSnapshots(s.ns).Watch(s.wctx, metav1.ListOptions{
-		FieldSelector:   fields.OneTermEqualSelector("metadata.name", s.name).String(),
-		ResourceVersion: s.cur.ResourceVersion,
-	})
-	if err != nil {
-		return err
-	}
-	s.w = w
-	return nil
-}
-
-// apply takes in one watch event; ok is false when the watch closed.
-func (s *snapshotWatch) apply(ev watch.Event, ok bool) {
+// apply takes in one event of the hub.
+func (s *snapshotWatch) apply(ev hubEvent) {
 	switch {
-	case !ok || ev.Type == watch.Error:
-		s.stop()
+	case ev.stale:
 		s.stale = true
-	case ev.Type == watch.Deleted:
+	case ev.deleted:
 		s.cur = nil
-	default:
-		if vs, ok := ev.Object.(*snapv1.VolumeSnapshot); ok {
-			s.cur = vs
-		}
+		s.unsubscribe(false)
+	case ev.vs != nil:
+		s.cur = ev.vs
 	}
 }
 
-func (s *snapshotWatch) stop() {
-	if s.w != nil {
-		s.w.Stop()
-		s.w = nil
+// unsubscribe leaves the hub; forget when the wait is over.
+func (s *snapshotWatch) unsubscribe(forget bool) {
+	if s.events != nil || forget {
+		s.r.hub.unsubscribe(s.ns, s.name, forget)
+		s.events = nil
 	}
 }
+
+func (s *snapshotWatch) stop() { s.unsubscribe(true) }
