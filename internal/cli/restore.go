@@ -67,6 +67,9 @@ func (sess *session) restoreRequest(args []string) (restore.Request, error) {
 	ns := ""
 	switch {
 	case cfg.AllNamespaces:
+		if from := cfg.From("all-namespaces"); from != "" {
+			return usage("restore works in one namespace: all-namespaces%s is not allowed; -n NAMESPACE overrides it", from)
+		}
 		return usage("restore works in one namespace: -A is not allowed")
 	case len(sess.scope.Namespaces) > 1:
 		return usage("restore works in one namespace, got %s", strings.Join(sess.scope.Namespaces, ", "))

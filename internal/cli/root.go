@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
@@ -186,6 +187,33 @@ func claimArgs(cmd *cobra.Command, args []string, lo, hi int) error {
 		}
 		return exitcode.New(exitcode.Usage, fmt.Errorf("%s takes %s (NAMESPACE/CLAIM, or CLAIM with -n), got %d arguments: %s",
 			cmd.Name(), n, len(args), strings.Join(args, " ")))
+	}
+	for _, arg := range args {
+		if err := claimArg(arg); err != nil {
+			return exitcode.New(exitcode.Usage, fmt.Errorf("%s %s: %w", cmd.Name(), arg, err))
+		}
+	}
+	return nil
+}
+
+// claimArg checks a claim argument's form before anything is sent: one
+// slash at most, a namespace name before it and a claim name after, as the
+// API server would check them (kubectl too refuses a/b/c at once).
+func claimArg(arg string) error {
+	ns, name, cut := strings.Cut(arg, "/")
+	if !cut {
+		ns, name = "", arg
+	}
+	if strings.Contains(name, "/") {
+		return errors.New("want NAMESPACE/CLAIM or CLAIM, not more than one /")
+	}
+	if cut {
+		if errs := content.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("invalid namespace %q: %s", ns, strings.Join(errs, "; "))
+		}
+	}
+	if errs := content.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("invalid claim name %q: %s", name, strings.Join(errs, "; "))
 	}
 	return nil
 }

@@ -279,8 +279,26 @@ allow-delete-policy: true
 		// Scope.
 		{name: "namespace and all-namespaces", args: []string{"-n", "a", "-A"},
 			wantErr: "--namespace and --all-namespaces are mutually exclusive", exact: true},
-		{name: "namespace from file and all-namespaces flag", args: []string{"-A"}, file: "namespace: [a]\n",
-			wantErr: "--namespace (from config file $FILE) and --all-namespaces are mutually exclusive", exact: true},
+		// Flags over the file (kubectl's precedence): -n narrows a file's
+		// all-namespaces, -A widens a file's namespaces; one source
+		// giving both is an error.
+		{name: "namespace flag narrows all-namespaces from file", args: []string{"-n", "a"}, file: "all-namespaces: true\n",
+			check: func(t *testing.T, c *Config) {
+				eq(t, "Namespaces", c.Namespaces, []string{"a"})
+				eq(t, "AllNamespaces", c.AllNamespaces, false)
+			}},
+		{name: "namespace env narrows all-namespaces from file", env: map[string]string{"JANITOR_NAMESPACE": "a,b"}, file: "all-namespaces: true\n",
+			check: func(t *testing.T, c *Config) {
+				eq(t, "Namespaces", c.Namespaces, []string{"a", "b"})
+				eq(t, "AllNamespaces", c.AllNamespaces, false)
+			}},
+		{name: "all-namespaces flag widens namespace from file", args: []string{"-A"}, file: "namespace: [a]\n",
+			check: func(t *testing.T, c *Config) {
+				eq(t, "Namespaces", len(c.Namespaces), 0)
+				eq(t, "AllNamespaces", c.AllNamespaces, true)
+			}},
+		{name: "namespace and all-namespaces in one file", file: "namespace: [a]\nall-namespaces: true\n",
+			wantErr: "--namespace (from config file $FILE) and --all-namespaces (from config file $FILE) are mutually exclusive", exact: true},
 		{name: "invalid namespace", args: []string{"-n", "Team_A"}, wantErr: `--namespace: invalid namespace "Team_A"`},
 		{name: "invalid excluded namespace", args: []string{"--exclude-namespace", "kube system"}, wantErr: `--exclude-namespace: invalid namespace "kube system"`},
 		{name: "invalid lock namespace", args: []string{"--lock-namespace", "-x"}, wantErr: `--lock-namespace: invalid namespace "-x"`},

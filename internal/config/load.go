@@ -313,6 +313,20 @@ func (r *resolver) from(name string) string {
 	return ""
 }
 
+// rank orders where option name's value came from: 3 a flag, 2 the
+// environment, 1 the config file, 0 the default.
+func (r *resolver) rank(name string) int {
+	switch {
+	case r.fs.Lookup(name) != nil && r.fs.Lookup(name).Changed:
+		return 3
+	case r.env[name] != "":
+		return 2
+	case r.file[name] != nil:
+		return 1
+	}
+	return 0
+}
+
 func (r *resolver) invalid(name, what string, raw any) error {
 	return &Error{Flag: name, Err: fmt.Errorf("--%s: invalid %s %q%s", name, what, fmt.Sprint(raw), r.from(name))}
 }
@@ -460,6 +474,20 @@ func (r *resolver) complete(command string) (*Config, error) {
 	}
 	c.ConfigFile = r.filePath
 	c.NotifyRoutes = r.routes
+	c.from = r.from
+	// -n and -A are one setting, the scope, given two ways: the one from
+	// the higher source wins (flags over the environment over the file, as
+	// kubectl's flags beat its kubeconfig's namespace), so that -n narrows
+	// a file's all-namespaces: true. Both from one source is an error
+	// (validate).
+	if len(c.Namespaces) > 0 && c.AllNamespaces {
+		switch ns, all := r.rank("namespace"), r.rank("all-namespaces"); {
+		case ns > all:
+			c.AllNamespaces = false
+		case all > ns:
+			c.Namespaces = nil
+		}
+	}
 	if len(c.Contexts) == 1 {
 		c.Context = c.Contexts[0]
 	}

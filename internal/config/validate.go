@@ -89,6 +89,11 @@ func combinations(c *Config, from func(string) string) error {
 	if c.Command == CommandRestore && c.RestoreWorkspace != "" && c.RestoreFrom != "" {
 		return fail("from", "--from%s and --workspace%s are mutually exclusive", from("from"), from("workspace"))
 	}
+	if c.Command == CommandPrune && c.KeepFor == 0 && c.KeepLast == 0 {
+		// It would read every rescue in scope and prune none
+		// (docs/spec.md#retention-candidates).
+		return fail("keep-for", "prune needs a retention: --keep-for DURATION, --keep-last N or both (with neither it prunes nothing); nothing was read")
+	}
 	if c.deleting() && c.Superseded == classify.SupersededDiscard && !c.Yes && !c.DryRun {
 		return fail("superseded", "--superseded=discard%s deletes superseded claims without a snapshot: %s needs --yes (or --dry-run to preview)", from("superseded"), c.Command)
 	}
