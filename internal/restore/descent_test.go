@@ -121,6 +121,17 @@ func TestPlanDatesByDescent(t *testing.T) {
 			t.Fatalf("beside the claim's rescue: err = %v, want a refusal naming alice-1-rescue", err)
 		}
 	})
+	t.Run("someone else's snapshot of another claim of the workspace cut after the data time: refused", func(t *testing.T) {
+		rr := rescue("restored-2-rescue", "restored-2", "w", 400, 401)
+		rr.RestoredDataTime = at(100)
+		b3 := rescue("backup-3", "alice-1", "w", 200, 200) // of alice-1 (gone), labelled w
+		b3.ManagedByJanitor, b3.OrphanedSince, b3.Template = false, nil, ""
+		_, err := Plan(Request{Namespace: "ws", Workspace: "w"}, []Snapshot{rr, b3}, contentsOf(rr, b3), nil)
+		var ref *Refusal
+		if !errors.As(err, &ref) || !strings.Contains(ref.Reason, "backup-3") || !strings.Contains(ref.Reason, "workspace w") {
+			t.Fatalf("err = %v, want a refusal naming backup-3 and workspace w", err)
+		}
+	})
 	t.Run("D: a held claim in use is refused beside, however old its mark", func(t *testing.T) {
 		cl := inventory.Claim{Namespace: "ws", Name: "alice-2", UID: "uid-alice-2", Phase: "Bound", CreationTimestamp: t0,
 			Annotations: map[string]string{inventory.AnnotationOrphanedSince: at(5).Format(time.RFC3339)}}

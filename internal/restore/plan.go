@@ -332,14 +332,19 @@ func newerRescue(r Request, s *Snapshot, dataTime time.Time, snaps []Snapshot, c
 }
 
 // newerForeign refuses s when someone else's intact snapshot of the same
-// claim (a backup tool's) was cut after s's data time: it may hold the
-// claim's newer data, and the janitor may have reaped the claim on it
+// claim (a backup tool's), or of the same workspace when s has a workspace
+// label, was cut after s's data time: it may hold the claim's or the
+// workspace's newer data, and the janitor may have reaped the claim on it
 // (docs/spec.md#restore-refusals). It has no claim template, so the way to
 // it is --from (with --size), or --allow-older for s.
 func newerForeign(r Request, s *Snapshot, dataTime time.Time, snaps []Snapshot, contents map[string]inventory.Content) error {
 	for i := range snaps {
 		o := &snaps[i]
-		if o.UID == s.UID || o.ManagedByJanitor || o.SourceClaim == "" || o.SourceClaim != s.SourceClaim {
+		if o.UID == s.UID || o.ManagedByJanitor || o.SourceClaim == "" {
+			continue
+		}
+		sameClaim := o.SourceClaim == s.SourceClaim
+		if !sameClaim && (s.Workspace == "" || o.Workspace != s.Workspace) {
 			continue
 		}
 		if ok, _ := classify.Intact(&o.Snapshot, contents); !ok {
@@ -349,8 +354,12 @@ func newerForeign(r Request, s *Snapshot, dataTime time.Time, snaps []Snapshot, 
 		// writes: cut times are whole seconds (found by the model
 		// checker: two backups of one claim cut in one second).
 		if cut := classify.CutTime(&o.Snapshot); !cut.Add(r.ClockSkew).Before(dataTime) {
-			return refuse("snapshot %s/%s of claim %s, not the janitor's, was cut at %s, after the data time %s of %s: it may hold newer data of the claim; restore from it with --from (and --size), or pass --allow-older",
-				r.Namespace, o.Name, s.SourceClaim, cut.UTC().Format(time.RFC3339), dataTime.UTC().Format(time.RFC3339), s.Name)
+			of := "the claim"
+			if !sameClaim {
+				of = "workspace " + s.Workspace
+			}
+			return refuse("snapshot %s/%s of claim %s, not the janitor's, was cut at %s, after the data time %s of %s: it may hold newer data of %s; restore from it with --from (and --size), or pass --allow-older",
+				r.Namespace, o.Name, o.SourceClaim, cut.UTC().Format(time.RFC3339), dataTime.UTC().Format(time.RFC3339), s.Name, of)
 		}
 	}
 	return nil

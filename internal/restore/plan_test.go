@@ -50,6 +50,10 @@ func TestPlan(t *testing.T) {
 	notReady.ReadyToUse = false
 	foreign := rescue("manual", "a", "w", 90, 90)
 	foreign.ManagedByJanitor, foreign.OrphanedSince, foreign.Template = false, nil, ""
+	// A backup tool that does not copy the workspace label: it weighs on
+	// its own claim's restores only (a labelled one weighs on the whole
+	// workspace's: TestPlanDatesByDescent).
+	foreign.Workspace = ""
 	size := resource.MustParse("8Gi")
 	foreign.RestoreSize = &size
 	foreignOld := rescue("manual-old", "a", "w", 25, 25)
