@@ -53,12 +53,15 @@
 #
 # Exit codes:
 #   0    gate open: every claim in scope is in use, young, unbound,
-#        terminating or rescued by a snapshot that survives the teardown.
-#        An empty scope opens the gate too: a cluster without workspaces
-#        loses nothing. Check the report's claim count on the first runs,
-#        since a selector that matches nothing ("No claims in scope.") looks
-#        the same as a cluster that has no workspaces.
-#   3    gate shut: claims hold data a teardown would lose. They are listed
+#        terminating or rescued by a snapshot that survives the teardown,
+#        and at least --min-claims (default 1) claims are in scope.
+#        An empty scope keeps the gate shut (exit 3): a selector that
+#        matches nothing looks the same as a cluster without workspaces,
+#        and must not pass. For a cluster that may have no workspaces,
+#        pass --min-claims 0.
+#   3    gate shut: claims hold data a teardown would lose, or fewer claims
+#        than --min-claims are in scope (the janitor's last line says
+#        which). Those at risk are listed
 #        first in the report with the reason. Typical fixes: wait and rerun
 #        (Snapshotting, Grace), fix the snapshot class (SnapshotFailed), let
 #        a node detach (Attached), decide about Superseded and Held claims
@@ -164,7 +167,7 @@ case "$status" in
 	exit 0
 	;;
 "$EXIT_DATA_AT_RISK")
-	log "GATE SHUT (exit 3): claims in scope hold data the teardown would lose; they are listed first above, with the reason"
+	log "GATE SHUT (exit 3): claims in scope hold data the teardown would lose (listed first above, with the reason), or fewer claims than --min-claims are in scope (an empty scope: check the selector)"
 	log "rerun once they are rescued, or decide about each of them; do NOT tear down"
 	exit "$status"
 	;;

@@ -233,6 +233,21 @@ func TestTeardownGate(t *testing.T) {
 			t.Fatalf("exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})
+	// An empty scope (a selector that matches nothing looks the same) keeps
+	// it shut: guard's --min-claims is 1 by default; --min-claims 0 lets a
+	// cluster without workspaces pass (docs/spec.md#guard-min-claims).
+	t.Run("an empty scope keeps it shut", func(t *testing.T) {
+		t.Parallel()
+		ns := env.Namespace(t)
+		r := runGate(t, gateEnv(t, ns), gateArgs...)
+		if r.code != 3 || !strings.Contains(r.stderr, "GATE SHUT (exit 3)") || !strings.Contains(r.stderr, "min-claims") {
+			t.Fatalf("exit %d, want 3 naming --min-claims\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		r = runGate(t, gateEnv(t, ns), append(gateArgs, "--min-claims", "0")...)
+		if r.code != 0 || !strings.Contains(r.stderr, "GATE OPEN") {
+			t.Fatalf("--min-claims 0: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
 	t.Run("a missing janitor keeps it shut", func(t *testing.T) {
 		t.Parallel()
 		r := runGate(t, gateEnv(t, "default", "GATE_JANITOR=janitor-not-installed"), gateArgs...)
