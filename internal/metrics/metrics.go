@@ -446,11 +446,13 @@ func lastSuccessIn(path, command, cluster string) time.Time {
 		return time.Time{}
 	}
 	defer func() { _ = f.Close() }()
-	prefix := NameLastSuccess + `{command="` + command + `"} `
+	// The series as the writer wrote it: labels sorted by name, values
+	// escaped (a context name may hold " or \), by the same labelText.
+	labels := []label{{"command", command}}
 	if cluster != "" {
-		// The text format sorts labels by name.
-		prefix = NameLastSuccess + `{cluster="` + cluster + `",command="` + command + `"} `
+		labels = []label{{"cluster", cluster}, {"command", command}}
 	}
+	prefix := NameLastSuccess + labelText(labels) + " "
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()

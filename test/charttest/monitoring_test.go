@@ -44,6 +44,12 @@ func TestMonitoring(t *testing.T) {
 	if kinds["PrometheusRule"] != 1 || kinds["ConfigMap"] != 2 {
 		t.Fatalf("rendered kinds %v: want a PrometheusRule and the dashboard's ConfigMap beside the configuration's", kinds)
 	}
+	// The last-success alert fires when there is no success at all: a
+	// failed run pushes none, and the Pushgateway then holds none (issue 39
+	// item 10).
+	if !strings.Contains(r.YAML, `absent_over_time(pvc_janitor_last_success_timestamp_seconds{command="run"}`) {
+		t.Error("PVCJanitorNoRecentSuccess does not fire on an absent last success")
+	}
 	def := render(t, "def", "janitor", nil, "config.selector=app=ide")
 	for _, o := range def.Objects {
 		if o.GetKind() == "PrometheusRule" || strings.HasSuffix(o.GetName(), "-dashboard") {
