@@ -28,7 +28,10 @@ dates the orphan period; every snapshot of the claim or its workspace with its
 cut and data times, whether it is intact and what it is to this claim; the
 workspace's other claims; and the next action with the earliest time it can
 happen. -o json (or yaml) gives the same as data.`,
-		Example: `  janitor explain workspaces/ws-abc --workspace-label workspace-id
+		Example: `  # Why the claim is in its state, and what happens to it next
+  janitor explain workspaces/ws-abc --workspace-label workspace-id
+
+  # The same as data, through kubectl
   kubectl janitor explain -n workspaces ws-abc -o json`,
 		Args: oneClaim,
 		RunE: func(cmd *cobra.Command, args []string) error {

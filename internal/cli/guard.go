@@ -30,8 +30,12 @@ teardown would lose:
 At-risk entries are listed first. Exit 0 means nothing in scope would be lost.
 --rescue runs snapshot first (it then needs a selector, like every mutating
 command).`,
-		Example: `  janitor guard -A -l app=ide --workspace-label workspace-id --min-claims 1 || echo "do not tear down"`,
-		Args:    noArgs,
+		Example: `  # The gate before a teardown: exit 3 while anything in scope would be lost
+  janitor guard -A -l app=ide --workspace-label workspace-id || echo "do not tear down"
+
+  # Rescue the orphans first, then judge (writes snapshots, takes the Lease)
+  janitor guard --rescue -A -l app=ide --workspace-label workspace-id`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return command(cmd, s, config.CommandGuard, nil, (*session).guard)
 		},

@@ -28,7 +28,10 @@ and is not rescued by a newer snapshot. A Retain VolumeSnapshotContent is set
 to Delete first only with --delete-contents; without it, such a rescue is
 kept. Blast radius, --dry-run, --yes (needed over several clusters) and the
 Lease work as for reap.`,
-		Example: `  janitor prune -n workspaces --workspace-label workspace-id --keep-last 1 --dry-run
+		Example: `  # Which rescues all but the newest of each workspace would go
+  janitor prune -n workspaces --workspace-label workspace-id --keep-last 1 --dry-run
+
+  # Keep 30 days, and always the 2 newest of each workspace
   janitor prune -A --workspace-label workspace-id --keep-for 720h --keep-last 2 --yes`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

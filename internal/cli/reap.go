@@ -22,7 +22,10 @@ deleted. Over --max-deletions or --max-deletion-percent nothing is deleted
 terminal and without --yes it refuses (exit 2), as it does over several
 clusters (--context a,b or --all-contexts): no prompt then, --yes or --dry-run.
 --dry-run deletes nothing.`,
-		Example: `  janitor reap -n workspaces -l app=ide --workspace-label workspace-id --dry-run
+		Example: `  # The claims reap would delete, one per line, deleting nothing
+  janitor reap -n workspaces -l app=ide --workspace-label workspace-id --dry-run -o name
+
+  # Delete every rescued claim, without the prompt (a script, a CronJob)
   janitor reap -A -l app=ide --workspace-label workspace-id --yes`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,8 +61,15 @@ func newRunCommand(s Streams) *cobra.Command {
 a VolumeSnapshot, then reap the claims whose rescue is ready, all under one
 Lease and with one report. Without a terminal, or over several clusters
 (--context a,b or --all-contexts), it needs --yes to delete (or --dry-run).`,
-		Example: `  janitor run -A -l app=ide --workspace-label workspace-id --yes`,
-		Args:    noArgs,
+		Example: `  # Preview a whole run: what it would mark, rescue, reap and prune, changing nothing
+  janitor run -A -l app=ide --workspace-label workspace-id --dry-run
+
+  # What the CronJob runs
+  janitor run -A -l app=ide --workspace-label workspace-id --yes
+
+  # With retention: prune rescues older than 30 days after the reap
+  janitor run -A -l app=ide --workspace-label workspace-id --keep-for 720h --yes`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			confirm, check := confirmation(s, config.CommandRun)
 			return command(cmd, s, config.CommandRun, check, func(sess *session) error { return runOn(sess, *confirm) })

@@ -38,9 +38,16 @@ intact, or a claim of the workspace is in use or holds newer data (unless
 --allow-older). It waits --restore-timeout for the claim to be Bound (exit 4 if
 it is not). --dry-run prints what it would create; -o yaml prints only the
 claim's manifest and creates nothing.`,
-		Example: `  janitor restore workspaces/ws-abc
+		Example: `  # Bring a reaped claim back from its rescue, under its own name
+  janitor restore workspaces/ws-abc
+
+  # The newest copy of a workspace, whatever its claim was called
   janitor restore -n workspaces --workspace abc --workspace-label workspace
+
+  # An older snapshot, under another name (never over newer data)
   janitor restore -n workspaces --from ws-abc-rescue-1a2b3c4d5e --as ws-abc-old --allow-older
+
+  # Only the claim's manifest, creating nothing
   janitor restore workspaces/ws-abc -o yaml > ws-abc.yaml`,
 		Args: atMostOneClaim,
 		RunE: func(cmd *cobra.Command, args []string) error {

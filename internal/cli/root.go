@@ -41,14 +41,51 @@ by another run, 130/143 interrupted.`,
 		newRestoreCommand(s), newPruneCommand(s), newExplainCommand(s), newVersionCommand(s))
 	root.AddCommand(newExportCommand(s), newImportCommand(s))
 	// An unknown command is a usage error, not a runtime one.
-	root.Args = func(_ *cobra.Command, args []string) error {
+	root.Args = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return unknownCommand(args)
+			return unknownCommand(cmd, args)
 		}
 		return nil
 	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	root.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only in its own check
+	strictHelpAndCompletion(root)
 	return root
+}
+
+// strictHelpAndCompletion makes cobra's help and completion commands exit 2
+// on what they cannot do (`help nonexistent`, `completion tcsh`), where
+// cobra prints a line or the usage and exits 0.
+func strictHelpAndCompletion(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help":
+			c.Run = nil
+			c.RunE = func(c *cobra.Command, args []string) error {
+				cmd, rest, err := root.Find(args)
+				if err != nil || cmd == nil || len(rest) > 0 || (len(args) > 0 && cmd == root) {
+					return unknownCommand(root, args)
+				}
+				cmd.InitDefaultHelpFlag()
+				cmd.InitDefaultVersionFlag()
+				return cmd.Help()
+			}
+		case "completion":
+			shells := []string{}
+			for _, sh := range c.Commands() {
+				shells = append(shells, sh.Name())
+			}
+			c.Args = func(_ *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return exitcode.New(exitcode.Usage, fmt.Errorf("completion: unknown shell %q: want one of %s", args[0], strings.Join(shells, ", ")))
+				}
+				return nil
+			}
+			c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+		}
+	}
 }
 
 // flagError makes every flag error a usage error (exit 2). A flag that
@@ -56,7 +93,7 @@ by another run, 130/143 interrupted.`,
 func flagError(cmd *cobra.Command, err error) error {
 	if !cmd.HasParent() && cmd.Flags().NArg() > 0 {
 		// `janitor frobnicate --flag`: the command is what is wrong.
-		return unknownCommand(cmd.Flags().Args())
+		return unknownCommand(cmd, cmd.Flags().Args())
 	}
 	msg := err.Error()
 	name := ""
@@ -72,8 +109,16 @@ func flagError(cmd *cobra.Command, err error) error {
 	return exitcode.New(exitcode.Usage, err)
 }
 
-func unknownCommand(args []string) error {
-	return exitcode.New(exitcode.Usage, errors.New("unknown command "+strings.Join(args, " ")+"; see janitor --help"))
+// unknownCommand is the usage error of a command root does not have, with
+// cobra's suggestions (a name within two edits, or one it starts).
+func unknownCommand(root *cobra.Command, args []string) error {
+	msg := "unknown command " + strings.Join(args, " ")
+	if len(args) > 0 {
+		if s := root.Root().SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+	}
+	return exitcode.New(exitcode.Usage, errors.New(msg+"; see janitor --help"))
 }
 
 // usage writes a command's usage as cobra's default template does, with

@@ -16,8 +16,14 @@ func newScanCommand(s Streams) *cobra.Command {
 every claim one state (docs/spec.md#states), records orphaned-since and the phase on
 the claim (pvc-janitor.io/orphaned-since, pvc-janitor.io/phase) and prints the
 report. --dry-run writes nothing.`,
-		Example: `  janitor scan -n workspaces -l app=ide --workspace-label workspace-id
-  janitor scan -A -l app=ide -o json --dry-run`,
+		Example: `  # Read-only first: every claim's state, marking nothing and taking no Lease
+  janitor scan -A -l app=ide --workspace-label workspace-id --dry-run
+
+  # Classify and mark the orphans of one namespace (the grace period starts)
+  janitor scan -n workspaces -l app=ide --workspace-label workspace-id
+
+  # The report as data, sorted by when each claim was orphaned
+  janitor scan -A -l app=ide -o json --sort-by .orphanedSince --dry-run`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return command(cmd, s, config.CommandScan, nil, scan)

@@ -23,7 +23,13 @@ records the failed attempts and when the next run may try again
 (--snapshot-retry-backoff, doubled per failed run, at most 24h). Superseded
 claims never get an ordinary snapshot: it could be restored over the user's
 newer work. --dry-run creates nothing.`,
-		Example: `  janitor snapshot -n workspaces -l app=ide --workspace-label workspace-id
+		Example: `  # What would be rescued, creating nothing
+  janitor snapshot -n workspaces -l app=ide --workspace-label workspace-id --dry-run
+
+  # Rescue every orphan of one namespace and wait until each is intact
+  janitor snapshot -n workspaces -l app=ide --workspace-label workspace-id
+
+  # Archive superseded claims too, with a class whose contents are Retain
   janitor snapshot -A -l app=ide --superseded archive --snapshot-class csi-retain`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
