@@ -73,6 +73,11 @@ func TestValuesRefusedAtInstallTime(t *testing.T) {
 		{"price not a number", "prices.gp3=cheap", "gp3"},
 		{"price of a bad class name", "prices.GP3=1", "GP3"},
 		{"negative snapshot price", "snapshotPrice=-1", "snapshotPrice"},
+		// Every run would refuse these (issue 39 item 11):
+		{"clock-skew over 5m", "config.clock-skew=10m", "clock-skew"},
+		{"request-timeout 0", "config.request-timeout=0s", "request-timeout"},
+		// Alerts on metrics that never reach Prometheus (item 10).
+		{"alerts without published metrics", "metrics.prometheusRule.enabled=true", "needs the metrics to reach Prometheus"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, err := renderErr(t, "r", "janitor", nil, append(base, tc.set)...)

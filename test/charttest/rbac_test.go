@@ -35,26 +35,27 @@ func grants(group string, resources []string, verbs ...string) []grant {
 
 // The API calls the janitor makes (internal/kube, internal/mark,
 // internal/rescue, internal/reap, internal/lock); the chart must grant
-// these and nothing else. Reads are list and watch (the janitor lists;
-// it watches VolumeSnapshots while waiting for them).
+// these and nothing else. Reads are list (and get where named); watch
+// only on VolumeSnapshots, which the janitor watches while waiting for
+// them (rescue/watch.go: its one Watch call).
 var (
 	// namespacedNeeds are granted by the ClusterRole, or in namespaced mode
 	// by a Role in every namespace looked at.
 	namespacedNeeds = slices.Concat(
-		grants("", []string{"persistentvolumeclaims"}, "get", "list", "watch", "patch", "delete"),
-		grants("", []string{"pods"}, "list", "watch"),
+		grants("", []string{"persistentvolumeclaims"}, "get", "list", "patch", "delete"),
+		grants("", []string{"pods"}, "list"),
 		grants("", []string{"events"}, "create"),
 		grants("snapshot.storage.k8s.io", []string{"volumesnapshots"}, "get", "list", "watch", "create", "patch", "delete"),
-		grants("apps", []string{"deployments", "replicasets", "daemonsets", "statefulsets"}, "list", "watch"),
-		grants("batch", []string{"jobs", "cronjobs"}, "list", "watch"),
+		grants("apps", []string{"deployments", "replicasets", "daemonsets", "statefulsets"}, "list"),
+		grants("batch", []string{"jobs", "cronjobs"}, "list"),
 	)
 	// clusterNeeds are cluster-scoped: always in a ClusterRole. get on
 	// classes validates --snapshot-class before anything is written.
 	clusterNeeds = slices.Concat(
-		grants("", []string{"persistentvolumes"}, "list", "watch"),
-		grants("storage.k8s.io", []string{"volumeattachments"}, "list", "watch"),
-		grants("snapshot.storage.k8s.io", []string{"volumesnapshotcontents"}, "list", "watch"),
-		grants("snapshot.storage.k8s.io", []string{"volumesnapshotclasses"}, "get", "list", "watch"),
+		grants("", []string{"persistentvolumes"}, "list"),
+		grants("storage.k8s.io", []string{"volumeattachments"}, "list"),
+		grants("snapshot.storage.k8s.io", []string{"volumesnapshotcontents"}, "list"),
+		grants("snapshot.storage.k8s.io", []string{"volumesnapshotclasses"}, "get", "list"),
 	)
 	// leaseNeeds are in the lock namespace only; all but create are limited
 	// to the one Lease, named pvc-janitor.

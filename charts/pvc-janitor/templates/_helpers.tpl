@@ -129,10 +129,10 @@ Reads are list (and watch); the janitor watches only VolumeSnapshots.
 {{- define "pvc-janitor.namespacedRules" -}}
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get", "list", "watch", "patch", "delete"]
+  verbs: ["get", "list", "patch", "delete"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch"]
+  verbs: ["list"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
@@ -141,10 +141,10 @@ Reads are list (and watch); the janitor watches only VolumeSnapshots.
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["apps"]
   resources: ["deployments", "replicasets", "daemonsets", "statefulsets"]
-  verbs: ["list", "watch"]
+  verbs: ["list"]
 - apiGroups: ["batch"]
   resources: ["jobs", "cronjobs"]
-  verbs: ["list", "watch"]
+  verbs: ["list"]
 {{- end }}
 
 {{/* Cluster-scoped resources: always in a ClusterRole. get on
@@ -153,16 +153,16 @@ get and patch on VolumeSnapshotContents only with contents.delete. */}}
 {{- define "pvc-janitor.clusterScopedRules" -}}
 - apiGroups: [""]
   resources: ["persistentvolumes"]
-  verbs: ["list", "watch"]
+  verbs: ["list"]
 - apiGroups: ["storage.k8s.io"]
   resources: ["volumeattachments"]
-  verbs: ["list", "watch"]
+  verbs: ["list"]
 - apiGroups: ["snapshot.storage.k8s.io"]
   resources: ["volumesnapshotcontents"]
-  verbs: ["list", "watch"]
+  verbs: ["list"]
 - apiGroups: ["snapshot.storage.k8s.io"]
   resources: ["volumesnapshotclasses"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list"]
 {{- if include "pvc-janitor.deleteContents" . }}
 # contents.delete: set a Retain content of the janitor's own rescue to
 # Delete (a JSON patch that first tests the content's volumeSnapshotRef UID)
