@@ -49,7 +49,7 @@ help: ## show the targets
 build: ## build bin/janitor
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/janitor ./cmd/janitor
 
-control-plane: ## build the pinned control-plane binaries and csi-sanity into the cache (cold: ~10-20 min)
+control-plane: ## build the pinned control-plane binaries and csi-sanity into the cache (cold: ~30 min on 2 busy cores; docs/development.md)
 	bash scripts/cluster/build.sh all sanity
 
 test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration, chart and chaos (short) tests, race detector, csi-sanity, fuzzing, release check; safety and chaos again without the Unused condition

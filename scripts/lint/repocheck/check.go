@@ -50,7 +50,7 @@ func trackedFiles(dir string) ([]file, error) {
 // check returns one line per problem found in files under dir.
 func check(dir string, files []file) ([]string, error) {
 	var problems []string
-	for _, step := range []func(string, []file) ([]string, error){binaries, brokenLinks, outsideReferences} {
+	for _, step := range []func(string, []file) ([]string, error){binaries, brokenLinks, outsideReferences, saidOnce} {
 		p, err := step(dir, files)
 		if err != nil {
 			return nil, err
@@ -303,4 +303,40 @@ func slug(h string) string {
 		}
 	}
 	return b.String()
+}
+
+// readmeMaxLines bounds the README: the start of the documentation, not
+// all of it (issue 39).
+const readmeMaxLines = 250
+
+// saidOnce checks that the docs say one thing once where they drifted
+// apart before (issue 39 item 14): the README stays within readmeMaxLines,
+// and the Helm install command is written in one Markdown file only (the
+// others link to it).
+func saidOnce(dir string, files []file) ([]string, error) {
+	var problems, installs []string
+	for _, f := range files {
+		if !strings.HasSuffix(f.Path, ".md") {
+			continue
+		}
+		body, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f.Path)))
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			return nil, err
+		}
+		if f.Path == "README.md" {
+			if n := strings.Count(string(body), "\n"); n > readmeMaxLines {
+				problems = append(problems, fmt.Sprintf("README.md: %d lines, at most %d: move detail into docs/", n, readmeMaxLines))
+			}
+		}
+		if strings.Contains(string(body), "helm install ") {
+			installs = append(installs, f.Path)
+		}
+	}
+	if len(installs) > 1 {
+		problems = append(problems, fmt.Sprintf("%s: the helm install command is written in %d files; write it once and link to it", strings.Join(installs, ", "), len(installs)))
+	}
+	return problems, nil
 }

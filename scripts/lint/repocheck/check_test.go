@@ -95,6 +95,20 @@ func TestCheck(t *testing.T) {
 			want: []string{`"#flags-2": no heading`},
 		},
 		{
+			name:  "README too long",
+			files: map[string]string{"README.md": strings.Repeat("line\n", 251)},
+			want:  []string{"README.md: 251 lines, at most 250"},
+		},
+		{
+			name: "helm install written twice",
+			files: map[string]string{
+				"README.md":    "```\nhelm install x charts/x\n```\n",
+				"docs/ops.md":  "```\nhelm install x charts/x\n```\n",
+				"docs/more.md": "see the README\n",
+			},
+			want: []string{"README.md, docs/ops.md: the helm install command is written in 2 files"},
+		},
+		{
 			name:  "leaves the repository",
 			files: map[string]string{"README.md": "[spec](../shared/SPEC.md)\n"},
 			want:  []string{`link "../shared/SPEC.md": leaves the repository`, "README.md:1: refers outside the repository"},

@@ -7,7 +7,10 @@
 //     inside the repository and, for "file.md#anchor", the anchor is a heading
 //     slug or an explicit <a id="..."> of that file;
 //   - no tracked file outside .git links or refers to ../shared/, which other
-//     readers of the repository do not have.
+//     readers of the repository do not have;
+//   - the docs say one thing once where they drifted apart: README.md has
+//     at most 250 lines, and one Markdown file only writes the helm install
+//     command (the others link to it).
 //
 // Usage: go run ./scripts/lint/repocheck [DIR] (default: the current folder,
 // which must be the top of a git work tree).
