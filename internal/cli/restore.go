@@ -51,7 +51,7 @@ claim's manifest and creates nothing.`,
   janitor restore workspaces/ws-abc -o yaml > ws-abc.yaml`,
 		Args: atMostOneClaim,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return command(cmd, s, config.CommandRestore, nil, func(sess *session) error {
+			return command(cmd, s, config.CommandRestore, oneNamespace(cmd, s), func(sess *session) error {
 				req, err := sess.restoreRequest(args)
 				if err != nil {
 					return err
@@ -61,6 +61,21 @@ claim's manifest and creates nothing.`,
 		},
 	}
 	return withFlags(cmd, config.CommandRestore)
+}
+
+// oneNamespace refuses all-namespaces from the environment or the config
+// file before anything is read, naming where it came from (-n overrides
+// it: config.Load); -A on the command line is refused by restoreRequest.
+func oneNamespace(cmd *cobra.Command, s Streams) func(*config.Config) error {
+	return func(cfg *config.Config) error {
+		if !cfg.AllNamespaces {
+			return nil
+		}
+		if from := config.Origin(cmd.Flags(), s.LookupEnv, cfg, "all-namespaces"); from != "" {
+			return exitcode.New(exitcode.Usage, fmt.Errorf("restore works in one namespace: all-namespaces%s is not allowed; -n NAMESPACE overrides it", from))
+		}
+		return nil
+	}
 }
 
 // restoreRequest reads what to restore from the argument and the flags.
@@ -74,9 +89,6 @@ func (sess *session) restoreRequest(args []string) (restore.Request, error) {
 	ns := ""
 	switch {
 	case cfg.AllNamespaces:
-		if from := cfg.From("all-namespaces"); from != "" {
-			return usage("restore works in one namespace: all-namespaces%s is not allowed; -n NAMESPACE overrides it", from)
-		}
 		return usage("restore works in one namespace: -A is not allowed")
 	case len(sess.scope.Namespaces) > 1:
 		return usage("restore works in one namespace, got %s", strings.Join(sess.scope.Namespaces, ", "))

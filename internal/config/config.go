@@ -60,9 +60,6 @@ type Config struct {
 	Command string
 	// ConfigFile is the file the configuration was read from, if any.
 	ConfigFile string
-	// from names where an option's value came from when not a flag (Load
-	// sets it; From).
-	from func(string) string
 
 	// Kubeconfig and Context select the cluster as kubectl would; empty
 	// means kubectl's own resolution. Context is the one context given
@@ -316,14 +313,4 @@ func redactSecret(v string) string {
 		return ""
 	}
 	return "<redacted>"
-}
-
-// From names where option name's value came from when it was not a flag,
-// as a suffix for an error: " (from config file F)", " (from JANITOR_X)",
-// or "" (a flag, a default, or a Config not built by Load).
-func (c *Config) From(name string) string {
-	if c.from == nil {
-		return ""
-	}
-	return c.from(name)
 }

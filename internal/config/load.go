@@ -313,6 +313,27 @@ func (r *resolver) from(name string) string {
 	return ""
 }
 
+// Origin names where option name's value in c came from when it was not
+// a flag, as Load's own errors do: " (from JANITOR_X)", " (from config file
+// F)", or "" (a flag or a default). fs and lookupEnv are the ones c was
+// loaded with. A value that is neither a flag nor in the environment is
+// taken to be the file's when there is a file. (Config keeps no record of
+// it: configurations are compared whole.)
+func Origin(fs *pflag.FlagSet, lookupEnv func(string) (string, bool), c *Config, name string) string {
+	if f := fs.Lookup(name); f != nil && f.Changed {
+		return ""
+	}
+	if lookupEnv != nil {
+		if v, ok := lookupEnv(EnvName(name)); ok && v != "" {
+			return " (from " + EnvName(name) + ")"
+		}
+	}
+	if c.ConfigFile != "" {
+		return " (from config file " + c.ConfigFile + ")"
+	}
+	return ""
+}
+
 // rank orders where option name's value came from: 3 a flag, 2 the
 // environment, 1 the config file, 0 the default.
 func (r *resolver) rank(name string) int {
@@ -474,7 +495,6 @@ func (r *resolver) complete(command string) (*Config, error) {
 	}
 	c.ConfigFile = r.filePath
 	c.NotifyRoutes = r.routes
-	c.from = r.from
 	// -n and -A are one setting, the scope, given two ways: the one from
 	// the higher source wins (flags over the environment over the file, as
 	// kubectl's flags beat its kubeconfig's namespace), so that -n narrows
