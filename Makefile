@@ -120,7 +120,7 @@ tools: ## build the pinned helm, goreleaser and actionlint into the cache, apt-g
 chart-test: control-plane tools ## helm lint/template, server-side dry run, RBAC check and RBAC proof
 	bash scripts/chart/test.sh
 
-release-check: tools ## goreleaser check + snapshot build of this platform, its image checked, + kubectl janitor (no docker)
+release-check: tools ## goreleaser check + snapshot build of this platform, its image checked, + kubectl janitor, + the README's install steps against a release built for its tag (no docker, nothing published)
 	bash scripts/release/check.sh
 
 image: ## the janitor's OCI image archive + SBOM under dist/, in pure Go (no Docker, nothing pulled); IMAGE_ARCH=arm64 for another

@@ -14,6 +14,11 @@
 #   4. The kubectl plugin: that binary installed as kubectl-janitor on PATH,
 #      `kubectl janitor version` (the pinned kubectl of the local cluster)
 #      runs it.
+#   5. The README's install steps, as written there (checksum line, the
+#      krew manifest attached to the release, the version from the tag),
+#      against a release of this platform built as the README's tag would
+#      be and served on loopback (scripts/release/readme-install.sh, with
+#      the pinned krew).
 #
 # With --full it also runs `goreleaser release --snapshot` for every
 # platform (archives with README and LICENSE, checksums, the krew manifest;
@@ -39,6 +44,7 @@ log() { printf '[release-check %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 fail() { log "FAIL: $*"; exit 1; }
 
 goreleaser="$(bash "$here/build-goreleaser.sh")"
+krew="$(bash "$here/build-krew.sh")"
 bash "$root/scripts/cluster/build.sh" kube >&2
 # shellcheck source=../cluster/versions.sh
 . "$root/scripts/cluster/versions.sh"
@@ -87,6 +93,9 @@ plug="$(PATH="$plugdir:/usr/bin:/bin" KUBECONFIG=/dev/null "$kubectl" janitor ve
 PATH="$plugdir:/usr/bin:/bin" "$kubectl" plugin list 2>/dev/null | grep -q "$plugdir/kubectl-janitor" ||
 	fail "kubectl plugin list does not show $plugdir/kubectl-janitor"
 log "kubectl janitor version: $plug"
+
+log "the README's install steps against a release built for its tag"
+bash "$here/readme-install.sh" "$goreleaser" "$kubectl" "$krew"
 
 if [[ $full == 1 ]]; then
 	log "goreleaser release --snapshot --clean (every platform; no docker, no publishing)"
