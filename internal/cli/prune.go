@@ -20,8 +20,8 @@ func newPruneCommand(s Streams) *cobra.Command {
 		Long: `prune deletes the janitor's own rescues (never anyone else's snapshot) by
 retention (docs/spec.md#retention): --keep-for (rescues cut longer ago are candidates) and
 --keep-last (all but the N newest by data time per workspace are candidates);
-with both, a rescue is kept when either keeps it; with neither, nothing is
-pruned. Whatever the retention, it never deletes the only copy of a
+with both, a rescue is kept when either keeps it; with neither, prune refuses
+(exit 2) before reading anything. Whatever the retention, it never deletes the only copy of a
 workspace's last data, a rescue a claim that is not yet Bound restores from, a
 held rescue (pvc-janitor.io/hold), or a rescue whose source claim still exists
 and is not rescued by a newer snapshot. A Retain VolumeSnapshotContent is set
