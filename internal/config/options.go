@@ -273,7 +273,7 @@ func sharedOptions() []option {
 		{name: "api-timeout", group: groupAPI, def: "2m", cmds: forReading, field: func(c *Config) any { return &c.APITimeout }, check: positive,
 			usage: "cap on retrying one API call"},
 		{name: "request-timeout", group: groupAPI, def: "30s", cmds: forReading, field: func(c *Config) any { return &c.RequestTimeout }, check: positive,
-			usage: "how long one request waits for the API server's response (a list: each silence of its stream); a server that has not answered yet fails the run after it"},
+			usage: "how long one request waits for the API server's response (a list: each silence of its stream; at most a quarter of --api-timeout, 15s at least); a server that has not answered yet fails the run after it"},
 	}
 }
 

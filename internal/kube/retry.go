@@ -24,8 +24,7 @@ type RetryPolicy struct {
 	MaxElapsed time.Duration // cap on the total time spent on one call (--api-timeout)
 	// Request is how long one attempt may wait for the API server's
 	// response (--request-timeout, kubectl's name and meaning; a streamed
-	// list: each silence of its stream). Zero: a quarter of MaxElapsed, at
-	// least 15s.
+	// list: each silence of its stream), within AttemptTimeout's bound.
 	Request time.Duration
 }
 
@@ -48,16 +47,18 @@ func (p RetryPolicy) DoStream(ctx context.Context, what string, op func(context.
 }
 
 // AttemptTimeout is how long one attempt may take (or, for a stream, stay
-// silent): Request (--request-timeout), else a quarter of the policy's
-// time, at least 15s.
+// silent): Request (--request-timeout), but at most a quarter of the
+// policy's time (at least 15s), so that a retry fits in the budget of a
+// call whose attempt the server left unanswered.
 func (p RetryPolicy) AttemptTimeout() time.Duration {
 	if p.MaxElapsed <= 0 {
 		p = DefaultRetry
 	}
+	quarter := max(p.MaxElapsed/4, 15*time.Second)
 	if p.Request > 0 {
-		return p.Request
+		return min(p.Request, quarter)
 	}
-	return max(p.MaxElapsed/4, 15*time.Second)
+	return quarter
 }
 
 func (p RetryPolicy) do(ctx context.Context, what string, bounded bool, op func(context.Context) error) error {

@@ -148,3 +148,26 @@ func TestSilenceAfterAnAnswerIsRetried(t *testing.T) {
 		t.Errorf("gave up after %s (%v): a server that answered before is retried for the policy's 3s", took, err)
 	}
 }
+
+// TestAttemptTimeout: an attempt waits --request-timeout, but never more
+// than a quarter of --api-timeout (15s at least), so that a retry fits:
+// the bound every attempt had before --request-timeout, kept for short
+// budgets (TestHungRequestsAreBounded, TestChaos).
+func TestAttemptTimeout(t *testing.T) {
+	for _, c := range []struct {
+		p    RetryPolicy
+		want time.Duration
+	}{
+		{RetryPolicy{}, 30 * time.Second}, // DefaultRetry
+		{RetryPolicy{MaxElapsed: 2 * time.Minute, Request: 30 * time.Second}, 30 * time.Second},
+		{RetryPolicy{MaxElapsed: 2 * time.Minute, Request: time.Second}, time.Second},
+		{RetryPolicy{MaxElapsed: 8 * time.Second, Request: 30 * time.Second}, 15 * time.Second},
+		{RetryPolicy{MaxElapsed: 30 * time.Second, Request: 30 * time.Second}, 15 * time.Second},
+		{RetryPolicy{MaxElapsed: 10 * time.Minute, Request: 30 * time.Second}, 30 * time.Second},
+		{RetryPolicy{MaxElapsed: 10 * time.Minute}, 150 * time.Second},
+	} {
+		if got := c.p.AttemptTimeout(); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.p, got, c.want)
+		}
+	}
+}
