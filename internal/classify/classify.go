@@ -596,7 +596,9 @@ func (c *classifier) descentEvidence(d *Decision, cl *inventory.Claim, since tim
 			continue
 		}
 		o := &c.inv.Claims[j]
-		if s := c.createdFrom(o, e); s != nil && !c.fromOtherClaim(s, cl) && !c.dataTime(s).Before(since) {
+		// The snapshot's cut is on the storage clock, since on the API
+		// server's: cut at least --clock-skew after it (as a rescue).
+		if s := c.createdFrom(o, e); s != nil && !c.fromOtherClaim(s, cl) && !CutTime(s).Before(since.Add(c.p.ClockSkew)) {
 			d.Discard = true
 			d.DiscardReason = "claim " + o.Name + " of the workspace, created from snapshot " + s.Name + " of this claim (data time " +
 				c.dataTime(s).UTC().Format(time.RFC3339) + "), is in use now"

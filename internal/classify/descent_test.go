@@ -154,3 +154,42 @@ func TestProofNamesTheLink(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldsAcrossClocks: a snapshot whose data time is read off its cut
+// (the storage system's clock) holds a rescue whose data time the janitor
+// recorded (the API server's clock) only when newer by --clock-skew: a cut
+// read a second after the rescue's orphaned-since, on a storage clock up
+// to --clock-skew ahead, may have been taken before the last write (found
+// by the model checker with --clock-skew 30s).
+func TestHoldsAcrossClocks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cut  time.Time
+		skew time.Duration
+		held string
+	}{
+		{"a backup cut a second after the rescue's data time, --clock-skew 2s: not held", lT2.Add(time.Second), 2 * time.Second, ""},
+		{"a backup cut at the rescue's data time plus --clock-skew: held", lT2.Add(2 * time.Second), 2 * time.Second, "backup"},
+		{"--clock-skew 0s: a backup cut a second after the rescue's data time holds it", lT2.Add(time.Second), 0, "backup"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := build(snaps(rescueOf("r2", "alice-2", lT2),
+				snap("backup", "alice-2", ready, inWorkspace("alice"), sourceUID("uid-alice-2"), snapAt(tc.cut), cutAt(tc.cut))))
+			l := BuildLineage(inv, Classify(inv, defaultPolicy(), now), now)
+			l.ClockSkew = tc.skew
+			i := -1
+			for j := range l.Copies {
+				if l.Copies[j].Name == "r2" {
+					i = j
+				}
+			}
+			got := ""
+			if j := l.HeldBy(i); j >= 0 {
+				got = l.Copies[j].Name
+			}
+			if got != tc.held {
+				t.Errorf("HeldBy(r2) = %q, want %q", got, tc.held)
+			}
+		})
+	}
+}

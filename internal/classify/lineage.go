@@ -108,6 +108,10 @@ type Lineage struct {
 	// workspace's newer sessions carry its older data, so the workspace's
 	// line (Copy.Base) holds too (docs/spec.md#rule-sessions-carry-data).
 	Carry bool
+	// ClockSkew is --clock-skew: a data time read off a cut (the storage
+	// system's clock) and one recorded on the API server's clock compare
+	// only by this margin (docs/spec.md#rule-descent).
+	ClockSkew time.Duration
 }
 
 // NewLineage indexes copies by workspace and links each to its parent; it
@@ -365,7 +369,7 @@ func (l *Lineage) holds(j, i int) (heldHow, int32) {
 		switch {
 		case y.isClaim():
 			return heldSameClaim, -1
-		case Newer(y, x):
+		case Newer(y, x) && l.asNew(y, x):
 			return heldNewerCut, -1
 		}
 		return heldNot, -1
@@ -430,11 +434,23 @@ func (l *Lineage) descends(j int, x *Copy) int32 {
 		if a.UID != "" && a.UID == x.UID {
 			return k
 		}
-		if x.Source != "" && a.Source == x.Source && !a.DataTime.Before(x.DataTime) {
+		if x.Source != "" && a.Source == x.Source && !a.DataTime.Before(x.DataTime) && l.asNew(a, x) {
 			return k
 		}
 	}
 	return -1
+}
+
+// asNew reports whether snapshot y's data is at least as new as x's across
+// clocks: a data time read off a cut is on the storage system's clock, a
+// recorded one (the janitor's rescue) on the API server's; when the two
+// differ, y must be newer by --clock-skew (a cut read a second ahead may
+// have been taken before x's last write).
+func (l *Lineage) asNew(y, x *Copy) bool {
+	if y.Recorded == x.Recorded || x.isClaim() {
+		return true
+	}
+	return !y.DataTime.Before(x.DataTime.Add(l.ClockSkew))
 }
 
 // maxDescent bounds a walk up the ancestors: a chain is one snapshot and

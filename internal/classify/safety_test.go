@@ -287,6 +287,14 @@ var safetyCases = []classifyCase{
 			discard: yes(), discardWhy: "claim b of the workspace, created from snapshot a-user of this claim"},
 	},
 	{
+		name: "path 8 (descent): a newer claim in use created from a snapshot of this claim cut within --clock-skew of its last use is no discard evidence",
+		inv: []invOpt{claims(pvc("a", workspace("w"), marked(ago(2*time.Hour))),
+			pvc("b", workspace("w"), created(ago(time.Hour)), fromSnapshot("a-user"))), refs("b", pod("ide", "volume home")),
+			snaps(snap("a-user", "a", inWorkspace("w"), snapAt(ago(90*time.Minute)), cutAt(ago(2*time.Hour).Add(time.Second))))},
+		want: want{state: Superseded, reason: "superseded by newer claim ws/b", since: tp(ago(2 * time.Hour)), marks: setPhase(Superseded),
+			discard: no(), discardWhy: "kept: nothing in use descends"},
+	},
+	{
 		name: "path 8 (descent): a newer claim in use created from a snapshot of this claim before its last use is no discard evidence",
 		inv: []invOpt{claims(pvc("a", workspace("w"), marked(ago(2*time.Hour))),
 			pvc("b", workspace("w"), created(ago(time.Hour)), fromSnapshot("a-user"))), refs("b", pod("ide", "volume home")),

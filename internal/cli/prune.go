@@ -62,8 +62,7 @@ func pruneOn(sess *session, confirm func(int) (bool, error)) error {
 func (sess *session) pruneOptions(confirm func(int) (bool, error)) janitor.PruneOptions {
 	cfg := sess.cfg
 	return janitor.PruneOptions{Scan: sess.scanOptions(cfg.DryRun), Confirm: confirm,
-		Retention: retention.Policy{KeepFor: cfg.KeepFor, KeepLast: cfg.KeepLast, DeleteContents: cfg.DeleteContents,
-			SessionsCarryData: cfg.SessionsCarryData},
+		Retention:    retention.Policy{KeepFor: cfg.KeepFor, KeepLast: cfg.KeepLast, DeleteContents: cfg.DeleteContents},
 		MaxDeletions: cfg.MaxDeletions, MaxDeletionPercent: cfg.MaxDeletionPercent}
 }
 

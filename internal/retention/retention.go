@@ -28,6 +28,10 @@ type Policy struct {
 	// a named workspace's newer sessions carry its older data
 	// (docs/spec.md#rule-sessions-carry-data); without it only descent holds.
 	SessionsCarryData bool
+	// ClockSkew is --clock-skew: a snapshot dated by its cut (storage
+	// clock) holds one dated on the API server's clock only by this
+	// margin, and the other way round (docs/spec.md#rule-descent).
+	ClockSkew time.Duration
 	// Keep are rescues kept whatever the retention, with why: in a run,
 	// those its reap deleted a claim on moments ago (the claim's data is
 	// in them now, whatever else prune reads or ranks).
@@ -83,7 +87,7 @@ func Decide(p Policy, rescues []Rescue, contents map[string]inventory.Content, c
 	}
 	rank := ranks(rescues)
 	l, at := judge(rescues, contents, claims)
-	l.Carry = p.SessionsCarryData
+	l.Carry, l.ClockSkew = p.SessionsCarryData, p.ClockSkew
 	for i := range rescues {
 		r := &rescues[i]
 		v := Verdict{Snapshot: &r.Snapshot}
