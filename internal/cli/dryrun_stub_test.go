@@ -250,7 +250,7 @@ func metaItems(l runtime.Object) ([]metav1.Object, error) {
 }
 
 func (s *dryStub) serveList(w http.ResponseWriter, r *http.Request, l runtime.Object) {
-	s.serveObject(w, r, l.(runtime.Object))
+	s.serveObject(w, r, l)
 }
 
 // serveObject answers in protobuf when the client accepts it (the janitor's
