@@ -127,7 +127,7 @@ func holds(t *testing.T, f *testenv.Fixtures, ns, claim, path, data string) {
 	t.Helper()
 	got, err := f.ReadVolume(context.Background(), ns, claim, path)
 	if err != nil || string(got) != data {
-		t.Fatalf("setup: %s's %s: %q (%v), want %q", claim, path, got, err, data)
+		t.Fatalf("%s's %s: %q (%v), want %q", claim, path, got, err, data)
 	}
 }
 
@@ -230,6 +230,7 @@ func TestDescentReturningUserKeepsTheOnlyRescue(t *testing.T) {
 	}
 	nextSecond(time.Now()) // R1 was cut more than --keep-for 1s ago
 	prune := hubArgs("prune", ns, "--keep-for", "1s", "--delete-contents", "--max-deletion-percent", "100")
+	prune = prune[:len(prune):len(prune)] // each append below gets its own copy
 
 	// The operator's statement changes nothing here: without a workspace
 	// label each claim is its own workspace (docs/spec.md#rule-sessions-carry-data).
@@ -373,6 +374,7 @@ func TestDescentNextSessionKeepsTheRescueOfAClaimCreatedEmpty(t *testing.T) {
 	}
 	nextSecond(time.Now()) // both rescues were cut more than --keep-for 1s ago
 	prune := append(reapArgs("prune", ns), "--keep-for", "1s", "--delete-contents", "--max-deletion-percent", "100")
+	prune = prune[:len(prune):len(prune)] // each append below gets its own copy
 
 	// The workspace line, stated: the newer session in use holds Rd.
 	if act, why := snapEntry(t, pruneReport(t, append(prune, "--dry-run", "--sessions-carry-data")), rd); act != "would-prune" {
