@@ -240,11 +240,11 @@ func ClaimCopy(cl *inventory.Claim, d *Decision, now time.Time) Copy {
 }
 
 // ClaimDataTime is the newest moment whose writes claim cl can hold
-// (docs/spec.md#rule-restored-data-time): now while it is in use; else the
-// last use the janitor saw (its orphaned-since, or the last-used
-// annotation); a restored claim not used since its restore, the data time
-// it was restored from; without any of these, now (unknown is newest: the
-// safe side for the copy itself).
+// (docs/spec.md#rule-restored-data-time): now while it is in use; else its
+// orphaned-since (the end of its last use), unless a use was seen after
+// it (pvc-janitor.io/last-used); a restored claim not used since its
+// restore, the data time it was restored from; without any of these, now
+// (unknown is newest: the safe side for the copy itself).
 func ClaimDataTime(cl *inventory.Claim, d *Decision, now time.Time) time.Time {
 	if d != nil && d.UsedNow() {
 		return now
@@ -254,11 +254,11 @@ func ClaimDataTime(cl *inventory.Claim, d *Decision, now time.Time) time.Time {
 	used, uok := u.at, !u.at.IsZero()
 	if restored, ok := RestoredDataTime(cl); ok {
 		// Marked orphaned on its first scan is no use: only a seen use
-		// (the last-used record) after the restore adds new data.
-		if uok && used.After(cl.CreationTimestamp) && used.After(restored) {
-			return used
+		// (the last-used record) after the restore adds new data, and
+		// then its end dates it, as any claim's.
+		if !uok || !used.After(cl.CreationTimestamp) || !used.After(restored) {
+			return restored
 		}
-		return restored
 	}
 	var t time.Time
 	ok := false
@@ -269,10 +269,12 @@ func ClaimDataTime(cl *inventory.Claim, d *Decision, now time.Time) time.Time {
 			t, ok = m, true
 		}
 	}
-	if uok && (!ok || used.After(t)) {
-		t, ok = used, true
-	}
-	if !ok {
+	// A last use the janitor saw is when it saw the claim in use, not when
+	// the use ended: without an orphaned-since at or after it, the use may
+	// have gone on until now (found by the model checker: a claim seen in
+	// use, then written and left, was dated by that sighting, and restore
+	// put an older backup beside it).
+	if !ok || (uok && used.After(t)) {
 		return now
 	}
 	return t

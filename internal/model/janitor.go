@@ -194,7 +194,13 @@ func (w *World) JanitorRun(o Run) {
 		}
 		at := w.Now
 		if wait := since.Add(2 * pol.ClockSkew).Sub(now); wait > 0 {
+			// The rescue waits for the clocks (rescue.clockWait) and
+			// cuts then: the world moves on to that moment, so the
+			// snapshot holds what the claim holds when it is cut.
 			at = at.Add(wait)
+			if at.After(w.Now) {
+				w.Now = at
+			}
 		}
 		s := &Snap{Name: name, UID: w.uid("vs"), SourceName: c.Name, SourceUID: c.UID, Line: c.Line, Janitor: true,
 			Archive: d.State == classify.Superseded, Since: &since, Created: at, Cut: w.storageTime(at),
