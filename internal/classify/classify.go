@@ -426,6 +426,9 @@ func (c *classifier) ownBehind(s *inventory.Snapshot, cl *inventory.Claim, since
 // workspace moved on without this claim's last data. It also decides
 // whether the evidence is durable enough for a discard.
 func (c *classifier) superseded(d *Decision, cl *inventory.Claim, since *time.Time) bool {
+	if !c.p.SessionsCarryData {
+		return c.forked(d, cl, since)
+	}
 	e, ok := c.ix.ws[nsName{cl.Namespace, d.Workspace}]
 	if !ok {
 		e = emptyWS
@@ -442,6 +445,49 @@ func (c *classifier) superseded(d *Decision, cl *inventory.Claim, since *time.Ti
 	c.supersededReason(d, cl, since, &e, &n)
 	c.discardEvidence(d, cl, since, &e, &n)
 	return true
+}
+
+// forked decides state 8 by descent (docs/spec.md#rule-superseded): the
+// workspace moved on without this claim's last data when another claim of
+// it was created from a snapshot of this claim cut before its last use
+// ended (before orphaned-since plus --clock-skew; any, while that is not
+// known): the line forked, and an ordinary rescue of this claim would be
+// newer data than that claim's start that it does not hold. A claim created
+// empty, or from another claim's data, supersedes nothing: claims of one
+// session, or of a returning user, are each rescued and reaped on their
+// own. A discard never follows: what moved on does not hold this claim's
+// last data.
+func (c *classifier) forked(d *Decision, cl *inventory.Claim, since *time.Time) bool {
+	for _, f := range c.ix.forks[nsName{cl.Namespace, cl.Name}] {
+		o := &c.inv.Claims[f.claim]
+		if o.UID == cl.UID || o.Phase == "Lost" || o.Labels.Workspace != d.Workspace || c.fromOtherClaim(f.snap, cl) {
+			continue
+		}
+		// Its cut, not its data time: someone else's snapshot of an orphan
+		// is dated by the orphan's orphaned-since, whatever its cut.
+		t := CutTime(f.snap)
+		if since != nil && !t.Before(since.Add(c.p.ClockSkew)) {
+			continue // cut after the last use: it holds all of this claim's data, no fork
+		}
+		d.State = Superseded
+		c.startReason("superseded by claim ", o.Namespace, o.Name)
+		c.buf = append(c.buf, " of workspace "...)
+		c.buf = append(c.buf, d.Workspace...)
+		c.buf = append(c.buf, ", created from snapshot "...)
+		c.buf = append(c.buf, f.snap.Name...)
+		c.buf = append(c.buf, " of this claim (cut "...)
+		c.buf = appendTime(c.buf, t)
+		if since != nil {
+			c.buf = append(c.buf, ") before this claim's orphaned-since "...)
+			c.buf = appendTime(c.buf, *since)
+		} else {
+			c.buf = append(c.buf, "), this claim's orphaned-since not known yet"...)
+		}
+		d.Reason = string(c.buf)
+		d.DiscardReason = "kept: claim " + o.Name + " moved on from this claim's data before its last use: nothing holds that last data"
+		return true
+	}
+	return false
 }
 
 // newerData is what supersedes a claim: the workspace's newer claim (or a

@@ -64,6 +64,49 @@ type index struct {
 	// StatefulSet template producing that prefix; stsNext chains the others.
 	sts     map[nsName]int32
 	stsNext []int32
+	// forks maps (namespace, a snapshot's source claim name) to the claims
+	// created from that snapshot (spec.dataSource or the janitor's
+	// restored-from, the snapshot created no later than the claim): the
+	// workspace lines that descend from the claim's data
+	// (docs/spec.md#rule-superseded). Nil when no claim names a snapshot.
+	forks map[nsName][]fork
+}
+
+// fork is a claim created from snapshot snap.
+type fork struct {
+	claim int32
+	snap  *inventory.Snapshot
+}
+
+// buildForks indexes the claims of inv created from one of its snapshots.
+// It costs nothing when no claim names a snapshot.
+func (ix *index) buildForks(inv *inventory.Inventory) {
+	var byName map[nsName]*inventory.Snapshot
+	for i := range inv.Claims {
+		o := &inv.Claims[i]
+		name := o.DataSource
+		if name == "" {
+			name = o.Annotations[AnnotationRestoredFrom]
+		}
+		if name == "" {
+			continue
+		}
+		if byName == nil {
+			byName = map[nsName]*inventory.Snapshot{}
+			for ns, list := range inv.Snapshots {
+				for j := range list {
+					byName[nsName{ns, list[j].Name}] = &list[j]
+				}
+			}
+			ix.forks = map[nsName][]fork{}
+		}
+		s := byName[nsName{o.Namespace, name}]
+		if s == nil || s.SourceClaim == "" || s.CreationTimestamp.After(o.CreationTimestamp) {
+			continue
+		}
+		k := nsName{o.Namespace, s.SourceClaim}
+		ix.forks[k] = append(ix.forks[k], fork{claim: int32(i), snap: s})
+	}
 }
 
 // build indexes inv for the second pass of Classify; ds holds the
@@ -71,6 +114,9 @@ type index struct {
 func (ix *index) build(inv *inventory.Inventory, p Policy, ds []Decision, orphans []bool) {
 	if p.WorkspaceLabel != "" {
 		ix.buildWorkspaces(inv, ds)
+		if !p.SessionsCarryData {
+			ix.buildForks(inv)
+		}
 	}
 	n := 0
 	for _, list := range inv.Snapshots {

@@ -223,17 +223,17 @@ func TestSupersessionAsksTheLineage(t *testing.T) {
 		{"a rescue of a restored claim of older data is no newer data",
 			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1))), snaps(rescueOf("r-old", "alice-old", ago(time.Hour)))}, Orphaned, false, false},
 		{"a restored claim of newer data supersedes",
-			[]invOpt{claims(alice2, old(restoredFrom("r9", ago(2*time.Hour))))}, Superseded, false, false},
+			[]invOpt{claims(alice2, old(restoredFrom("r9", ago(2*time.Hour))))}, Superseded, false, true},
 		{"a restored claim of newer data in use is discard evidence",
 			[]invOpt{claims(alice2, old(restoredFrom("r9", ago(2*time.Hour)))), inUse("alice-old")}, Superseded, true, true},
-		{"a restored claim of newer data in use is no discard evidence when it descends from another claim",
-			[]invOpt{claims(alice2, old(restoredFrom("r9", ago(2*time.Hour)))), inUse("alice-old")}, Superseded, false, false},
+		{"a restored claim of newer data in use that descends from another claim does not supersede",
+			[]invOpt{claims(alice2, old(restoredFrom("r9", ago(2*time.Hour)))), inUse("alice-old")}, Orphaned, false, false},
 		{"a restored claim of older data in use is no discard evidence beside a newer claim not in use",
-			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1)), pvc("alice-3", workspace("alice"), created(ago(30*time.Minute)))), inUse("alice-old")}, Superseded, false, false},
+			[]invOpt{claims(alice2, old(restoredFrom("r1", lT1)), pvc("alice-3", workspace("alice"), created(ago(30*time.Minute)))), inUse("alice-old")}, Superseded, false, true},
 		{"a newer claim in use is discard evidence",
 			[]invOpt{claims(alice2, old()), inUse("alice-old")}, Superseded, true, true},
 		{"an older claim in use is no discard evidence",
-			[]invOpt{claims(alice2, old(), pvc("alice-1", workspace("alice"), created(ago(20*time.Hour)))), inUse("alice-1")}, Superseded, false, false},
+			[]invOpt{claims(alice2, old(), pvc("alice-1", workspace("alice"), created(ago(20*time.Hour)))), inUse("alice-1")}, Superseded, false, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

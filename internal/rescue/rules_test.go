@@ -310,7 +310,9 @@ func TestRecheckDecision(t *testing.T) {
 		PVs:       map[string]inventory.PV{"pv-ws-a": {Name: "pv-ws-a", CSIDriver: "d"}},
 		Contents:  map[string]inventory.Content{},
 	}
-	policy := classify.Policy{WorkspaceLabel: wsLabel, MinAge: time.Minute, GracePeriod: 30 * time.Minute}
+	// A newer claim of the workspace supersedes under --sessions-carry-data
+	// (by descent, only a claim created from an older snapshot of it does).
+	policy := classify.Policy{WorkspaceLabel: wsLabel, MinAge: time.Minute, GracePeriod: 30 * time.Minute, SessionsCarryData: true}
 	cases := []struct {
 		name       string
 		read       kube.NamespaceRead
