@@ -253,7 +253,10 @@ func TestBadInput(t *testing.T) {
 		// Conflicting flags and unsafe combinations.
 		{name: "dry-run and yes", args: with("run", "--dry-run", "--yes"), code: 2, msg: "--dry-run and --yes are mutually exclusive"},
 		{name: "-A and -n", args: []string{"scan", "-A", "-n", ns}, code: 2, msg: "mutually exclusive"},
-		{name: "-n and all-namespaces from env", args: bare("scan"), env: map[string]string{"JANITOR_ALL_NAMESPACES": "true"}, code: 2, msg: "(from JANITOR_ALL_NAMESPACES)"},
+		// -n narrows an all-namespaces from a lower source (kubectl's
+		// precedence, issue 39 item 8); both from the environment conflict.
+		{name: "namespace and all-namespaces both from env", args: []string{"scan", "-l", wsSel},
+			env: map[string]string{"JANITOR_ALL_NAMESPACES": "true", "JANITOR_NAMESPACE": ns}, code: 2, msg: "mutually exclusive"},
 		{name: "bad boolean in env", args: with("scan"), env: map[string]string{"JANITOR_DRY_RUN": "maybe"}, code: 2, msg: "(from JANITOR_DRY_RUN)"},
 		{name: "snapshot with empty selector", args: noSel("snapshot"), code: 2, msg: "snapshot refuses an empty --selector"},
 		{name: "run with empty selector", args: noSel("run", "--yes"), code: 2, msg: "run refuses an empty --selector"},
