@@ -109,7 +109,7 @@ func (c *classifier) use(d *Decision, cl *inventory.Claim, since *time.Time) boo
 // date records an orphan's orphaned-since (docs/spec.md#rule-orphaned-since)
 // and the marks that come with it; the dating's note opens its reason.
 func (c *classifier) date(f *facts, d *Decision, since *time.Time) {
-	ev := OrphanedSince(f.cl, f.atts, c.condTrusted, c.now)
+	ev := OrphanedSince(f.cl, f.atts, c.condTrusted, c.p.ClockSkew, c.now)
 	if ev.Known {
 		*since = ev.At
 		d.OrphanedSince = since
@@ -231,9 +231,9 @@ func lastUsed(cl *inventory.Claim, now time.Time) lastUse {
 // Without evidence, the claim is marked with now (the API server's clock
 // after the use lists were read) rounded up to the next second, never
 // earlier than its last use, and its orphaned-since is not known yet.
-func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted bool, now time.Time) Dating {
+func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted bool, skew time.Duration, now time.Time) Dating {
 	var out Dating
-	ev := evidence{cl: cl, lu: lastUsed(cl, now)}
+	ev := evidence{cl: cl, lu: lastUsed(cl, now), skew: skew}
 	for i := range atts {
 		if atts[i].Created.After(ev.floor) {
 			ev.floor, ev.floorBy = atts[i].Created, atts[i].Name
@@ -284,6 +284,9 @@ type evidence struct {
 	floorBy string
 	lu      lastUse
 	notes   []string
+	// skew is --clock-skew: the condition is on the controller manager's
+	// clock, the last use on the API server's.
+	skew time.Duration
 }
 
 // mark reads the janitor's orphaned-since mark, unless it cannot be true or
@@ -329,12 +332,15 @@ func (ev *evidence) condition(condTrusted, markOK bool) (time.Time, bool) {
 		ev.notes = append(ev.notes, "its Unused condition's lastTransitionTime predates the claim's creation: ignored")
 	case t.Before(ev.floor):
 		ev.notes = append(ev.notes, "its Unused condition's lastTransitionTime predates VolumeAttachment "+ev.floorBy+": ignored")
-	case ev.lu.at.After(t):
+	case ev.lu.at.Add(ev.skew).After(t):
 		// The controller manager was down or lagging while the janitor
 		// saw the claim in use: the condition is stale. A condition of
 		// the second before the recorded use (rounded up) cannot be told
 		// apart from one that came before the use the janitor saw: it
-		// is stale too, the safe side (the claim is marked afresh).
+		// is stale too, the safe side (the claim is marked afresh), and
+		// so is one within --clock-skew of it: the controller manager's
+		// clock may be ahead (found by the model checker: a frozen
+		// condition of 0.2 s read 1 s on a clock a second ahead).
 		ev.notes = append(ev.notes, "its Unused condition's lastTransitionTime "+t.UTC().Format(time.RFC3339)+
 			" predates the last use the janitor saw ("+ev.lu.raw+"): stale, ignored")
 	case !markOK && cl.Labels.HasPhase && cl.Labels.Phase == string(Attached):

@@ -73,7 +73,7 @@ func TestLastUseBoundsTheEvidence(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := pvc("a", lastUsedAt(used), tc.opt)
-			got := OrphanedSince(&cl, nil, true, now)
+			got := OrphanedSince(&cl, nil, true, 0, now)
 			if got.Known != tc.known || (tc.known && !got.At.Equal(tc.at)) {
 				t.Fatalf("OrphanedSince = known %v at %s (%s); want known %v at %s", got.Known, got.At, got.Note, tc.known, tc.at)
 			}
