@@ -47,7 +47,7 @@ func TestExplainEachStateOfTheDemoFleet(t *testing.T) {
 	evidence := map[string]string{
 		"Terminating": "being deleted", "Held": "held by annotation pvc-janitor.io/hold", "Unbound": "not Bound",
 		"InUse": "used by", "Young": "younger than min-age", "Attached": "still attached to node node-1",
-		"Rescued": "rescued by snapshot " + ns + "/ws-judy-backup", "Superseded": "superseded by newer claim " + ns + "/ws-alice-tuesday",
+		"Rescued": "rescued by snapshot " + ns + "/ws-judy-backup", "Superseded": "superseded by claim " + ns + "/ws-alice-tuesday",
 		"SnapshotFailed": "volume is corrupted", "Snapshotting": "is not ready yet", "Grace": "within the grace period",
 		"Orphaned": "orphaned since",
 	}

@@ -62,12 +62,30 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 	}
 	var malloryRescue string
 	steps := []func() error{
-		// The newer-data check needs the superseded claim to be strictly
-		// older (timestamps have one-second resolution): it goes first.
+		// Supersession is by descent (docs/spec.md#rule-superseded): alice
+		// forked her workspace. ws-alice-tuesday was created from a snapshot
+		// of ws-alice-monday cut while monday was still in use, then monday's
+		// pod went: monday holds data tuesday lacks, and its ordinary rescue
+		// would be newer than tuesday's start. The snapshot is no rescue of
+		// monday (cut before its orphaned-since).
 		func() error { return claim("ws-alice-monday", "alice", "Superseded", nil) },
-		func() error { return f.waitPastSecondOf(ctx, ns, "ws-alice-monday") },
-		func() error { return claim("ws-alice-tuesday", "alice", "InUse", nil) },
+		func() error { return pod("ide-alice-monday", "ws-alice-monday") },
+		func() error {
+			_, err := f.Snapshot(ctx, ns, "ws-alice-monday-fork", "ws-alice-monday", "", lbl("alice"), nil)
+			return err
+		},
+		func() error {
+			_, err := f.WaitSnapshot(ctx, ns, "ws-alice-monday-fork", 30*time.Second, Ready)
+			return err
+		},
+		func() error {
+			want["ws-alice-tuesday"] = "InUse"
+			_, err := f.ProvisionedClaim(ctx, ClaimSpec{Namespace: ns, Name: "ws-alice-tuesday", Labels: lbl("alice"),
+				FromSnapshot: "ws-alice-monday-fork"})
+			return err
+		},
 		func() error { return pod("ide-alice", "ws-alice-tuesday") },
+		func() error { return f.ForceDeletePod(ctx, ns, "ide-alice-monday") },
 		func() error { return claim("ws-bob", "bob", "InUse", nil) },
 		func() error { return pod("ide-bob", "ws-bob") },
 		func() error { return claim("ws-carol", "carol", "InUse", nil) },
@@ -120,10 +138,10 @@ func SeedDemo(ctx context.Context, f *Fixtures, ns, driverStateDir string) (map[
 		// condition, or on a stack without it the mark a first scan
 		// would write), then take the snapshots after it.
 		func() error {
-			return f.MarkIdle(ctx, ns, "ws-judy", "ws-mallory", "ws-niaj", "ws-olivia", "ws-peggy", "ws-rupert")
+			return f.MarkIdle(ctx, ns, "ws-alice-monday", "ws-judy", "ws-mallory", "ws-niaj", "ws-olivia", "ws-peggy", "ws-rupert")
 		},
 		func() error {
-			_, err := f.WaitOrphanedSince(ctx, ns, "ws-judy", "ws-mallory", "ws-niaj", "ws-olivia", "ws-peggy", "ws-rupert")
+			_, err := f.WaitOrphanedSince(ctx, ns, "ws-alice-monday", "ws-judy", "ws-mallory", "ws-niaj", "ws-olivia", "ws-peggy", "ws-rupert")
 			return err
 		},
 		func() error {
@@ -202,18 +220,6 @@ func (f *Fixtures) MarkIdle(ctx context.Context, ns string, names ...string) err
 
 // clockPoll is how often the demo's waits look at the clock and the claims.
 const clockPoll = 50 * time.Millisecond
-
-// waitPastSecondOf waits until the clock is in a later second than the
-// claim's creationTimestamp: an object created from then on is strictly
-// newer at the API's one-second resolution. The API server runs on this
-// host, so its clock is this one.
-func (f *Fixtures) waitPastSecondOf(ctx context.Context, ns, name string) error {
-	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	return waitClock(ctx, c.CreationTimestamp.Add(time.Second))
-}
 
 // WaitOrphanedSince waits until the controller manager has set the Unused
 // condition of every claim (when this control plane maintains it) and the
