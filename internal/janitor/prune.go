@@ -33,9 +33,6 @@ func (o PruneOptions) Enabled() bool { return o.Retention.KeepFor > 0 || o.Reten
 func Prune(ctx context.Context, c *kube.Clients, o PruneOptions) (*prune.Result, error) {
 	ret := o.Retention
 	ret.Keep = o.Keep
-	// The judge's policy is the scan's: one home for both
-	// (docs/spec.md#rule-descent, #rule-clock-skew).
-	ret.SessionsCarryData, ret.ClockSkew = o.Scan.Policy.SessionsCarryData, o.Scan.Policy.ClockSkew
 	return prune.Prune(ctx, c, prune.Options{Scope: o.Scan.Scope, Policy: o.Scan.Policy, Retention: ret,
 		DryRun: o.Scan.DryRun, MaxDeletions: o.MaxDeletions, MaxDeletionPercent: o.MaxDeletionPercent,
 		Confirm: o.Confirm})

@@ -286,7 +286,7 @@ func (w *World) prune(run int, now time.Time, keep map[types.UID]string) {
 		return
 	}
 	claims, pvcs := w.pruneClaims(ds)
-	// As janitor.Prune builds it: the scan's policy decides the judge's.
+	// As prune.Prune builds it: the scan's policy decides the judge's.
 	p := retention.Policy{KeepFor: w.Cfg.KeepFor, KeepLast: w.Cfg.KeepLast, DeleteContents: w.Cfg.DeleteContents, Keep: keep,
 		SessionsCarryData: w.Cfg.Policy.SessionsCarryData, ClockSkew: w.Cfg.Policy.ClockSkew}
 	for _, v := range retention.Decide(p, rescues, inv.Contents, claims, now) {

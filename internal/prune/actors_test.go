@@ -101,7 +101,7 @@ func TestSafetyV3Finding7KilledPruneIsSettled(t *testing.T) {
 	seen := false
 	res, err := prune.Prune(context.Background(), w.c, prune.Options{
 		Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
-		Policy:    classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
+		Policy:    carryPolicy,
 		Retention: retention.Policy{KeepLast: 1, DeleteContents: true}, MaxDeletions: 10, MaxDeletionPercent: 100,
 		BeforeDelete: func(ctx context.Context, k inventory.Key) {
 			vs, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).Get(ctx, k.Name, metav1.GetOptions{})
@@ -179,7 +179,7 @@ func TestSafetyV3Finding8RestoreProtectsItsSource(t *testing.T) {
 			}
 			res, err := prune.Prune(context.Background(), w.c, prune.Options{
 				Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
-				Policy:    classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
+				Policy:    carryPolicy,
 				Retention: retention.Policy{KeepLast: 1}, MaxDeletions: 10, MaxDeletionPercent: 100,
 				BeforeDelete: func(ctx context.Context, k inventory.Key) {
 					if k.Name == "x1" && c.actor != nil && !acted {
@@ -210,7 +210,7 @@ func (w *world) pruneWithHook(deleteContents bool, at func(ctx context.Context, 
 	w.t.Helper()
 	res, err := prune.Prune(context.Background(), w.c, prune.Options{
 		Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
-		Policy:    classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
+		Policy:    carryPolicy,
 		Retention: retention.Policy{KeepLast: 1, DeleteContents: deleteContents}, MaxDeletions: 10, MaxDeletionPercent: 100,
 		BeforeDelete: at})
 	if err != nil {
@@ -341,3 +341,9 @@ func TestSafetyR6bPruneSetsBackWhatItKeeps(t *testing.T) {
 	}
 	w.settled("x1", content, "a prune that kept it")
 }
+
+// carryPolicy is the scan's policy of these tests: their rescues of two
+// claims of one workspace are pruned on the workspace's line, which the
+// operator states with --sessions-carry-data (docs/spec.md#rule-descent);
+// what they prove is the actors around the delete.
+var carryPolicy = classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour, SessionsCarryData: true}

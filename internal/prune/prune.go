@@ -103,12 +103,16 @@ func Prune(ctx context.Context, c *kube.Clients, o Options) (*Result, error) {
 	}
 	res := &Result{Snapshots: inv.Snapshots, Now: now}
 	var p pass
+	// The judge's policy is the scan's: one home for both
+	// (docs/spec.md#rule-descent, #rule-clock-skew).
+	ret := o.Retention
+	ret.SessionsCarryData, ret.ClockSkew = o.Policy.SessionsCarryData, o.Policy.ClockSkew
 	for _, ns := range sortedKeys(raw) {
 		claims, err := namespaceClaims(ctx, c, o, ns, ds)
 		if err != nil {
 			return nil, err
 		}
-		p.decide(o.Retention, raw[ns], claims, inv.Contents, now)
+		p.decide(ret, raw[ns], claims, inv.Contents, now)
 	}
 	res.Rescues = len(p.outs)
 	if why := limit(len(p.del), len(p.outs), o); why != "" {

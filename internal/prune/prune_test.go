@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/prune"
@@ -88,7 +87,7 @@ func (w *world) prune(p retention.Policy, dry bool, maxDeletions int) *prune.Res
 	w.t.Helper()
 	res, err := prune.Prune(context.Background(), w.c, prune.Options{
 		Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
-		Policy:    classify.Policy{WorkspaceLabel: "workspace", MinAge: time.Minute, GracePeriod: time.Hour},
+		Policy:    carryPolicy,
 		Retention: p, DryRun: dry, MaxDeletions: maxDeletions, MaxDeletionPercent: 100,
 	})
 	if err != nil {
