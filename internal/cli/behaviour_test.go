@@ -105,17 +105,17 @@ func reapUntilDeleted(t *testing.T, f *testenv.Fixtures, ns, name string, uid k8
 }
 
 // TestBehaviourSupersededDiscardReapsWithDurableNewerClaim (docs/spec.md#rule-superseded,
-// docs/spec.md#cmd-reap, docs/spec.md#rule-durable-evidence): ws-old is
-// superseded by ws-new of the same workspace, which a pod uses. Under the
-// default keep policy reap leaves it and records the Superseded Event;
+// docs/spec.md#cmd-reap, docs/spec.md#rule-durable-evidence): ws-new, a
+// newer claim of ws-old's workspace created empty, is used by a pod. Under
+// the operator's statement --sessions-carry-data
+// (docs/spec.md#rule-sessions-carry-data: the platform carries a
+// workspace's data into each new session) ws-old is superseded by it: the
+// default keep policy leaves it and records the Superseded Event, and
 // --superseded=discard without --yes is refused off a terminal (exit 2,
-// nothing deleted). ws-new was created empty: by descent it holds none of
-// ws-old's data, so discard --yes keeps ws-old too and says why
-// (docs/spec.md#rule-descent). Only the operator's statement
-// --sessions-carry-data (docs/spec.md#rule-sessions-carry-data: the
-// platform carries a workspace's data into each new session) makes the
-// newer session in use durable evidence: then ws-old is deleted without a
-// snapshot, and ws-new stays.
+// nothing deleted). By descent (the default) ws-new holds none of ws-old's
+// data and supersedes nothing: ws-old is Orphaned, and discard --yes keeps
+// it (no rescue yet). Under the statement the newer session in use is
+// durable evidence: ws-old is deleted without a snapshot, and ws-new stays.
 func TestBehaviourSupersededDiscardReapsWithDurableNewerClaim(t *testing.T) {
 	ctx := context.Background()
 	f := fixtures(t)
@@ -123,7 +123,9 @@ func TestBehaviourSupersededDiscardReapsWithDurableNewerClaim(t *testing.T) {
 	uid := k8stypes.UID(orphan(t, f, ns, "ws-old", "w", ""))
 	newerInUse(t, f, ns, "ws-old", "ws-new", "w")
 
-	code, out, stderr := run(t, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100")...)
+	// The workspace's line: the newer session supersedes ws-old only under
+	// the operator's statement.
+	code, out, stderr := run(t, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100", "--sessions-carry-data")...)
 	if code != 0 {
 		t.Fatalf("reap (keep) exit %d: %s", code, stderr)
 	}
@@ -145,7 +147,7 @@ func TestBehaviourSupersededDiscardReapsWithDurableNewerClaim(t *testing.T) {
 		t.Errorf("Superseded events on ws-old: %d, want 1 naming ws-new (%+v)", len(ev.Items), ev.Items)
 	}
 
-	code, _, stderr = run(t, reapArgs("reap", ns, "--superseded", "discard", "--max-deletion-percent", "100")...)
+	code, _, stderr = run(t, reapArgs("reap", ns, "--superseded", "discard", "--sessions-carry-data", "--max-deletion-percent", "100")...)
 	if code != 2 || !strings.Contains(stderr, "--yes") {
 		t.Fatalf("discard without --yes off a terminal: exit %d, want 2 naming --yes: %s", code, stderr)
 	}
@@ -153,19 +155,21 @@ func TestBehaviourSupersededDiscardReapsWithDurableNewerClaim(t *testing.T) {
 		t.Fatal("a refused discard deleted ws-old")
 	}
 
-	// Without --sessions-carry-data a newer claim created empty is no
-	// evidence: nothing in use descends from ws-old's data.
+	// Without --sessions-carry-data a newer claim created empty supersedes
+	// nothing (descent: nothing descends from ws-old's data): ws-old is
+	// Orphaned, and reap keeps it until it is rescued.
 	code, out, stderr = run(t, reapArgs("reap", ns, "--superseded", "discard", "--yes", "--max-deletion-percent", "100")...)
 	if code != 0 {
 		t.Fatalf("reap --superseded discard --yes: exit %d: %s\n%s", code, out, stderr)
 	}
-	if st, act, reason := entry(t, parse(t, out), "ws-old"); st != "Superseded" || act == reap.ActionDeleted || !exists(t, f, ns, "ws-old") {
-		t.Fatalf("discard on a newer claim created empty: ws-old %s, action %q: %s; want Superseded, kept", st, act, reason)
+	if st, act, reason := entry(t, parse(t, out), "ws-old"); st != "Orphaned" || act == reap.ActionDeleted || !exists(t, f, ns, "ws-old") {
+		t.Fatalf("discard beside a newer claim created empty: ws-old %s, action %q: %s; want Orphaned (by descent), kept", st, act, reason)
 	}
 	code, out, stderr = run(t, "explain", ns+"/ws-old", "-l", wsSel, "--workspace-label", "workspace", "--min-age", "0s",
 		"--grace-period", "0s", "-o", "json")
-	if code != 0 || !strings.Contains(out, "nothing in use descends from this claim's data") {
-		t.Errorf("explain ws-old: exit %d, want its discard reason to say that nothing in use descends from it:\n%s\n%s", code, out, stderr)
+	var e explained
+	if code != 0 || json.Unmarshal([]byte(out), &e) != nil || e.State != "Orphaned" {
+		t.Errorf("explain ws-old: exit %d, want it Orphaned (a newer claim created empty supersedes nothing by descent):\n%s\n%s", code, out, stderr)
 	}
 
 	// The workspace line: the operator states that the platform carries a
@@ -186,7 +190,9 @@ func TestBehaviourSupersededDiscardReapsWithDurableNewerClaim(t *testing.T) {
 // TestBehaviourSupersededArchiveThenReap (docs/spec.md#rule-superseded, docs/spec.md#cmd-reap): under
 // --superseded=archive, snapshot rescues the superseded ws-old into a
 // snapshot labelled pvc-janitor.io/superseded=true (ws-new, in use, gets
-// none); once it is ready, reap deletes ws-old.
+// none); once it is ready, reap deletes ws-old. ws-new is a newer session
+// created empty: it supersedes ws-old by the workspace's line, so every run
+// states --sessions-carry-data.
 func TestBehaviourSupersededArchiveThenReap(t *testing.T) {
 	f := fixtures(t)
 	ns := env.Namespace(t)
@@ -194,7 +200,7 @@ func TestBehaviourSupersededArchiveThenReap(t *testing.T) {
 	newerInUse(t, f, ns, "ws-old", "ws-new", "w")
 
 	// Before the archive, nothing makes ws-old reapable.
-	code, out, stderr := run(t, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100")...)
+	code, out, stderr := run(t, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100", "--sessions-carry-data")...)
 	if code != 0 {
 		t.Fatalf("reap exit %d: %s", code, stderr)
 	}
@@ -202,7 +208,7 @@ func TestBehaviourSupersededArchiveThenReap(t *testing.T) {
 		t.Fatalf("before the archive: ws-old %s, action %q: %s", st, act, reason)
 	}
 
-	code, out, stderr = run(t, snapArgs(ns, "--superseded", "archive")...)
+	code, out, stderr = run(t, snapArgs(ns, "--superseded", "archive", "--sessions-carry-data")...)
 	if code != 0 {
 		t.Fatalf("snapshot --superseded archive exit %d: %s\n%s", code, out, stderr)
 	}
@@ -227,7 +233,7 @@ func TestBehaviourSupersededArchiveThenReap(t *testing.T) {
 		t.Fatalf("snapshot returned 0 but its archive %s is not ready: %+v", vs.Name, vs.Status)
 	}
 
-	r := reapUntilDeleted(t, f, ns, "ws-old", uid, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100"))
+	r := reapUntilDeleted(t, f, ns, "ws-old", uid, reapArgs("reap", ns, "--yes", "--max-deletion-percent", "100", "--sessions-carry-data"))
 	if _, _, reason := entry(t, r, "ws-old"); !strings.Contains(reason, names[0]) {
 		t.Errorf("the reap's reason does not name the archive %s: %s", names[0], reason)
 	}
