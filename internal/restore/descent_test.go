@@ -132,6 +132,17 @@ func TestPlanDatesByDescent(t *testing.T) {
 			t.Fatalf("err = %v, want a refusal naming backup-3 and workspace w", err)
 		}
 	})
+	t.Run("a claim created from the snapshot, of another workspace, in use: refused", func(t *testing.T) {
+		b := rescue("backup-1", "claim-alice", "", 300, 300)
+		b.ManagedByJanitor, b.OrphanedSince, b.Template = false, nil, ""
+		b.RestoreSize = &size
+		again := Claim{Name: "claim-alice", Workspace: "alice", State: classify.InUse, Created: *at(301), DataTime: *at(400), InUse: true, From: "backup-1"}
+		_, err := Plan(Request{Namespace: "ws", From: "backup-1", As: "restored-3", StorageClass: "fast"}, []Snapshot{b}, contentsOf(b), []Claim{again})
+		var ref *Refusal
+		if !errors.As(err, &ref) || !strings.Contains(ref.Reason, "claim-alice") {
+			t.Fatalf("err = %v, want a refusal naming claim-alice", err)
+		}
+	})
 	t.Run("D: a held claim in use is refused beside, however old its mark", func(t *testing.T) {
 		cl := inventory.Claim{Namespace: "ws", Name: "alice-2", UID: "uid-alice-2", Phase: "Bound", CreationTimestamp: t0,
 			Annotations: map[string]string{inventory.AnnotationOrphanedSince: at(5).Format(time.RFC3339)}}

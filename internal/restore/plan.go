@@ -62,6 +62,11 @@ type Claim struct {
 	// InUse: seen in use by this run, whatever its state (a Held claim a
 	// pod mounts is in use too: classify.Decision.UsedNow).
 	InUse bool
+	// From is the snapshot it was created from (spec.dataSource, or the
+	// janitor's restored-from): a claim created from the snapshot to
+	// restore descends from its data, whatever its workspace
+	// (docs/spec.md#rule-descent).
+	From string
 }
 
 // ClaimOf is the claim of decision d as Plan weighs it, read at now (the
@@ -80,8 +85,12 @@ func ClaimOf(d *classify.Decision, now time.Time) Claim {
 	if inUse {
 		undated = false
 	}
+	from := d.Claim.DataSource
+	if from == "" {
+		from = d.Claim.Annotations[classify.AnnotationRestoredFrom]
+	}
 	return Claim{Name: d.Claim.Name, Workspace: d.Workspace, State: d.State, Created: d.Claim.CreationTimestamp,
-		DeletionTimestamp: d.Claim.DeletionTimestamp, DataTime: dt, Undated: undated, InUse: inUse}
+		DeletionTimestamp: d.Claim.DeletionTimestamp, DataTime: dt, Undated: undated, InUse: inUse, From: from}
 }
 
 // Result is what to create: the claim and the snapshot it restores.
@@ -219,7 +228,12 @@ func conflicts(r Request, name string, s *Snapshot, claims []Claim, snaps []Snap
 		of = ""
 	}
 	for _, c := range claims {
-		if c.Workspace != s.Workspace || (s.Workspace == "" && c.Name != s.SourceClaim) {
+		// A claim created from s descends from its data: it weighs
+		// whatever its workspace (found by the model checker: a claim
+		// recreated from an unlabelled backup under the workspace label,
+		// then written, beside a restore of that backup).
+		descends := c.From == s.Name && !c.Created.Before(s.CreationTimestamp)
+		if !descends && (c.Workspace != s.Workspace || (s.Workspace == "" && c.Name != s.SourceClaim)) {
 			continue
 		}
 		if classify.RuleFor(c.State).Live {
