@@ -199,8 +199,8 @@ func TestSafetyV3Finding2RestoredClaimInUseDoesNotSupersede(t *testing.T) {
 // TestSafetyV3Finding3ArchiveNeverShieldsItselfOverARescue is issue 23's
 // finding 3 on a real cluster (docs/spec.md#retention-archives): a lingering pod
 // keeps session 1 (alice-1) in use past the end of session 2 (alice-2).
-// `run --superseded archive` archives alice-1 (superseded by the newer
-// claim) with the later data time and rescues alice-2; `prune --keep-last 1`
+// `run --superseded archive --sessions-carry-data` archives alice-1
+// (superseded by the newer claim) with the later data time and rescues alice-2; `prune --keep-last 1`
 // must keep alice-2's rescue, which the archive does not hold.
 func TestSafetyV3Finding3ArchiveNeverShieldsItselfOverARescue(t *testing.T) {
 	ctx := context.Background()
@@ -223,8 +223,11 @@ func TestSafetyV3Finding3ArchiveNeverShieldsItselfOverARescue(t *testing.T) {
 		t.Fatal(err)
 	}
 	nextSecond(time.Now())
-	runUntilGone(t, f, ns, "alice-1", "--superseded", "archive")
-	runUntilGone(t, f, ns, "alice-2", "--superseded", "archive")
+	// alice-1 is superseded by alice-2, a newer session created empty: the
+	// workspace's chronological line, under --sessions-carry-data
+	// (docs/spec.md#rule-superseded); by descent it would be rescued.
+	runUntilGone(t, f, ns, "alice-1", "--superseded", "archive", "--sessions-carry-data")
+	runUntilGone(t, f, ns, "alice-2", "--superseded", "archive", "--sessions-carry-data")
 	r2 := snapshotsOf(t, f, ns, "alice-2")
 	a1 := snapshotsOf(t, f, ns, "alice-1")
 	if len(r2) != 1 || len(a1) != 1 {

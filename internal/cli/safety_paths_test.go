@@ -322,11 +322,13 @@ func TestSafetyPath01LateRescueOfAnOldClaimDoesNotSupersedeANewerOne(t *testing.
 			if _, err := w.f.WaitUnused(ctx, w.ns, "ws-b"); err != nil {
 				t.Fatal(err)
 			}
+			// By descent nothing here supersedes: the trap is the workspace's
+			// chronological line, under --sessions-carry-data (docs/spec.md#rule-superseded).
 			var r report
 			if policy == "keep" {
-				r = w.run(snapArgs(w.ns), 0, 4)
+				r = w.run(snapArgs(w.ns, "--sessions-carry-data"), 0, 4)
 			} else {
-				r = w.run(w.args("run", "0s", "--yes", "--max-deletion-percent", "100", "--superseded", "discard"), 0, 4)
+				r = w.run(w.args("run", "0s", "--yes", "--max-deletion-percent", "100", "--superseded", "discard", "--sessions-carry-data"), 0, 4)
 			}
 			st, act, reason := entry(t, r, "ws-b")
 			w.mustRescue("ws-b", "a late rescue of an older claim made it look superseded: "+st+", "+act+": "+reason)
@@ -645,11 +647,14 @@ func TestSafetyPath08PreProvisionedSnapshotIsDatedByItsCut(t *testing.T) {
 				t.Fatalf("setup: the import (created %s, cut %v) must be created after ws-c (%s) and cut before it",
 					got.CreationTimestamp.UTC().Format(time.RFC3339), got.Status.CreationTime, c.Created.UTC().Format(time.RFC3339))
 			}
+			// By descent a pre-provisioned snapshot supersedes nothing: the
+			// trap is the workspace's chronological line, under
+			// --sessions-carry-data (docs/spec.md#rule-superseded).
 			var r report
 			if policy == "keep" {
-				r = w.run(snapArgs(w.ns), 0, 4)
+				r = w.run(snapArgs(w.ns, "--sessions-carry-data"), 0, 4)
 			} else {
-				r = w.run(w.args("run", "0s", "--yes", "--max-deletion-percent", "100", "--superseded", "discard"), 0, 4)
+				r = w.run(w.args("run", "0s", "--yes", "--max-deletion-percent", "100", "--superseded", "discard", "--sessions-carry-data"), 0, 4)
 			}
 			st, act, reason := entry(t, r, "ws-c")
 			w.mustRescue("ws-c", "an old cut imported late made it look superseded: "+st+", "+act+": "+reason)
@@ -686,7 +691,11 @@ func TestSafetyPath08DiscardNeedsDurableNewerData(t *testing.T) {
 			w.claim("ws-a", "w", "", nil)
 			nextSecond(time.Now())
 			c.newer(w)
-			r := w.run(w.args("run", "0s", "--yes", "--max-deletion-percent", "100", "--superseded", "discard",
+			// ws-b is a newer session created empty: only the workspace's
+			// chronological line (--sessions-carry-data) makes it supersede
+			// ws-a, and the discard's evidence is what this test is about
+			// (docs/spec.md#rule-superseded; by descent ws-a is rescued).
+			r := w.run(w.args("run", "0s", "--yes", "--max-deletion-percent", "100", "--superseded", "discard", "--sessions-carry-data",
 				"--snapshot-timeout", "10s", "--snapshot-error-grace", "1s", "--snapshot-attempts", "1"), 0, 4)
 			st, act, reason := entry(t, r, "ws-a")
 			w.mustKeep("ws-a", "discarded without durable newer data ("+st+", "+act+": "+reason+")")

@@ -335,7 +335,10 @@ func TestSupersededClaimsGetNoOrdinarySnapshot(t *testing.T) {
 	if _, err := f.Snapshot(ctx, ns, "w2-newer", "ws-other-2", "", map[string]string{"workspace": "w2"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr := run(t, snapArgs(ns)...)
+	// The workspaces' chronological line supersedes (a newer claim created
+	// empty, another claim's snapshot): --sessions-carry-data, not descent
+	// (docs/spec.md#rule-superseded).
+	code, out, stderr := run(t, snapArgs(ns, "--sessions-carry-data")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -361,7 +364,7 @@ func TestSupersededClaimsGetNoOrdinarySnapshot(t *testing.T) {
 		}
 	}
 	// archive: a snapshot labelled superseded.
-	code, out, stderr = run(t, snapArgs(ns, "--superseded", "archive")...)
+	code, out, stderr = run(t, snapArgs(ns, "--sessions-carry-data", "--superseded", "archive")...)
 	if code != 0 {
 		t.Fatalf("archive exit %d: %s", code, stderr)
 	}
@@ -639,7 +642,9 @@ func TestSnapshotRechecksEachClaimJustBeforeItsCreate(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, stderr := run(t, snapArgs(ns, "--concurrency", "1", "--snapshot-timeout", "10m")...)
+		// ws-c-2 is created empty: only the workspace's chronological line
+		// (--sessions-carry-data) makes it supersede ws-c (docs/spec.md#rule-superseded).
+		code, out, stderr := run(t, snapArgs(ns, "--concurrency", "1", "--snapshot-timeout", "10m", "--sessions-carry-data")...)
 		done <- result{code, out, stderr}
 	}()
 	// The run is waiting for ws-a-slow's snapshot (pending until the fault
