@@ -604,10 +604,6 @@ func (c *classifier) supersededReason(d *Decision, cl *inventory.Claim, since *t
 // discardEvidence decides whether the evidence of newer data is durable
 // enough for --superseded=discard (docs/spec.md#rule-durable-evidence).
 func (c *classifier) discardEvidence(d *Decision, cl *inventory.Claim, since *time.Time, e *wsEntry, n *newerData) {
-	if since != nil && !c.p.SessionsCarryData {
-		c.descentEvidence(d, cl, *since, e)
-		return
-	}
 	switch {
 	case since == nil:
 		d.DiscardReason = "kept: this claim's orphaned-since is not known yet"
@@ -634,49 +630,6 @@ func (c *classifier) discardEvidence(d *Decision, cl *inventory.Claim, since *ti
 	default:
 		d.DiscardReason = "kept: no durable evidence of newer data (a newer claim that is not in use, or a snapshot that is not an intact rescue of the janitor's, proves nothing)"
 	}
-}
-
-// descentEvidence is discardEvidence without --sessions-carry-data
-// (docs/spec.md#rule-descent): only a claim of the workspace in use now
-// that was created from a snapshot of this very claim, whose data time is
-// at or after its orphaned-since, holds its data. A newer claim created
-// empty, or from another claim's data, holds none of it, nor does a rescue
-// of another claim, however new.
-func (c *classifier) descentEvidence(d *Decision, cl *inventory.Claim, since time.Time, e *wsEntry) {
-	for _, j := range [...]int32{e.inUse, e.inUseRestored} {
-		if j < 0 {
-			continue
-		}
-		o := &c.inv.Claims[j]
-		// The snapshot's cut is on the storage clock, since on the API
-		// server's: cut at least --clock-skew after it (as a rescue).
-		if s := c.createdFrom(o, e); s != nil && !c.fromOtherClaim(s, cl) && !CutTime(s).Before(since.Add(c.p.ClockSkew)) {
-			d.Discard = true
-			d.DiscardReason = "claim " + o.Name + " of the workspace, created from snapshot " + s.Name + " of this claim (data time " +
-				c.dataTime(s).UTC().Format(time.RFC3339) + "), is in use now"
-			return
-		}
-	}
-	d.DiscardReason = "kept: nothing in use descends from this claim's data (a newer claim created empty or from other data holds none of it; --sessions-carry-data states that a workspace's sessions carry its data)"
-}
-
-// createdFrom is the snapshot of workspace e that claim o was created from
-// (its dataSource, or the janitor's restored-from), nil when o was created
-// empty or the snapshot is not among the workspace's.
-func (c *classifier) createdFrom(o *inventory.Claim, e *wsEntry) *inventory.Snapshot {
-	name := o.DataSource
-	if name == "" {
-		name = o.Annotations[AnnotationRestoredFrom]
-	}
-	if name == "" {
-		return nil
-	}
-	for k := e.snaps; k >= 0; k = c.ix.wsNext[k] {
-		if s := c.ix.snaps[k]; s.Name == name && !s.CreationTimestamp.After(o.CreationTimestamp) {
-			return s
-		}
-	}
-	return nil
 }
 
 // fromOtherClaim reports whether snapshot s, of cl's workspace, is the
