@@ -62,6 +62,7 @@ test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration
 	$(MAKE) --no-print-directory node-test
 	$(MAKE) --no-print-directory sanity
 	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory mutants
 	bash scripts/release/check.sh
 
 node-test: ## the chart's CronJob and real workspace pods on the opt-in node (root; kubelet, containerd, runc, CNI built into the cache on first use)
