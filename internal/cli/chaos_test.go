@@ -219,8 +219,9 @@ func leaseReleased(t *testing.T, ns string) {
 // Then the faults stop, the pods go, and the final runs must converge (one
 // usually does; a claim whose delete precondition failed is reaped by the
 // next; three at most): every claim left is on a volume whose driver always
-// fails, or has newer data of its workspace elsewhere (Superseded, kept by
-// policy); every other one was deleted.
+// fails, or has newer data of its workspace elsewhere (Superseded under
+// --sessions-carry-data and kept by policy; the final runs go by descent,
+// which may reap it on its own rescue); every other one was deleted.
 //
 // PVC_JANITOR_CHAOS_RUNS (default 12) sets the iterations,
 // PVC_JANITOR_CHAOS_SEED reproduces a run (the seed is printed on failure),
@@ -449,13 +450,18 @@ func (c *chaosTest) draw() chaosIteration {
 	}
 	// A quarter of the iterations discard superseded claims: each such
 	// deletion must be justified by newer data the test knows is held.
+	// This world's newer claims are created empty: they supersede an
+	// older one only by the workspace's line, which discard and archive
+	// iterations state (--sessions-carry-data, docs/spec.md#rule-superseded:
+	// the oracle's newer data is that line); the others run by descent,
+	// where the older claims are rescued and reaped like any other.
 	if it.discard = c.rng.Intn(4) == 0; it.discard {
-		it.args = append(slices.Clone(it.args), "--superseded", "discard")
+		it.args = append(slices.Clone(it.args), "--superseded", "discard", "--sessions-carry-data")
 		c.stats.DiscardRuns++
 	} else if c.rng.Intn(3) == 0 {
 		// A quarter archive them: each deletion then needs its archive,
 		// an intact snapshot of its own like any rescue.
-		it.args = append(slices.Clone(it.args), "--superseded", "archive")
+		it.args = append(slices.Clone(it.args), "--superseded", "archive", "--sessions-carry-data")
 		c.stats.ArchiveRuns++
 	}
 	// A fifth of the iterations end with a restore (maybeRestore).
