@@ -41,10 +41,10 @@ func TestPruneCommand(t *testing.T) {
 		t.Fatalf("scan exit %d: %s", code, stderr)
 	}
 	// The use outlasts the second the scan recorded as its last use
-	// (last-used, rounded up): an Unused condition dated within that
-	// second is stale and the claim would only be marked afresh
+	// (last-used, rounded up) by --clock-skew: an Unused condition dated
+	// before that is stale and the claim would only be marked afresh
 	// (docs/spec.md#rule-last-used).
-	nextSecond(time.Now())
+	pastLastUse(time.Now())
 	if err := f.ForceDeletePod(ctx, ns, "ide"); err != nil {
 		t.Fatal(err)
 	}

@@ -232,6 +232,14 @@ func nextSecond(t time.Time) {
 	time.Sleep(time.Until(t.Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
 }
 
+// pastLastUse waits until a use the janitor saw at t (recorded rounded up
+// to the second) is more than the default --clock-skew (2s) old: an Unused
+// condition dated before that is stale (docs/spec.md#rule-last-used), so a
+// use must outlast it for the condition to date the orphan.
+func pastLastUse(t time.Time) {
+	time.Sleep(time.Until(t.Truncate(time.Second).Add(time.Second + 2*time.Second + 50*time.Millisecond)))
+}
+
 // withoutUnusedCondition turns this scenario into one on a cluster without
 // the Unused condition (KEP-5541 off): it stops the controller manager and
 // removes the condition from the claims through the status subresource.
