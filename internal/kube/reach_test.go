@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func TestUnreachableServerFailsFast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	var logs lockedBuffer
 	ctx := zerolog.New(&logs).Level(zerolog.DebugLevel).WithContext(context.Background())
 	// Bounded, so that the failure before the fix shows as one.
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -79,7 +80,7 @@ func TestRefusedAfterAnAnswerIsRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	var logs lockedBuffer
 	ctx := zerolog.New(&logs).Level(zerolog.DebugLevel).WithContext(context.Background())
 	get := func() error {
 		return c.Retry.Do(ctx, "read the server version", func(ctx context.Context) error {
@@ -100,4 +101,23 @@ func TestRefusedAfterAnAnswerIsRetried(t *testing.T) {
 	if took := time.Since(start); took < 3*time.Second {
 		t.Errorf("gave up after %s: a server that answered before is retried for the policy's 4s", took)
 	}
+}
+
+// lockedBuffer is a log sink the run's concurrent lists write to at once
+// (zerolog does not serialise writes): found by make race.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

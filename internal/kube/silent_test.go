@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -63,7 +62,7 @@ func TestSilentServerFailsWithinRequestTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var logs bytes.Buffer
+		var logs lockedBuffer
 		ctx := zerolog.New(&logs).Level(zerolog.DebugLevel).WithContext(context.Background())
 		// Bounded, so that a failure to fail shows as one.
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
