@@ -476,36 +476,14 @@ func oneCluster(cfg *config.Config) error {
 }
 
 // hideFlags hides the flags of the borrowed command's options that cmd does
-// not use, and lists the others in --help as withFlags does.
+// not use, and lists the others in --help (groupFlags).
 func hideFlags(cmd *cobra.Command, names []string) *cobra.Command {
 	for _, n := range names {
 		if cmd.Flags().Lookup(n) != nil {
 			_ = cmd.Flags().MarkHidden(n)
 		}
 	}
-	const other = "Other flags"
-	sections := map[string]*pflag.FlagSet{}
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Hidden {
-			return
-		}
-		g := other
-		if v := f.Annotations[config.FlagGroupAnnotation]; len(v) > 0 {
-			g = v[0]
-		}
-		if sections[g] == nil {
-			sections[g] = pflag.NewFlagSet(g, pflag.ContinueOnError)
-		}
-		sections[g].AddFlag(f)
-	})
-	var b strings.Builder
-	for _, g := range append(config.FlagGroups(), other) {
-		if fs := sections[g]; fs != nil {
-			fmt.Fprintf(&b, "\n\n%s:\n%s", g, strings.TrimRight(fs.FlagUsages(), " \n"))
-		}
-	}
-	cmd.Annotations[flagSections] = b.String()
-	return cmd
+	return groupFlags(cmd)
 }
 
 // refuseHidden makes a hidden flag given on the command line a usage error.

@@ -179,9 +179,18 @@ const flagSections = "flag-sections"
 func withFlags(cmd *cobra.Command, name string) *cobra.Command {
 	config.RegisterCommand(cmd.Flags(), name)
 	cmd.InitDefaultHelpFlag()
+	return groupFlags(cmd)
+}
+
+// groupFlags records cmd's visible flags for --help, one section per
+// configuration group (hidden flags are left out).
+func groupFlags(cmd *cobra.Command) *cobra.Command {
 	const other = "Other flags"
 	sections := map[string]*pflag.FlagSet{}
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
 		g := other
 		if v := f.Annotations[config.FlagGroupAnnotation]; len(v) > 0 {
 			g = v[0]
