@@ -1,7 +1,6 @@
 package retention
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -88,20 +87,7 @@ func TestDecideByDescent(t *testing.T) {
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
 			vs := verdicts(Decide(row.policy, row.rescues, contents(row.rescues), row.claims, now))
-			for _, x := range row.rescues {
-				want := true
-				for _, n := range row.kept {
-					want = want && n != x.Name
-				}
-				if v := vs[x.Name]; v.Prune != want {
-					t.Errorf("%s: prune %v (%s), want %v", x.Name, v.Prune, v.Reason, want)
-				}
-			}
-			for n, why := range row.reasons {
-				if !strings.Contains(vs[n].Reason, why) {
-					t.Errorf("%s: reason %q, want it to say %q", n, vs[n].Reason, why)
-				}
-			}
+			checkKept(t, vs, row.rescues, row.kept, row.reasons)
 		})
 	}
 }

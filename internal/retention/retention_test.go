@@ -214,20 +214,27 @@ func TestDecideAsksTheLineage(t *testing.T) {
 		t.Run(row.name, func(t *testing.T) {
 			row.policy.SessionsCarryData = true // of the workspace's line: see TestDecide
 			vs := verdicts(Decide(row.policy, row.rescues, contents(row.rescues), row.claims, now))
-			for _, x := range row.rescues {
-				want := true
-				for _, n := range row.kept {
-					want = want && n != x.Name
-				}
-				if v := vs[x.Name]; v.Prune != want {
-					t.Errorf("%s: prune %v (%s), want %v", x.Name, v.Prune, v.Reason, want)
-				}
-			}
-			for n, why := range row.reasons {
-				if !strings.Contains(vs[n].Reason, why) {
-					t.Errorf("%s: reason %q, want it to say %q", n, vs[n].Reason, why)
-				}
-			}
+			checkKept(t, vs, row.rescues, row.kept, row.reasons)
 		})
+	}
+}
+
+// checkKept fails t unless exactly the rescues named in kept are kept and
+// each reason says what reasons wants.
+func checkKept(t *testing.T, vs map[string]Verdict, rescues []Rescue, kept []string, reasons map[string]string) {
+	t.Helper()
+	for _, x := range rescues {
+		want := true
+		for _, n := range kept {
+			want = want && n != x.Name
+		}
+		if v := vs[x.Name]; v.Prune != want {
+			t.Errorf("%s: prune %v (%s), want %v", x.Name, v.Prune, v.Reason, want)
+		}
+	}
+	for n, why := range reasons {
+		if !strings.Contains(vs[n].Reason, why) {
+			t.Errorf("%s: reason %q, want it to say %q", n, vs[n].Reason, why)
+		}
 	}
 }
