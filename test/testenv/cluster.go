@@ -71,7 +71,18 @@ type Options struct {
 	// containerd, runc, CNI, kube-scheduler and the job and cronjob
 	// controllers, so that pods run. Needs root.
 	Node bool
+	// StorageDir, when set, is the CSI driver's state folder (its volumes
+	// and snapshots, with their bytes) outside the cluster folder: it
+	// outlives the cluster (StopDir removes only the link to it), and a
+	// later cluster started on the same folder sees the same storage, as
+	// a cloud's disks outlive a cluster. One cluster at a time may run on
+	// it (test/csidriver: one driver owns a state folder).
+	StorageDir string
 }
+
+// StorageEnv is the environment variable that `make cluster-up` reads for
+// Options.StorageDir.
+const StorageEnv = "JANITOR_CLUSTER_STORAGE"
 
 // FeatureGatesEnv is the environment variable that `make cluster-up` and
 // RunMain read for Options.FeatureGates.
@@ -137,10 +148,13 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			_ = c.Stop()
 		}
 	}()
-	for _, d := range []string{"logs", "pki", "bin", "etcd", "csi-state"} {
+	for _, d := range []string{"logs", "pki", "bin", "etcd"} {
 		if err := os.MkdirAll(filepath.Join(opts.Dir, d), 0o700); err != nil {
 			return c, err
 		}
+	}
+	if err := storageFolder(c.DriverStateDir, opts.StorageDir); err != nil {
+		return c, err
 	}
 	// Written before anything starts: a folder whose etcd holds state made
 	// under some gates always says which.
@@ -308,6 +322,26 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	step("controller manager, snapshot-controller, csi-snapshotter %s, csi-provisioner and driver up; stack ready", c.Bin.SnapshotterVersion)
 	return c, c.writePIDs()
+}
+
+// storageFolder makes the driver's state folder: a folder of the cluster,
+// or a link to storage (Options.StorageDir), made if missing, so that every
+// reader of <cluster>/csi-state finds the storage.
+func storageFolder(state, storage string) error {
+	if storage == "" {
+		return os.MkdirAll(state, 0o700)
+	}
+	abs, err := filepath.Abs(storage)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return fmt.Errorf("storage folder: %w", err)
+	}
+	if err := os.Remove(state); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("storage folder: %s is in the way: %w", state, err)
+	}
+	return os.Symlink(abs, state)
 }
 
 // run starts one component with its output in logs/<name>.log.

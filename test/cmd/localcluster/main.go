@@ -22,7 +22,8 @@ import (
 
 const usage = "usage: localcluster up|down|status|seed-demo [--dir DIR] | read-volume NAMESPACE CLAIM PATH " +
 	"(default DIR: $JANITOR_CLUSTER_DIR or .cluster; " +
-	"up passes $JANITOR_CLUSTER_FEATURE_GATES to kube-apiserver and kube-controller-manager as --feature-gates; " +
+	"up passes $JANITOR_CLUSTER_FEATURE_GATES to kube-apiserver and kube-controller-manager as --feature-gates, " +
+	"and keeps the CSI driver's volumes and snapshots in $JANITOR_CLUSTER_STORAGE when set (down leaves that folder); " +
 	"read-volume prints a file of a claim's volume, as a pod mounting it would see it)"
 
 // DemoNamespace is where seed-demo puts the demo fleet.
@@ -90,7 +91,8 @@ func run(args []string) error {
 			return err
 		}
 		start := time.Now()
-		c, err := testenv.Start(ctx, testenv.Options{Dir: dir, Detach: true, Progress: os.Stderr, FeatureGates: gates, Node: testenv.NodeFromEnv()})
+		c, err := testenv.Start(ctx, testenv.Options{Dir: dir, Detach: true, Progress: os.Stderr, FeatureGates: gates, Node: testenv.NodeFromEnv(),
+			StorageDir: os.Getenv(testenv.StorageEnv)})
 		if err != nil {
 			return fmt.Errorf("%w (logs in %s)", err, filepath.Join(dir, "logs"))
 		}
