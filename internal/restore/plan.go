@@ -116,6 +116,7 @@ func refuse(format string, a ...any) error { return &Refusal{Reason: fmt.Sprintf
 // why not. snaps are the namespace's VolumeSnapshots, contents the
 // VolumeSnapshotContents they are bound to, claims the namespace's claims.
 func Plan(r Request, snaps []Snapshot, contents map[string]inventory.Content, claims []Claim) (*Result, error) {
+	snaps = named(snaps)
 	s, err := choose(r, snaps, contents)
 	if err != nil {
 		return nil, err
@@ -148,6 +149,32 @@ func Plan(r Request, snaps []Snapshot, contents map[string]inventory.Content, cl
 		return nil, err
 	}
 	return &Result{Snapshot: s, DataTime: dataTime, Claim: pvc, Notes: notes}, nil
+}
+
+// named gives each of the janitor's snapshots whose spec names no source
+// claim the claim its template records: an imported rescue is a
+// pre-provisioned snapshot (docs/spec.md#import), and without its claim's
+// name restore by name would not find it, and the refusals about that
+// claim (a newer rescue of it, a claim of that name) would not weigh it
+// (issue 42). The slice is copied; a template that does not parse leaves
+// the snapshot as it is (Plan refuses it when it is chosen).
+func named(snaps []Snapshot) []Snapshot {
+	out := snaps
+	for i := range snaps {
+		s := &snaps[i]
+		if s.SourceClaim != "" || !s.ManagedByJanitor || s.Template == "" {
+			continue
+		}
+		t, err := ParseTemplate(s.Template)
+		if err != nil || t.Name == "" {
+			continue
+		}
+		if &out[0] == &snaps[0] {
+			out = slices.Clone(snaps)
+		}
+		out[i].SourceClaim = t.Name
+	}
+	return out
 }
 
 // choose finds the snapshot the request names.
