@@ -143,7 +143,7 @@ func (c *classifier) recordUse(d *Decision, cl *inventory.Claim, refs []inventor
 	if !d.Marks.Changed() && !contradicts(cl, refs) {
 		return
 	}
-	t := ceilSecs(c.now)
+	t := CeilSecond(c.now)
 	if raw, ok := cl.Annotations[inventory.AnnotationLastUsed]; ok {
 		if prev, err := time.Parse(time.RFC3339, raw); err == nil && !prev.Before(t) {
 			return
@@ -210,7 +210,7 @@ func lastUsed(cl *inventory.Claim, now time.Time) lastUse {
 	t, err := time.Parse(time.RFC3339, raw)
 	switch {
 	case err != nil:
-		return lastUse{at: ceilSecs(now), raw: raw, rewrite: true,
+		return lastUse{at: CeilSecond(now), raw: raw, rewrite: true,
 			note: "its last-used mark " + strconv.Quote(raw) + " does not parse: taken as a use seen now"}
 	case t.Before(cl.CreationTimestamp):
 		return lastUse{raw: raw, note: "its last-used mark " + raw + " predates the claim's creation (copied from another claim?): ignored"}
@@ -259,7 +259,7 @@ func OrphanedSince(cl *inventory.Claim, atts []inventory.Attachment, condTrusted
 		out.At, out.Known = cond, true
 		out.Mark, out.MarkValue = true, cond
 	default:
-		out.Mark, out.MarkValue = true, ceilSecs(now)
+		out.Mark, out.MarkValue = true, CeilSecond(now)
 		if out.MarkValue.Before(ev.lu.at) {
 			// A use seen later than this run's clock (a clock that
 			// stepped back): the orphan period starts after it.

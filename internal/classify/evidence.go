@@ -178,8 +178,6 @@ func UnusedCondition(inv *inventory.Inventory, now time.Time) (string, string) {
 	return ConditionTrusted, ""
 }
 
-// ceilSecs rounds t up to a whole second: a mark is written without
-// fractions, and rounding down could place it before the end of a use.
 // endOfSecond is the end of the second t falls in: the upper bound of a
 // moment the API server recorded to the second (lastTransitionTime is
 // truncated, so the use it dates ended before the next second begins).
@@ -187,7 +185,11 @@ func endOfSecond(t time.Time) time.Time {
 	return t.Truncate(time.Second).Add(time.Second).UTC()
 }
 
-func ceilSecs(t time.Time) time.Time {
+// CeilSecond rounds t up to a whole second, in UTC: a mark is written
+// without fractions, and rounding down could place it before the end of a
+// use (docs/spec.md#rule-last-used) or end a notice early. The one rounding
+// of the classifier's marks and of mark.UseTime; the zero time stays zero.
+func CeilSecond(t time.Time) time.Time {
 	tr := t.Truncate(time.Second)
 	if tr.Before(t) {
 		tr = tr.Add(time.Second)

@@ -28,7 +28,7 @@ func (c *classifier) notice(d *Decision, orphan bool) {
 	d.Notice = true
 	end, err := time.Parse(time.RFC3339, raw)
 	if !has || err != nil || end.Before(d.OrphanedSince.Add(c.p.NoticePeriod)) {
-		end = ceilSecs(c.now.Add(c.p.NoticePeriod))
+		end = CeilSecond(c.now.Add(c.p.NoticePeriod))
 		d.Marks.ReapAfter, d.Marks.ReapAfterValue = Set, end
 	}
 	nb := end

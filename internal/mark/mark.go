@@ -420,14 +420,11 @@ func Clear(ctx context.Context, c *kube.Clients, cl *inventory.Claim, opts Optio
 // UseTime is the last-used value of a use seen when the API server's clock
 // was at most latest (kube.ServerClock.Latest): rounded up to the second,
 // so that no orphan period dated from it can start before the use
-// (docs/spec.md#rule-last-used). Zero when the clock is unknown.
+// (docs/spec.md#rule-last-used), by classify.CeilSecond as the classifier's
+// marks are. Zero when the clock is unknown.
 func UseTime(latest time.Time) time.Time {
 	if latest.IsZero() {
 		return time.Time{}
 	}
-	t := latest.Truncate(time.Second)
-	if t.Before(latest) {
-		t = t.Add(time.Second)
-	}
-	return t.UTC()
+	return classify.CeilSecond(latest)
 }

@@ -167,7 +167,7 @@ var mutants = []mutant{
 		Search: "case until.After(end.Add(max)):", Replace: "case until.After(end.Add(max + time.Second)):",
 		Why: "a snooze a second past --max-snooze is not capped"},
 	{ID: "C08", File: "internal/classify/notice.go", Pkgs: classifyPkg,
-		Search: "end = ceilSecs(c.now.Add(c.p.NoticePeriod))", Replace: "end = c.now.Add(c.p.NoticePeriod).Truncate(time.Second)",
+		Search: "end = CeilSecond(c.now.Add(c.p.NoticePeriod))", Replace: "end = c.now.Add(c.p.NoticePeriod).Truncate(time.Second)",
 		Why: "the notice's end rounded down, not up"},
 	{ID: "C09", File: "internal/classify/evidence.go", Pkgs: classifyPkg,
 		Search:  "if s.ManagedByJanitor && s.OrphanedSince != nil && s.OrphanedSince.Before(cut) {",
@@ -192,8 +192,8 @@ var mutants = []mutant{
 	{ID: "A01", File: "internal/mark/mark.go", Pkgs: markPkg,
 		Search: "err == nil && !t.Before(r.LastUsedValue) {", Replace: "err == nil && t.Before(r.LastUsedValue) {",
 		Why: "a later record of a use moved back"},
-	{ID: "A02", File: "internal/mark/mark.go", Pkgs: markPkg,
-		Search: "\tif t.Before(latest) {\n\t\tt = t.Add(time.Second)", Replace: "\tif false {\n\t\tt = t.Add(time.Second)",
+	{ID: "A02", File: "internal/classify/evidence.go", Pkgs: markPkg,
+		Search: "\tif tr.Before(t) {\n\t\ttr = tr.Add(time.Second)", Replace: "\tif false {\n\t\ttr = tr.Add(time.Second)",
 		Why: "a use's time rounded down, not up"},
 
 	// One each in the files under rewrite.
