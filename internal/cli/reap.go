@@ -80,7 +80,8 @@ Lease and with one report. Without a terminal, or over several clusters
 
 // runOn is run's run on one cluster.
 func runOn(sess *session, confirm func(int) (bool, error)) error {
-	if err := sess.lock(!sess.cfg.DryRun, sess.rescueOptions(nil).Validate); err != nil {
+	// docs/spec.md#marks-only: marks are writes, under the Lease.
+	if err := sess.lock(!sess.cfg.DryRun || sess.cfg.MarksOnly, sess.rescueOptions(nil).Validate); err != nil {
 		return err
 	}
 	prog := newProgress(sess.s.ErrOut, zerolog.Ctx(sess.ctx))

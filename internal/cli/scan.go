@@ -35,7 +35,8 @@ report. --dry-run writes nothing.`,
 // scan is scan's run on one cluster.
 func scan(sess *session) error {
 	dryRun := sess.cfg.DryRun
-	if err := sess.lock(!dryRun, nil); err != nil {
+	// docs/spec.md#marks-only: marks are writes, under the Lease.
+	if err := sess.lock(!dryRun || sess.cfg.MarksOnly, nil); err != nil {
 		return err
 	}
 	res, err := janitor.Scan(sess.ctx, sess.clients, sess.scanOptions(dryRun))

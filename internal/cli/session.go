@@ -155,11 +155,16 @@ func outputOf(cfg *config.Config) report.Output {
 
 // readOnlyScanOptions are the options of a scan that writes nothing
 // (explain, guard), whatever --dry-run says.
-func (sess *session) readOnlyScanOptions() janitor.ScanOptions { return sess.scanOptions(true) }
+func (sess *session) readOnlyScanOptions() janitor.ScanOptions {
+	o := sess.scanOptions(true)
+	o.MarksOnly = false
+	return o
+}
 
 // scanOptions are the options of the scan every pipeline starts with.
 func (sess *session) scanOptions(dryRun bool) janitor.ScanOptions {
-	return janitor.ScanOptions{Scope: sess.scope, DryRun: dryRun, Concurrency: sess.cfg.Concurrency, Policy: sess.policy()}
+	return janitor.ScanOptions{Scope: sess.scope, DryRun: dryRun, MarksOnly: dryRun && sess.cfg.MarksOnly,
+		Concurrency: sess.cfg.Concurrency, Policy: sess.policy()}
 }
 
 // policy is the configuration's classify.Policy: the one mapping of the
@@ -194,6 +199,7 @@ func (sess *session) reapOptions(confirm func(int) (bool, error)) janitor.ReapOp
 // newReport starts the report of the command.
 func (sess *session) newReport(command string, dryRun bool) *report.Report {
 	r := report.New(command, dryRun, sess.clients.Cluster, sess.started)
+	r.MarksOnly = dryRun && sess.cfg.MarksOnly // docs/spec.md#marks-only
 	r.SetPrices(sess.cfg.PriceTable)
 	return r
 }

@@ -122,6 +122,10 @@ type Config struct {
 
 	// DryRun changes nothing.
 	DryRun bool
+	// MarksOnly is a dry run that writes the janitor's mark annotations
+	// and takes its Lease (docs/spec.md#marks-only); Load sets DryRun
+	// with it.
+	MarksOnly bool
 	// Yes skips the confirmation before deleting.
 	Yes bool
 

@@ -50,6 +50,9 @@ func Load(fs *pflag.FlagSet, command string, lookupEnv func(string) (string, boo
 	if err := validate(c, r.from); err != nil {
 		return nil, err
 	}
+	// docs/spec.md#marks-only: a dry run in all but the marks and the
+	// Lease, which the commands check MarksOnly for.
+	c.DryRun = c.DryRun || c.MarksOnly
 	if err := loadRoutes(c.NotifyRoutes, lookupEnv); err != nil {
 		return nil, err
 	}

@@ -266,6 +266,8 @@ func sharedOptions() []option {
 			usage:   "what to do with superseded claims: keep, archive or discard"},
 		{name: "dry-run", group: groupAct, cmds: forReading &^ forExplain, field: func(c *Config) any { return &c.DryRun },
 			usage: "change nothing; report what would be done"},
+		{name: "marks-only", group: groupAct, cmds: forScan | forRun, field: func(c *Config) any { return &c.MarksOnly },
+			usage: "a dry run that writes the janitor's mark annotations (pvc-janitor.io/orphaned-since, last-used) and takes its Lease, and nothing else: a preview whose grace periods start without the Unused condition"},
 		{name: "yes", group: groupAct, short: "y", cmds: forDeleting, field: func(c *Config) any { return &c.Yes },
 			usage: "do not ask for confirmation before deleting"},
 		{name: "page-size", group: groupAPI, def: "0", cmds: forReading, field: func(c *Config) any { return &c.PageSize }, check: pageSize,

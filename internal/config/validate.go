@@ -67,6 +67,14 @@ func (o option) validate(c *Config, from string) error {
 // combinations checks what no single option can: conflicts and unsafe
 // combinations.
 func combinations(c *Config, from func(string) string) error {
+	if c.MarksOnly && (c.DryRun || c.Yes) {
+		// docs/spec.md#marks-only: a plain dry run stays pure.
+		other := "dry-run"
+		if c.Yes {
+			other = "yes"
+		}
+		return fail("marks-only", "--marks-only%s and --%s%s are mutually exclusive: --marks-only is a dry run that writes only the janitor's marks", from("marks-only"), other, from(other))
+	}
 	if c.DryRun && c.Yes {
 		return fail("yes", "--dry-run%s and --yes%s are mutually exclusive", from("dry-run"), from("yes"))
 	}

@@ -27,9 +27,12 @@ import (
 
 // ScanOptions configure a scan.
 type ScanOptions struct {
-	Scope       kube.Scope
-	Policy      classify.Policy
-	DryRun      bool
+	Scope  kube.Scope
+	Policy classify.Policy
+	DryRun bool
+	// MarksOnly, with DryRun, writes the mark annotations and nothing
+	// else (docs/spec.md#marks-only).
+	MarksOnly   bool
 	Concurrency int
 }
 
@@ -103,6 +106,6 @@ func Scan(ctx context.Context, c *kube.Clients, o ScanOptions) (*ScanResult, err
 	res.Decisions = classify.Classify(inv, o.Policy, res.Now)
 	releaseGarbage()
 	log.Info().Int("claims", len(inv.Claims)).Dur("read", res.ReadTime).Time("server_time", res.Now).Msg("classified")
-	res.Marks = mark.Apply(ctx, c, res.Decisions, mark.Options{DryRun: o.DryRun, Concurrency: o.Concurrency})
+	res.Marks = mark.Apply(ctx, c, res.Decisions, mark.Options{DryRun: o.DryRun && !o.MarksOnly, MarksOnly: o.MarksOnly, Concurrency: o.Concurrency})
 	return res, nil
 }

@@ -40,8 +40,30 @@ const (
 
 // Options tune Apply.
 type Options struct {
-	DryRun      bool
+	DryRun bool
+	// MarksOnly writes the mark annotations alone: no phase label, no
+	// notice, no Event (docs/spec.md#marks-only). DryRun must be false.
+	MarksOnly   bool
 	Concurrency int
+}
+
+// AnnotationsOnly is what a run under --marks-only writes of m
+// (docs/spec.md#marks-only): the orphaned-since mark, the record of a use
+// and the removals a use makes, all annotations; never the phase label,
+// and never the start of a notice (its Event would not be sent). The
+// phase label Attached remembers an attachment the Unused condition
+// cannot see: an Attached claim gets last-used instead, at useTime (the
+// API server's clock rounded up), which ignores an older condition just
+// as well.
+func AnnotationsOnly(m classify.Marks, state classify.State, useTime time.Time) classify.Marks {
+	m.Phase, m.PhaseValue = classify.Keep, ""
+	if m.ReapAfter == classify.Set {
+		m.ReapAfter = classify.Keep
+	}
+	if state == classify.Attached && m.LastUsed != classify.Set && !useTime.IsZero() {
+		m.LastUsed, m.LastUsedValue = classify.Set, useTime
+	}
+	return m
 }
 
 // Result is the outcome per claim index (into the decisions), for the
@@ -187,12 +209,22 @@ func RetryRemoval(m classify.Marks, uid types.UID, cur *corev1.PersistentVolumeC
 }
 
 // Apply writes the marks of every decision that changes something, with
-// opts.Concurrency patches in flight, an OrphanDetected Event when a claim
+// opts.Concurrency patches in flight (under opts.MarksOnly, only the
+// annotations AnnotationsOnly keeps, and no Event), an OrphanDetected Event when a claim
 // is marked orphaned for the first time, and a Superseded Event when its
 // phase turns Superseded. Nothing is written in dry
 // run. A failure to mark one claim does not stop the others.
 func Apply(ctx context.Context, c *kube.Clients, ds []classify.Decision, opts Options) Result {
 	res := &collector{res: Result{Outcomes: map[int]Outcome{}}}
+	if opts.MarksOnly && !opts.DryRun {
+		// A copy: the report and the steps after the scan read the
+		// decisions' marks as classified.
+		ds = append([]classify.Decision(nil), ds...)
+		at := UseTime(c.Clock.Latest())
+		for i := range ds {
+			ds[i].Marks = AnnotationsOnly(ds[i].Marks, ds[i].State, at)
+		}
+	}
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for w := 0; w < max(opts.Concurrency, 1); w++ {
@@ -320,6 +352,9 @@ func write(ctx context.Context, c *kube.Clients, d *classify.Decision, opts Opti
 		return Failed, err
 	}
 	log.Debug().RawJSON("patch", patch).Msg("marked claim")
+	if opts.MarksOnly {
+		return Marked, nil // docs/spec.md#marks-only: no Event
+	}
 	_, hadMark := cl.Annotations[inventory.AnnotationOrphanedSince]
 	if d.Marks.OrphanedSince == classify.Set && !hadMark {
 		msg := fmt.Sprintf("no pod or workload references this claim; orphaned since %s (state %s)",

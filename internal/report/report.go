@@ -33,10 +33,13 @@ const (
 // Report is the report of one run. Times are UTC, to the second, and
 // marshal as RFC 3339.
 type Report struct {
-	Kind       string    `json:"kind"`
-	APIVersion string    `json:"apiVersion"`
-	Command    string    `json:"command"`
-	DryRun     bool      `json:"dryRun"`
+	Kind       string `json:"kind"`
+	APIVersion string `json:"apiVersion"`
+	Command    string `json:"command"`
+	DryRun     bool   `json:"dryRun"`
+	// MarksOnly is a dry run that wrote the janitor's mark annotations
+	// (docs/spec.md#marks-only); set it before adding decisions.
+	MarksOnly  bool      `json:"marksOnly,omitempty"`
 	Cluster    string    `json:"cluster"`
 	StartedAt  time.Time `json:"startedAt"`
 	FinishedAt time.Time `json:"finishedAt"`
@@ -263,7 +266,7 @@ func (r *Report) AddDecisions(ds []classify.Decision) {
 		e.Workspace = d.Workspace
 		e.State = string(d.State)
 		e.Reason = d.Reason
-		if r.DryRun {
+		if r.DryRun && !r.MarksOnly {
 			e.Reason = dryRunReason(d)
 		}
 		e.VolumeName = d.Claim.VolumeName

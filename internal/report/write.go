@@ -279,7 +279,10 @@ func summaryLine(r *Report) string {
 	line += "; " + plural(s.SnapshotsCreated, "snapshot created", "snapshots created") +
 		", " + plural(s.ClaimsDeleted, "claim deleted", "claims deleted") +
 		", " + plural(s.Failures, "failure", "failures")
-	if r.DryRun {
+	switch {
+	case r.MarksOnly:
+		line += " (marks only: nothing but the janitor's marks was written)"
+	case r.DryRun:
 		line += " (dry run: nothing was changed)"
 	}
 	return line
