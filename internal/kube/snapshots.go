@@ -48,3 +48,37 @@ func WaitSnapshotGone(ctx context.Context, c *Clients, ns, name string, uid type
 		}
 	}
 }
+
+// GetContent reads one VolumeSnapshotContent by name (a get, with
+// retries); nil, and no error, when it does not exist. The hot paths
+// (the rescue's wait, the reap's re-read of a rescue) read contents this
+// way: one object, where ReadContent's list by field selector costs the
+// API server a walk of its cache of contents.
+func GetContent(ctx context.Context, c *Clients, name string) (*snapv1.VolumeSnapshotContent, error) {
+	var vc *snapv1.VolumeSnapshotContent
+	err := c.Retry.Do(ctx, "get VolumeSnapshotContent "+name, func(ctx context.Context) error {
+		var err error
+		vc, err = c.Snap.SnapshotV1().VolumeSnapshotContents().Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return vc, err
+}
+
+// ListSnapshots lists the VolumeSnapshots of ns, page by page (pageSize
+// 0: 500), each page under the retry policy; a continue token that
+// expired restarts the list, so the result is one consistent pass.
+func ListSnapshots(ctx context.Context, c *Clients, ns string, pageSize int64) ([]snapv1.VolumeSnapshot, error) {
+	var out []snapv1.VolumeSnapshot
+	err := pages(ctx, c, RecheckOptions{PageSize: pageSize}.withDefaults(), "volumesnapshots in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		l, err := c.Snap.SnapshotV1().VolumeSnapshots(ns).List(ctx, opts)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, l.Items...)
+		return l.Continue, nil
+	}, func() { out = out[:0] })
+	return out, err
+}

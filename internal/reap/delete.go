@@ -23,26 +23,36 @@ import (
 // after the read (tests and operators grep for it).
 const changedMsg = "changed since it was read (delete precondition failed)"
 
-// deleteOne deletes one claim with Preconditions{UID, ResourceVersion} of
-// the fresh read, settles a delete whose response was lost, and retries
-// once after a change that says nothing about use (docs/spec.md#reap).
-func deleteOne(ctx context.Context, c *kube.Clients, d *classify.Decision, ev *Evidence, o Options, seen *uses) Outcome {
+// newDeleter starts the deletion of the claim of d.
+func newDeleter(ctx context.Context, c *kube.Clients, d *classify.Decision, o Options, seen *uses) *deleter {
 	cl := d.Claim
-	x := &deleter{ctx: ctx, c: c, d: d, o: o, seen: seen,
+	return &deleter{ctx: ctx, c: c, d: d, o: o, seen: seen,
 		out: Outcome{Namespace: cl.Namespace, Name: cl.Name, State: d.State},
 		l:   zerolog.Ctx(ctx).With().Str("namespace", cl.Namespace).Str("claim", cl.Name).Str("state", string(d.State)).Logger()}
-	if what, ok := c.Uses.Seen(cl.UID); ok {
-		x.out.State = classify.InUse
-		return x.skip("seen in use earlier in this run (" + what + "); not deleted")
-	}
-	if o.BeforeDelete != nil {
-		o.BeforeDelete(ctx, cl.Key())
-	}
+}
+
+// run deletes the claim with Preconditions{UID, ResourceVersion} of the
+// fresh read, settles a delete whose response was lost, and retries once
+// after a change that says nothing about use (docs/spec.md#reap).
+//
+// checked says that the batch's checks (its re-read of the rescue, then
+// its pod list, docs/spec.md#reap-batch) vouch for the first attempt;
+// every other attempt (a retry after a backoff, the retry after a
+// precondition failed) first checks for itself: a pod list of the
+// namespace and a re-read of the rescue, as each attempt did before
+// batches.
+func (x *deleter) run(ev *Evidence, checked bool) Outcome {
+	ctx, c, cl, o, seen := x.ctx, x.c, x.d.Claim, x.o, x.seen
 	x.out.Evidence = ev
 	rv := cl.ResourceVersion
 	maybeApplied := false
 	for try := 0; ; try++ {
+		first := checked && try == 0
 		applied, err := deleteClaim(ctx, c, cl, rv, func(ctx context.Context) error {
+			if first {
+				first = false
+				return nil
+			}
 			if err := inUseNow(ctx, c, cl, seen); err != nil {
 				return err
 			}
@@ -85,13 +95,29 @@ type deleter struct {
 	l    zerolog.Logger
 	seen *uses
 	out  Outcome
+	// later, when set, collects the Events instead of sending them: a
+	// batch sends its Events after its last delete, so that nothing but
+	// deletes stands between its pod list and them.
+	later *[]func()
+}
+
+// event records an Event on the claim, now or, in a batch, after its
+// deletes.
+func (x *deleter) event(typ, reason, msg string) {
+	ctx, c, cl := x.ctx, x.c, x.d.Claim
+	send := func() { mark.Event(ctx, c, cl, typ, reason, msg) }
+	if x.later != nil {
+		*x.later = append(*x.later, send)
+		return
+	}
+	send()
 }
 
 // skip leaves the claim alone, with the reason.
 func (x *deleter) skip(msg string) Outcome {
 	x.out.Action, x.out.Message = ActionSkipped, msg
 	x.l.Info().Str("reason", msg).Msg("claim not deleted")
-	mark.Event(x.ctx, x.c, x.d.Claim, corev1.EventTypeNormal, "ReapSkipped", msg)
+	x.event(corev1.EventTypeNormal, "ReapSkipped", msg)
 	return x.out
 }
 
@@ -99,15 +125,23 @@ func (x *deleter) skip(msg string) Outcome {
 func (x *deleter) fail(err error) Outcome {
 	x.out.Action, x.out.Message, x.out.Err = ActionFailed, err.Error(), err
 	x.l.Error().Err(err).Msg("delete claim")
-	mark.Event(x.ctx, x.c, x.d.Claim, corev1.EventTypeWarning, "ReapSkipped", "delete failed: "+err.Error())
+	x.event(corev1.EventTypeWarning, "ReapSkipped", "delete failed: "+err.Error())
 	return x.out
 }
 
 // inUse skips a claim that pods use again, and restarts its clock.
 func (x *deleter) inUse(pods []string) Outcome {
 	if !x.o.DryRun {
-		if _, err := mark.Clear(x.ctx, x.c, x.d.Claim, mark.Options{}); err != nil {
-			x.l.Warn().Err(err).Msg("remove marks of a claim in use again")
+		clear := func() {
+			if _, err := mark.Clear(x.ctx, x.c, x.d.Claim, mark.Options{}); err != nil {
+				x.l.Warn().Err(err).Msg("remove marks of a claim in use again")
+			}
+		}
+		if x.later != nil {
+			// After the batch's deletes, before its Events.
+			*x.later = append(*x.later, clear)
+		} else {
+			clear()
 		}
 	}
 	x.out.State = classify.InUse
@@ -193,7 +227,7 @@ func (x *deleter) deleted(note string) Outcome {
 	out.Action = ActionDeleted
 	out.Message = "deleted (deletion accepted): " + why + note
 	x.l.Info().Msg("claim deletion accepted")
-	mark.Event(x.ctx, x.c, d.Claim, corev1.EventTypeNormal, "Reaped", out.Message)
+	x.event(corev1.EventTypeNormal, "Reaped", out.Message)
 	return out
 }
 

@@ -7,7 +7,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
@@ -88,11 +87,12 @@ type errNotJustified struct{ why string }
 
 func (e *errNotJustified) Error() string { return e.why }
 
-// stillJustified reads the evidence again (one GET of the snapshot, one
-// list of its content by name: the role grants list on contents, not get)
-// and fails with errNotJustified unless StillJustified. A failed read is
-// returned as it is, so that a claim is never deleted on a check that did
-// not happen.
+// stillJustified reads the evidence again (one get of the snapshot, one
+// get of its content) and fails with errNotJustified unless
+// StillJustified. A failed read is returned as it is, so that a claim is
+// never deleted on a check that did not happen. The batch reads the
+// snapshots in one list instead (batch.go); this serves the attempts the
+// batch does not vouch for.
 func stillJustified(ctx context.Context, c *kube.Clients, e *Evidence, workspaceLabel string) error {
 	vs, err := c.Snap.SnapshotV1().VolumeSnapshots(e.Namespace).Get(ctx, e.Snapshot, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -102,14 +102,22 @@ func stillJustified(ctx context.Context, c *kube.Clients, e *Evidence, workspace
 		return err
 	}
 	var snap *inventory.Snapshot
-	var content *inventory.Content
 	if vs != nil {
 		s := kube.Snapshot(vs, workspaceLabel)
 		snap = &s
-		if s.ContentName != "" {
-			if content, err = readContent(ctx, c, s.ContentName); err != nil {
-				return err
-			}
+	}
+	return justified(ctx, c, e, snap)
+}
+
+// justified reads the content of snap (the evidence's snapshot as just
+// read; nil: gone) by name and fails with errNotJustified unless
+// StillJustified.
+func justified(ctx context.Context, c *kube.Clients, e *Evidence, snap *inventory.Snapshot) error {
+	var content *inventory.Content
+	if snap != nil && snap.ContentName != "" {
+		var err error
+		if content, err = readContent(ctx, c, snap.ContentName); err != nil {
+			return err
 		}
 	}
 	if ok, why := StillJustified(*e, snap, content); !ok {
@@ -118,20 +126,18 @@ func stillJustified(ctx context.Context, c *kube.Clients, e *Evidence, workspace
 	return nil
 }
 
-// readContent is one list of the content by name; nil when it does not exist.
+// readContent is one get of the content by name, without the retry
+// policy (the caller's attempt has it); nil when it does not exist.
 func readContent(ctx context.Context, c *kube.Clients, name string) (*inventory.Content, error) {
-	l, err := c.Snap.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	vc, err := c.Snap.SnapshotV1().VolumeSnapshotContents().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	for i := range l.Items {
-		if l.Items[i].Name == name {
-			ct := kube.Content(&l.Items[i])
-			return &ct, nil
-		}
-	}
-	return nil, nil
+	ct := kube.Content(vc)
+	return &ct, nil
 }
 
 // isNotJustified reports whether err is a failed re-read of the evidence.

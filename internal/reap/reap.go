@@ -49,6 +49,12 @@ type Options struct {
 	// decision and its delete: the tests' way to act as a second actor at
 	// that moment, deterministically. Nil in the command.
 	BeforeDelete func(ctx context.Context, claim inventory.Key)
+	// BatchSize is the most claims one pod list (and one list of the
+	// namespace's snapshots) serves; 0: DefaultBatchSize. BatchMaxAge
+	// bounds the time from that pod list's answer to a delete it
+	// serves; 0: DefaultBatchMaxAge (docs/spec.md#reap-batch).
+	BatchSize   int
+	BatchMaxAge time.Duration
 }
 
 // Outcome is what happened to one claim.
@@ -132,13 +138,7 @@ func (p *plan) execute(ctx context.Context, c *kube.Clients, o Options) (*Result
 	if o.Confirm != nil && len(p.del) > 0 {
 		return confirmed(ctx, c, o, res, p.del)
 	}
-	for _, d := range p.del {
-		if ctx.Err() != nil {
-			res.Outcomes = append(res.Outcomes, Outcome{Namespace: d.Claim.Namespace, Name: d.Claim.Name, Action: ActionSkipped, State: d.State, Message: "interrupted before deleting"})
-			continue
-		}
-		res.Outcomes = append(res.Outcomes, deleteOne(ctx, c, d, p.evidence[d], o, podsSeen))
-	}
+	res.Outcomes = append(res.Outcomes, p.deleteAll(ctx, c, o, podsSeen)...)
 	return res, nil
 }
 

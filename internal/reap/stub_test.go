@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -54,7 +55,7 @@ type apiStub struct {
 	// lost, the deletion happened.
 	lose int
 	// afterDelete runs (locked) after each delete request is logged and
-	// before it is served: a second actor at that moment.
+	// before it is served or failed: a second actor at that moment.
 	afterDelete func(s *apiStub)
 	// pageSize splits pod lists into pages (0: one page).
 	pageSize int
@@ -114,6 +115,8 @@ func writeStatus(w http.ResponseWriter, err *apierrors.StatusError) {
 var (
 	claimsGR = schema.GroupResource{Resource: "persistentvolumeclaims"}
 	snapsGR  = schema.GroupResource{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshots"}
+	// contentsGR names contents in the stub's 404s.
+	contentsGR = schema.GroupResource{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshotcontents"}
 )
 
 func (s *apiStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -132,8 +135,11 @@ func (s *apiStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(parts) > 6 {
 			name = parts[6]
 		}
-	case len(parts) == 4 && parts[0] == "apis":
+	case (len(parts) == 4 || len(parts) == 5) && parts[0] == "apis":
 		resource = parts[3]
+		if len(parts) == 5 {
+			name = parts[4]
+		}
 	default:
 		http.Error(w, "the stub does not serve "+r.URL.Path, http.StatusNotImplemented)
 		return
@@ -167,6 +173,9 @@ func (s *apiStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		entry += " " + event.Reason
 	}
 	s.log = append(s.log, entry)
+	if verb == http.MethodDelete && s.afterDelete != nil {
+		s.afterDelete(s)
+	}
 	if codes := s.fail[verb+" "+resource]; len(codes) > 0 {
 		s.fail[verb+" "+resource] = codes[1:]
 		writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: int32(codes[0]),
@@ -177,9 +186,6 @@ func (s *apiStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case resource == "pods" && verb == "LIST":
 		s.listPods(w, q)
 	case resource == "persistentvolumeclaims" && verb == http.MethodDelete:
-		if s.afterDelete != nil {
-			s.afterDelete(s)
-		}
 		s.deleteClaim(w, name, opts)
 	case resource == "persistentvolumeclaims" && verb == http.MethodGet:
 		if p, ok := s.claims[name]; ok {
@@ -210,6 +216,18 @@ func (s *apiStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeStatus(w, apierrors.NewNotFound(snapsGR, name))
+	case resource == "volumesnapshots" && verb == "LIST":
+		l := &snapshotv1.VolumeSnapshotList{TypeMeta: metav1.TypeMeta{Kind: "VolumeSnapshotList", APIVersion: "snapshot.storage.k8s.io/v1"}}
+		for _, k := range slices.Sorted(maps.Keys(s.snaps)) {
+			l.Items = append(l.Items, *s.snaps[k])
+		}
+		writeJSON(w, 200, l)
+	case resource == "volumesnapshotcontents" && verb == http.MethodGet:
+		if c, ok := s.contents[name]; ok {
+			writeJSON(w, 200, c)
+			return
+		}
+		writeStatus(w, apierrors.NewNotFound(contentsGR, name))
 	case resource == "volumesnapshotcontents" && verb == "LIST":
 		l := &snapshotv1.VolumeSnapshotContentList{TypeMeta: metav1.TypeMeta{Kind: "VolumeSnapshotContentList", APIVersion: "snapshot.storage.k8s.io/v1"}}
 		if c, ok := s.contents[strings.TrimPrefix(q.Get("fieldSelector"), "metadata.name=")]; ok {
@@ -367,10 +385,10 @@ func checkRequests(t *testing.T, s *apiStub, want ...string) {
 }
 
 // TestDeleteSendsChecksThenPreconditions (docs/spec.md#reap-reread,
-// docs/spec.md#reap-rescue-reread): the plain path. Right before the delete
-// the loop lists the namespace's pods, gets the rescue and lists its
-// content by name; the delete carries the UID and resourceVersion of the
-// read; an Event says so.
+// docs/spec.md#reap-rescue-reread, docs/spec.md#reap-batch): the plain
+// path. Right before the delete the loop lists the namespace's snapshots,
+// gets the rescue's content by name, then lists the namespace's pods; the
+// delete carries the UID and resourceVersion of the read; an Event says so.
 func TestDeleteSendsChecksThenPreconditions(t *testing.T) {
 	s, ds := world(t, "ws-a")
 	res := reapOne(t, s.clients(t), ds, Options{})
@@ -379,9 +397,9 @@ func TestDeleteSendsChecksThenPreconditions(t *testing.T) {
 		t.Errorf("ws-a: %+v, want deleted on its rescue", out)
 	}
 	checkRequests(t, s,
+		"LIST volumesnapshots",
+		"GET volumesnapshotcontents/content-ws-a",
 		"LIST pods",
-		"GET volumesnapshots/ws-a-rescue",
-		"LIST volumesnapshotcontents metadata.name=content-ws-a",
 		"DELETE persistentvolumeclaims/ws-a uid=uid-a rv=1",
 		"POST events Reaped")
 }
@@ -413,15 +431,16 @@ func TestSeenInUseEarlierInTheRun(t *testing.T) {
 
 // TestPodListedBeforeTheDelete: a pod that uses the claim in the list taken
 // right before its delete stops it, restarts its clock (the marks are
-// removed), and a pod seen by one claim's list that uses a later claim
-// stops that one too, although it is gone by that claim's turn.
+// removed), and a pod seen by one batch's list that uses a claim of a
+// later batch stops that one too, although it is gone by that batch's
+// list (batches of one claim here).
 func TestPodListedBeforeTheDelete(t *testing.T) {
 	s, ds := world(t, "ws-a", "ws-b")
 	s.pods = []corev1.Pod{podUsing("ide-a", "ws-a"), podUsing("ide-b", "ws-b"), podUsing("other", "ws-z")}
 	c := s.clients(t)
 	// ide-b is gone once the first list has seen it.
 	listed := 0
-	o := Options{BeforeDelete: func(context.Context, inventory.Key) {
+	o := Options{BatchSize: 1, BeforeDelete: func(context.Context, inventory.Key) {
 		listed++
 		if listed == 2 {
 			s.mu.Lock()
@@ -457,7 +476,8 @@ func TestNoDeleteWithoutTheChecks(t *testing.T) {
 		{"the pod list fails", func(s *apiStub) { s.fail["LIST pods"] = slices.Repeat([]int{500}, 1000) },
 			ActionFailed, "injected by the stub"},
 		{"the pod list is refused", func(s *apiStub) { s.fail["LIST pods"] = []int{403} }, ActionFailed, "injected by the stub"},
-		{"the rescue cannot be read", func(s *apiStub) { s.fail["GET volumesnapshots"] = []int{403} }, ActionFailed, "injected by the stub"},
+		{"the rescue cannot be read", func(s *apiStub) { s.fail["LIST volumesnapshots"] = []int{403} }, ActionFailed, "injected by the stub"},
+		{"the rescue's content cannot be read", func(s *apiStub) { s.fail["GET volumesnapshotcontents"] = []int{403} }, ActionFailed, "injected by the stub"},
 		{"the rescue is gone", func(s *apiStub) { delete(s.snaps, "ws-a-rescue") }, ActionSkipped, "is gone since it was read"},
 		{"the rescue's content is gone", func(s *apiStub) { delete(s.contents, "content-ws-a") }, ActionSkipped, "no longer intact"},
 		{"the rescue is bound to another content", func(s *apiStub) {
@@ -498,7 +518,7 @@ func TestDeleteSettles(t *testing.T) {
 		{name: "the response is lost: a retry meets the deletion", setup: func(s *apiStub) { s.lose = 1 },
 			action: ActionDeleted, msg: "the response to the delete was lost",
 			want: []string{"DELETE persistentvolumeclaims/ws-a uid=uid-a rv=1",
-				"LIST pods", "GET volumesnapshots/ws-a-rescue", "LIST volumesnapshotcontents metadata.name=content-ws-a",
+				"LIST pods", "GET volumesnapshots/ws-a-rescue", "GET volumesnapshotcontents/content-ws-a",
 				"DELETE persistentvolumeclaims/ws-a uid=uid-a rv=1", "GET persistentvolumeclaims/ws-a", "POST events Reaped"}},
 		{name: "deleted by someone else since the read", setup: func(s *apiStub) { delete(s.claims, "ws-a") },
 			action: ActionSkipped, msg: "deleted by someone else",
@@ -527,7 +547,7 @@ func TestDeleteSettles(t *testing.T) {
 		}, action: ActionDeleted, msg: "rescued by VolumeSnapshot ws-a-rescue",
 			want: []string{"DELETE persistentvolumeclaims/ws-a uid=uid-a rv=1", "GET persistentvolumeclaims/ws-a",
 				"LIST persistentvolumeclaims metadata.name=ws-a rv=1 Exact", "LIST pods",
-				"LIST pods", "GET volumesnapshots/ws-a-rescue", "LIST volumesnapshotcontents metadata.name=content-ws-a",
+				"LIST pods", "GET volumesnapshots/ws-a-rescue", "GET volumesnapshotcontents/content-ws-a",
 				"DELETE persistentvolumeclaims/ws-a uid=uid-a rv=2", "POST events Reaped"}},
 		{name: "a finalizer dropped, and a pod uses it now", setup: func(s *apiStub) {
 			s.change("ws-a", func(p *corev1.PersistentVolumeClaim) { p.Finalizers = p.Finalizers[:1] })
@@ -544,7 +564,7 @@ func TestDeleteSettles(t *testing.T) {
 		}, action: ActionSkipped, msg: "again after a retry",
 			want: []string{"DELETE persistentvolumeclaims/ws-a uid=uid-a rv=1", "GET persistentvolumeclaims/ws-a",
 				"LIST persistentvolumeclaims metadata.name=ws-a rv=1 Exact", "LIST pods",
-				"LIST pods", "GET volumesnapshots/ws-a-rescue", "LIST volumesnapshotcontents metadata.name=content-ws-a",
+				"LIST pods", "GET volumesnapshots/ws-a-rescue", "GET volumesnapshotcontents/content-ws-a",
 				"DELETE persistentvolumeclaims/ws-a uid=uid-a rv=3", "GET persistentvolumeclaims/ws-a", "POST events ReapSkipped"}},
 		{name: "refused (403): failed, never settled as ours", setup: func(s *apiStub) { s.fail["DELETE persistentvolumeclaims"] = []int{403} },
 			action: ActionFailed, msg: "injected by the stub",
@@ -691,5 +711,136 @@ func TestMayHaveApplied(t *testing.T) {
 		if got := mayHaveApplied(c.err); got != c.want {
 			t.Errorf("mayHaveApplied(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// TestBatchPodListBeforeEveryDelete (docs/spec.md#reap-batch): claims are
+// deleted in batches, and every delete is preceded by a pod list begun
+// after its own rescue's re-read. A pod that starts using a claim of a
+// later batch while an earlier batch deletes is seen by that later
+// batch's list: the claim is not deleted, its marks are removed.
+func TestBatchPodListBeforeEveryDelete(t *testing.T) {
+	names := []string{"ws-0", "ws-1", "ws-2", "ws-3", "ws-4", "ws-5", "ws-6"}
+	s, ds := world(t, names...)
+	deletes := 0
+	s.afterDelete = func(s *apiStub) {
+		deletes++
+		if deletes == 2 { // during the first batch's deletes
+			s.pods = append(s.pods, podUsing("ide-late", "ws-4"))
+		}
+	}
+	res := reapOne(t, s.clients(t), ds, Options{BatchSize: 3})
+	for _, name := range names {
+		want := ActionDeleted
+		if name == "ws-4" {
+			want = ActionSkipped
+		}
+		if out := outcome(t, res, name); out.Action != want {
+			t.Errorf("%s: %s (%s), want %s", name, out.Action, out.Message, want)
+		}
+	}
+	if out := outcome(t, res, "ws-4"); !strings.Contains(out.Message, "in use again since it was read (pod ide-late)") {
+		t.Errorf("ws-4: %s, want in use again (pod ide-late)", out.Message)
+	}
+	got := s.requests()
+	if n := s.count("LIST pods"); n != 3 {
+		t.Errorf("%d pod lists, want 3 (batches of 3, 3 and 1): %v", n, got)
+	}
+	// Every DELETE comes after a LIST pods that came after the GET of its
+	// rescue's content, and nothing but DELETEs stand between a batch's
+	// pod list and its deletes.
+	for i, l := range got {
+		claim, ok := strings.CutPrefix(l, "DELETE persistentvolumeclaims/")
+		if !ok {
+			continue
+		}
+		claim, _, _ = strings.Cut(claim, " ")
+		list := -1
+		for j := i - 1; j >= 0; j-- {
+			if got[j] == "LIST pods" {
+				list = j
+				break
+			}
+			if !strings.HasPrefix(got[j], "DELETE ") {
+				t.Errorf("request %d (%s) stands between the pod list and the delete of %s", j, got[j], claim)
+				break
+			}
+		}
+		reread := slices.Index(got, "GET volumesnapshotcontents/content-"+claim)
+		if list < 0 || reread < 0 || reread > list {
+			t.Errorf("delete of %s (request %d): its pod list at %d does not follow its re-read at %d", claim, i, list, reread)
+		}
+	}
+	if n := s.count("PATCH persistentvolumeclaims/ws-4"); n == 0 {
+		t.Errorf("ws-4's marks not removed: %v", got)
+	}
+}
+
+// TestBatchPodListAges (docs/spec.md#reap-batch): a delete goes only
+// while its batch's pod list answered at most BatchMaxAge ago; the claims
+// whose turn comes later are read again in a new batch, rescue and pods.
+// With an age of a nanosecond every claim gets its own re-read and list.
+func TestBatchPodListAges(t *testing.T) {
+	names := []string{"ws-0", "ws-1", "ws-2", "ws-3"}
+	s, ds := world(t, names...)
+	asked := 0
+	res := reapOne(t, s.clients(t), ds, Options{BatchSize: 10, BatchMaxAge: time.Nanosecond,
+		BeforeDelete: func(context.Context, inventory.Key) { asked++ }})
+	for _, name := range names {
+		if out := outcome(t, res, name); out.Action != ActionDeleted {
+			t.Errorf("%s: %s (%s), want deleted", name, out.Action, out.Message)
+		}
+	}
+	if n, m := s.count("LIST pods"), s.count("LIST volumesnapshots"); n != 4 || m != 4 {
+		t.Errorf("%d pod lists and %d snapshot lists for 4 claims, want 4 of each: %v", n, m, s.requests())
+	}
+	if asked != 4 {
+		t.Errorf("BeforeDelete called %d times for 4 claims, want once each", asked)
+	}
+}
+
+// TestBatchesKeepToOneNamespace: a batch is of one namespace; the claims
+// of another namespace wait for a batch of their own, with their own
+// lists.
+func TestBatchesKeepToOneNamespace(t *testing.T) {
+	d := func(ns, name string) *classify.Decision {
+		return &classify.Decision{Claim: &inventory.Claim{Namespace: ns, Name: name}}
+	}
+	ds := []*classify.Decision{d("a", "1"), d("a", "2"), d("b", "3"), d("a", "4")}
+	for _, c := range []struct{ size, want int }{{10, 2}, {1, 1}, {2, 2}} {
+		if got := batchLen(ds, c.size); got != c.want {
+			t.Errorf("batchLen(size %d) = %d, want %d", c.size, got, c.want)
+		}
+	}
+	if got := batchLen(ds[2:], 10); got != 1 {
+		t.Errorf("batchLen of b's claim = %d, want 1", got)
+	}
+}
+
+// TestRetryChecksForItself: the batch's checks vouch for a claim's first
+// delete attempt only. A retry after a refusal that proves nothing was
+// deleted (429) first lists the pods and reads the rescue again, each for
+// itself: a pod that appeared, or a rescue deleted, since the first
+// attempt stops the delete.
+func TestRetryChecksForItself(t *testing.T) {
+	for _, c := range []struct {
+		name, msg string
+		then      func(s *apiStub)
+	}{
+		{"a pod uses it since", "in use again since it was read (pod ide)", func(s *apiStub) { s.pods = []corev1.Pod{podUsing("ide", "ws-a")} }},
+		{"its rescue is gone since", "is gone since it was read", func(s *apiStub) { delete(s.snaps, "ws-a-rescue") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, ds := world(t, "ws-a")
+			s.fail["DELETE persistentvolumeclaims"] = []int{429}
+			s.afterDelete = func(s *apiStub) { c.then(s); s.afterDelete = nil }
+			res := reapOne(t, s.clients(t), ds, Options{})
+			if out := outcome(t, res, "ws-a"); out.Action != ActionSkipped || !strings.Contains(out.Message, c.msg) {
+				t.Errorf("ws-a: %s (%s), want skipped (%s)", out.Action, out.Message, c.msg)
+			}
+			if n := s.count("DELETE"); n != 1 {
+				t.Errorf("%d DELETEs, want only the refused one: %v", n, s.requests())
+			}
+		})
 	}
 }

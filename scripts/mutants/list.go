@@ -206,4 +206,18 @@ var mutants = []mutant{
 	{ID: "E01", File: "internal/restore/plan.go", Pkgs: []string{"./internal/restore/"},
 		Search: "\tif r.AllowOlder {\n\t\treturn nil", Replace: "\tif true {\n\t\treturn nil",
 		Why: "a restore of older data beside a newer copy not refused"},
+
+	// reap in batches (issue 43, docs/spec.md#reap-batch).
+	{ID: "B01", File: "internal/reap/batch.go", Pkgs: reapPkg,
+		Search: "n := batchLen(rest, o.batchSize())", Replace: "n := batchLen(rest, len(rest))",
+		Why: "one pod list serves every delete of the run: a pod that starts during earlier deletes is missed"},
+	{ID: "B02", File: "internal/reap/batch.go", Pkgs: reapPkg,
+		Search: "if i > 0 && time.Since(listed) > o.batchMaxAge() {", Replace: "if i > 0 && listed.IsZero() {",
+		Why: "a batch's pod list serves deletes however long ago it answered"},
+	{ID: "B03", File: "internal/reap/batch.go", Pkgs: reapPkg,
+		Search: "if users := seen.of(x.d.Claim.Key()); len(users) > 0 {", Replace: "if users := seen.of(x.d.Claim.Key()); len(users) > 0 && false {",
+		Why: "a claim the batch's pod list shows in use is deleted"},
+	{ID: "B04", File: "internal/reap/batch.go", Pkgs: reapPkg,
+		Search: "return justified(ctx, c, ev, snap)", Replace: "return nil",
+		Why: "the batch does not read its rescues again"},
 }
