@@ -54,7 +54,9 @@ var (
 	clusterNeeds = slices.Concat(
 		grants("", []string{"persistentvolumes"}, "list"),
 		grants("storage.k8s.io", []string{"volumeattachments"}, "list"),
-		grants("snapshot.storage.k8s.io", []string{"volumesnapshotcontents"}, "list"),
+		// get reads a rescue's content by name (the rescue's wait, the
+		// reap's re-read right before each delete: kube.GetContent).
+		grants("snapshot.storage.k8s.io", []string{"volumesnapshotcontents"}, "get", "list"),
 		grants("snapshot.storage.k8s.io", []string{"volumesnapshotclasses"}, "get", "list"),
 	)
 	// leaseNeeds are in the lock namespace only; all but create are limited
@@ -63,7 +65,7 @@ var (
 	// contentsNeeds are added to the ClusterRole by contents.delete only
 	// (--delete-contents): the JSON patch that sets a Retain content of the
 	// janitor's own rescue to Delete (docs/spec.md#retention).
-	contentsNeeds = grants("snapshot.storage.k8s.io", []string{"volumesnapshotcontents"}, "get", "patch")
+	contentsNeeds = grants("snapshot.storage.k8s.io", []string{"volumesnapshotcontents"}, "patch")
 )
 
 // flatten turns rules into grants; it fails on anything a grant cannot
@@ -256,7 +258,7 @@ func checkBinding(t *testing.T, where, ns string, ref rbacv1.RoleRef, subjects [
 	}
 }
 
-// TestRBACContentsDelete: contents.delete=true adds exactly get and patch
+// TestRBACContentsDelete: contents.delete=true adds exactly patch
 // on volumesnapshotcontents, to the ClusterRole only, and --delete-contents
 // to the CronJob; false (the default) adds nothing: every role and binding
 // is the same as without the value. In both RBAC modes.

@@ -117,7 +117,7 @@ func proveContentsDelete(t *testing.T) {
 		}
 	}
 	canI("patch", false)
-	canI("get", false)
+	canI("get", true) // a rescue's content is read by name (issue 43)
 
 	// Seed: a claim of workspace a rescued twice by the janitor (as it
 	// writes a rescue: its labels and annotations, a Retain class), the

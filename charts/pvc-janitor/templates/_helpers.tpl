@@ -149,7 +149,9 @@ Reads are list (and watch); the janitor watches only VolumeSnapshots.
 
 {{/* Cluster-scoped resources: always in a ClusterRole. get on
 VolumeSnapshotClasses checks --snapshot-class before anything is written;
-get and patch on VolumeSnapshotContents only with contents.delete. */}}
+get on VolumeSnapshotContents reads a rescue's content by name (the
+rescue's wait, the reap's re-read right before a delete); patch on them
+only with contents.delete. */}}
 {{- define "pvc-janitor.clusterScopedRules" -}}
 - apiGroups: [""]
   resources: ["persistentvolumes"]
@@ -159,7 +161,7 @@ get and patch on VolumeSnapshotContents only with contents.delete. */}}
   verbs: ["list"]
 - apiGroups: ["snapshot.storage.k8s.io"]
   resources: ["volumesnapshotcontents"]
-  verbs: ["list"]
+  verbs: ["get", "list"]
 - apiGroups: ["snapshot.storage.k8s.io"]
   resources: ["volumesnapshotclasses"]
   verbs: ["get", "list"]
@@ -170,7 +172,7 @@ get and patch on VolumeSnapshotContents only with contents.delete. */}}
 # all (in the same run, or by the next run from its prune-intent).
 - apiGroups: ["snapshot.storage.k8s.io"]
   resources: ["volumesnapshotcontents"]
-  verbs: ["get", "patch"]
+  verbs: ["patch"]
 {{- end }}
 {{- end }}
 
