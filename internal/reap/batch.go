@@ -95,9 +95,8 @@ func (p *plan) deleteBatch(ctx context.Context, c *kube.Clients, batch []*classi
 	var todo []*deleter
 	for _, d := range batch {
 		x, cl := newDeleter(ctx, c, d, o, seen), d.Claim
-		if what, ok := c.Uses.Seen(cl.UID); ok {
-			x.out.State = classify.InUse
-			outs = append(outs, x.skip("seen in use earlier in this run ("+what+"); not deleted"))
+		if out, ok := x.seenInUse(); ok {
+			outs = append(outs, out)
 			continue
 		}
 		if o.BeforeDelete != nil && !asked[d] {
@@ -183,9 +182,7 @@ func rereadRescues(ctx context.Context, c *kube.Clients, ns string, todo []*dele
 		if s, found := byName[ev.Snapshot]; found {
 			snap = &s
 		}
-		err := c.Retry.Do(ctx, "read the rescue of claim "+x.d.Claim.Namespace+"/"+x.d.Claim.Name+" again", func(ctx context.Context) error {
-			return justified(ctx, c, ev, snap)
-		})
+		err := rereadOne(ctx, c, x.d.Claim, ev, snap)
 		if why, not := isNotJustified(err); not {
 			failed = append(failed, x.skip(why+"; not deleted"))
 			continue
@@ -197,4 +194,12 @@ func rereadRescues(ctx context.Context, c *kube.Clients, ns string, todo []*dele
 		ok = append(ok, x)
 	}
 	return ok, failed
+}
+
+// rereadOne judges the evidence ev of claim on its snapshot snap as the
+// batch's list read it (nil: gone) and its content, read now by name.
+func rereadOne(ctx context.Context, c *kube.Clients, claim *inventory.Claim, ev *Evidence, snap *inventory.Snapshot) error {
+	return c.Retry.Do(ctx, "read the rescue of claim "+claim.Namespace+"/"+claim.Name+" again", func(ctx context.Context) error {
+		return justified(ctx, c, ev, snap)
+	})
 }

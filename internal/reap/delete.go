@@ -42,27 +42,19 @@ func newDeleter(ctx context.Context, c *kube.Clients, d *classify.Decision, o Op
 // namespace and a re-read of the rescue, as each attempt did before
 // batches.
 func (x *deleter) run(ev *Evidence, checked bool) Outcome {
-	ctx, c, cl, o, seen := x.ctx, x.c, x.d.Claim, x.o, x.seen
+	ctx, c, cl := x.ctx, x.c, x.d.Claim
 	x.out.Evidence = ev
 	rv := cl.ResourceVersion
 	maybeApplied := false
 	for try := 0; ; try++ {
 		first := checked && try == 0
+		check := attemptCheck(c, cl, ev, x.o, x.seen)
 		applied, err := deleteClaim(ctx, c, cl, rv, func(ctx context.Context) error {
 			if first {
 				first = false
 				return nil
 			}
-			if err := inUseNow(ctx, c, cl, seen); err != nil {
-				return err
-			}
-			if ev == nil {
-				return nil
-			}
-			// The claim's preconditions cannot see its rescue: a user or
-			// the workspace manager may have deleted it since the read
-			// (docs/spec.md#reap-rescue-reread).
-			return stillJustified(ctx, c, ev, o.Policy.WorkspaceLabel)
+			return check(ctx)
 		})
 		maybeApplied = maybeApplied || applied
 		if err == nil {
@@ -84,6 +76,34 @@ func (x *deleter) run(ev *Evidence, checked bool) Outcome {
 		}
 		rv = next
 	}
+}
+
+// attemptCheck is the check of a delete attempt the batch does not vouch
+// for: the pods of the namespace listed, and the rescue read again.
+func attemptCheck(c *kube.Clients, cl *inventory.Claim, ev *Evidence, o Options, seen *uses) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := inUseNow(ctx, c, cl, seen); err != nil {
+			return err
+		}
+		if ev == nil {
+			return nil
+		}
+		// The claim's preconditions cannot see its rescue: a user or
+		// the workspace manager may have deleted it since the read
+		// (docs/spec.md#reap-rescue-reread).
+		return stillJustified(ctx, c, ev, o.Policy.WorkspaceLabel)
+	}
+}
+
+// seenInUse skips a claim this run saw in use after its scan, anywhere
+// (docs/spec.md#rule-use-restarts-clock): ok reports that it did.
+func (x *deleter) seenInUse() (Outcome, bool) {
+	c, cl := x.c, x.d.Claim
+	if what, ok := c.Uses.Seen(cl.UID); ok {
+		x.out.State = classify.InUse
+		return x.skip("seen in use earlier in this run (" + what + "); not deleted"), true
+	}
+	return Outcome{}, false
 }
 
 // deleter is the deletion of one claim.
