@@ -252,6 +252,9 @@ func TestBadInput(t *testing.T) {
 		{name: "bad integer in env", args: with("run", "--yes"), env: map[string]string{"JANITOR_MAX_DELETIONS": "lots"}, code: 2, msg: "(from JANITOR_MAX_DELETIONS)"},
 		// Conflicting flags and unsafe combinations.
 		{name: "dry-run and yes", args: with("run", "--dry-run", "--yes"), code: 2, msg: "--dry-run and --yes are mutually exclusive"},
+		// docs/spec.md#marks-only: a plain dry run stays pure.
+		{name: "marks-only and dry-run", args: with("run", "--marks-only", "--dry-run"), code: 2, msg: "--marks-only and --dry-run are mutually exclusive"},
+		{name: "marks-only and yes", args: with("run", "--marks-only", "--yes"), code: 2, msg: "--marks-only and --yes are mutually exclusive"},
 		{name: "-A and -n", args: []string{"scan", "-A", "-n", ns}, code: 2, msg: "mutually exclusive"},
 		// -n narrows an all-namespaces from a lower source (kubectl's
 		// precedence, issue 39 item 8); both from the environment conflict.
