@@ -2,10 +2,14 @@
 # teardown-gate.sh: the gate to run before tearing a cluster (or several)
 # down.
 #
-# It runs `janitor guard --rescue`: first every orphaned workspace claim is
-# rescued into a VolumeSnapshot (and waited for), then every claim in scope
+# It runs `janitor guard --rescue --export FILE`: first every orphaned
+# workspace claim is rescued into a VolumeSnapshot (and waited for), then
+# the copies holding each workspace's newest data are exported to a bundle
+# (their VolumeSnapshotContents set to Retain, so the storage snapshots
+# outlive the cluster; `janitor import FILE` brings them into the next
+# cluster: docs/operations.md#rotating-a-cluster), then every claim in scope
 # is judged. The gate opens (exit 0) only when nothing in scope holds data
-# the teardown would lose. Anything else keeps it shut with a non-zero exit,
+# the teardown would lose and every copy at risk is in the bundle. Anything else keeps it shut with a non-zero exit,
 # so a pipeline step `teardown-gate.sh && terraform destroy` (or a CI job
 # whose next step is the teardown) never destroys a workspace's last data.
 #
@@ -14,6 +18,7 @@
 #
 #   KUBECONFIG=~/.kube/prod GATE_NAMESPACES=ws-team-a,ws-team-b ./teardown-gate.sh
 #   ./teardown-gate.sh --snapshot-class csi-retain --snapshot-timeout 20m
+#   GATE_EXPORT=bundles/eu-1.yaml ./teardown-gate.sh   # keep the bundle as a CI artifact
 #   GATE_CONTEXTS=ws-eu-1,ws-us-2 ./teardown-gate.sh    # two clusters, one gate
 #
 # Settings (environment; the defaults match examples/workspace-platform.yaml):
@@ -34,9 +39,16 @@
 #                         by --rescue; default
 #                         app.kubernetes.io/component=workspace,app.kubernetes.io/managed-by=workspace-manager)
 #   GATE_WORKSPACE_LABEL  label naming a claim's workspace (default workspaces.example.com/id)
-#   GATE_LOCK_NAMESPACE   namespace of the janitor's Lease (default pvc-janitor):
-#                         the same as the CronJob's, so the gate and a
-#                         scheduled run never work at the same time
+#   GATE_LOCK_NAMESPACE   namespace of the janitor's Lease (default default, the
+#                         janitor's and the chart's): the same as the
+#                         CronJob's, so the gate and a scheduled run never
+#                         work at the same time
+#   GATE_EXPORT           the bundle to export to (default teardown-bundle.yaml;
+#                         empty: no export, e.g. when the storage snapshots
+#                         are kept outside the cluster anyway). A bundle is
+#                         of one cluster: with GATE_CONTEXTS or
+#                         GATE_ALL_CONTEXTS the default is no export, and a
+#                         GATE_EXPORT is refused (run the gate per cluster)
 #   GATE_OUTPUT           report format: table, wide, json or yaml (default wide)
 #   GATE_REPORT           also write the report to this file (e.g. a CI artifact)
 #   GATE_LOCK_RETRIES     how often to retry while another run holds the
@@ -48,18 +60,21 @@
 #
 # The identity it runs as needs the janitor's read rights, create/get/delete
 # on VolumeSnapshots, patch on claims and create on events (the chart's
-# ClusterRole, without using its delete on claims) and the Lease in
-# GATE_LOCK_NAMESPACE.
+# ClusterRole, without using its delete on claims), the Lease in
+# GATE_LOCK_NAMESPACE and, to export, patch on VolumeSnapshotContents
+# (without it the gate stays shut with exit 2 and writes no bundle).
 #
 # Exit codes:
 #   0    gate open: every claim in scope is in use, young, unbound,
 #        terminating or rescued by a snapshot that survives the teardown,
-#        and at least --min-claims (default 1) claims are in scope.
+#        at least --min-claims (default 1) claims are in scope, and (with
+#        GATE_EXPORT) every copy at risk is in the bundle, its content Retain.
 #        An empty scope keeps the gate shut (exit 3): a selector that
 #        matches nothing looks the same as a cluster without workspaces,
 #        and must not pass. For a cluster that may have no workspaces,
 #        pass --min-claims 0.
-#   3    gate shut: claims hold data a teardown would lose, or fewer claims
+#   3    gate shut: claims hold data a teardown would lose (a copy that
+#        could not be exported among them), or fewer claims
 #        than --min-claims are in scope (the janitor's last line says
 #        which). Those at risk are listed
 #        first in the report with the reason. Typical fixes: wait and rerun
@@ -85,13 +100,18 @@ namespaces="${GATE_NAMESPACES:-}"
 exclude="${GATE_EXCLUDE_NAMESPACES-kube-system,kube-public,kube-node-lease}"
 selector="${GATE_SELECTOR-app.kubernetes.io/component=workspace,app.kubernetes.io/managed-by=workspace-manager}"
 workspace_label="${GATE_WORKSPACE_LABEL-workspaces.example.com/id}"
-lock_namespace="${GATE_LOCK_NAMESPACE:-pvc-janitor}"
+lock_namespace="${GATE_LOCK_NAMESPACE:-default}"
 output="${GATE_OUTPUT:-wide}"
 report="${GATE_REPORT:-}"
 lock_retries="${GATE_LOCK_RETRIES:-5}"
 lock_wait="${GATE_LOCK_WAIT:-30}"
 contexts="${GATE_CONTEXTS:-}"
 all_contexts="${GATE_ALL_CONTEXTS:-}"
+if [[ -n "$contexts" || -n "$all_contexts" ]]; then
+	export_file="${GATE_EXPORT-}"
+else
+	export_file="${GATE_EXPORT-teardown-bundle.yaml}"
+fi
 
 log() { printf 'teardown-gate: %s\n' "$*" >&2; }
 
@@ -127,6 +147,14 @@ if [[ -n "$contexts" && -n "$all_contexts" ]]; then
 	log "GATE_CONTEXTS and GATE_ALL_CONTEXTS are exclusive"
 	log "GATE SHUT: the check could not run"
 	exit 2
+fi
+if [[ -n "$export_file" && (-n "$contexts" || -n "$all_contexts") ]]; then
+	log "GATE_EXPORT: a bundle is of one cluster; run the gate once per cluster to export each"
+	log "GATE SHUT: the check could not run"
+	exit 2
+fi
+if [[ -n "$export_file" ]]; then
+	args+=(--export "$export_file")
 fi
 if [[ -n "$contexts" ]]; then
 	args+=(--context "$contexts")
@@ -164,6 +192,9 @@ done
 case "$status" in
 "$EXIT_OK")
 	log "GATE OPEN: no claim in scope holds data the teardown would lose"
+	if [[ -n "$export_file" ]]; then
+		log "bundle: $export_file (keep it; janitor import $export_file in the next cluster brings the copies back)"
+	fi
 	exit 0
 	;;
 "$EXIT_DATA_AT_RISK")

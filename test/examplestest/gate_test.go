@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/bundle"
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
@@ -41,8 +43,8 @@ func TestGateScriptLint(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^set -euo pipefail$`).MatchString(text) {
 		t.Error("the script must `set -euo pipefail`")
 	}
-	if !strings.Contains(text, "guard --rescue") {
-		t.Error("the script must run janitor guard --rescue")
+	if !strings.Contains(text, "guard --rescue") || !strings.Contains(text, "--export") {
+		t.Error("the script must run janitor guard --rescue --export")
 	}
 	if out, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
 		t.Errorf("bash -n: %v\n%s", err, out)
@@ -73,16 +75,30 @@ func platform(t *testing.T) (map[string]string, string) {
 
 // gateEnv is the environment of one run of the script: the janitor on
 // PATH, the local cluster's kubeconfig, the namespace as the scope and the
-// lock namespace, and the extra settings.
+// lock namespace, the bundle in the test's folder (bundlePath), and the
+// extra settings.
 func gateEnv(t *testing.T, ns string, extra ...string) []string {
 	t.Helper()
+	home := t.TempDir()
 	return append([]string{
 		"PATH=" + filepath.Dir(janitorBin(t)) + ":/usr/bin:/bin",
-		"HOME=" + t.TempDir(),
+		"HOME=" + home,
 		"KUBECONFIG=" + env.Kubeconfig,
 		"GATE_NAMESPACES=" + ns,
 		"GATE_LOCK_NAMESPACE=" + ns,
+		"GATE_EXPORT=" + filepath.Join(home, "bundle.yaml"),
 	}, extra...)
+}
+
+// bundlePath is where the gate of environ exports (its last GATE_EXPORT).
+func bundlePath(environ []string) string {
+	var file string
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "GATE_EXPORT="); ok {
+			file = v
+		}
+	}
+	return file
 }
 
 // gateArgs make a claim orphaned at once and keep waits short.
@@ -148,19 +164,22 @@ func TestTeardownGate(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// An orphaned claim: the gate rescues it, waits for the snapshot, and
-	// opens. The claim stays (the gate never deletes). A second run finds
-	// the same snapshot and opens again.
-	t.Run("rescues the orphan and opens", func(t *testing.T) {
+	// An orphaned claim: the gate rescues it, waits for the snapshot,
+	// exports it (its content Retain, the bundle names it) and opens. The
+	// claim stays (the gate never deletes). A second run finds the same
+	// snapshot and opens again.
+	t.Run("rescues the orphan, exports it and opens", func(t *testing.T) {
 		t.Parallel()
 		ns := env.Namespace(t)
 		workspaceClaim(t, f, ns, "ws-alice-1", "alice", nil)
 		report := filepath.Join(t.TempDir(), "report.txt")
-		r := runGate(t, gateEnv(t, ns, "GATE_REPORT="+report), gateArgs...)
-		if r.code != 0 || !strings.Contains(r.stderr, "GATE OPEN") {
-			t.Fatalf("exit %d, want 0 (GATE OPEN)\n%s%s", r.code, r.stdout, r.stderr)
+		environ := gateEnv(t, ns, "GATE_REPORT="+report)
+		r := runGate(t, environ, gateArgs...)
+		if r.code != 0 || !strings.Contains(r.stderr, "GATE OPEN") || !strings.Contains(r.stderr, "bundle: "+bundlePath(environ)) {
+			t.Fatalf("exit %d, want 0 (GATE OPEN) naming the bundle\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		readySnapshotOf(t, f, ns, "ws-alice-1")
+		exportedOnly(t, f, bundlePath(environ), ns, "ws-alice-1")
 		if _, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), "ws-alice-1", metav1.GetOptions{}); err != nil {
 			t.Errorf("the gate must not delete claims: %v", err)
 		}
@@ -209,21 +228,30 @@ func TestTeardownGate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := runGate(t, gateEnv(t, ns, "GATE_LOCK_RETRIES=1", "GATE_LOCK_WAIT=0"), gateArgs...)
+		environ := gateEnv(t, ns, "GATE_LOCK_RETRIES=1", "GATE_LOCK_WAIT=0")
+		r := runGate(t, environ, gateArgs...)
 		if r.code != 5 || !strings.Contains(r.stderr, "retry 1/1") || !strings.Contains(r.stderr, "GATE SHUT (exit 5)") {
 			t.Fatalf("exit %d, want 5 after one retry\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		if !strings.Contains(r.stderr, holder) {
 			t.Errorf("the janitor does not name the holder:\n%s", r.stderr)
 		}
+		if _, err := os.Stat(bundlePath(environ)); !os.IsNotExist(err) {
+			t.Errorf("a gate kept shut by the Lease wrote the bundle: %v", err)
+		}
 	})
 
-	// A check that cannot run is a shut gate, never a pass.
+	// A check that cannot run is a shut gate, never a pass. (Without
+	// GATE_LOCK_NAMESPACE the Lease is in default, the janitor's and the
+	// chart's namespace.)
 	t.Run("a configuration error keeps it shut", func(t *testing.T) {
 		t.Parallel()
-		r := runGate(t, gateEnv(t, "default", "GATE_SELECTOR=app in ("), gateArgs...)
+		r := runGate(t, gateEnv(t, "default", "GATE_SELECTOR=app in (", "GATE_LOCK_NAMESPACE="), gateArgs...)
 		if r.code != 2 || !strings.Contains(r.stderr, "GATE SHUT (exit 2)") {
 			t.Fatalf("exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "--lock-namespace default ") {
+			t.Errorf("GATE_LOCK_NAMESPACE unset: the Lease is not in default\n%s", r.stderr)
 		}
 	})
 	t.Run("an empty selector keeps it shut", func(t *testing.T) {
@@ -264,17 +292,22 @@ func TestTeardownGate(t *testing.T) {
 		ns := env.Namespace(t)
 		workspaceClaim(t, f, ns, "ws-dave-1", "dave", nil)
 		kc := fleetKubeconfig(t)
-		r := runGate(t, gateEnv(t, ns, "KUBECONFIG="+kc, "GATE_CONTEXTS=live,dead", "GATE_OUTPUT=table"), append(gateArgs, "--api-timeout", "2s")...)
+		// A bundle is of one cluster: GATE_EXPORT with contexts is refused.
+		r := runGate(t, gateEnv(t, ns, "KUBECONFIG="+kc, "GATE_CONTEXTS=live"), gateArgs...)
+		if r.code != 2 || !strings.Contains(r.stderr, "GATE_EXPORT: a bundle is of one cluster") {
+			t.Fatalf("GATE_EXPORT with GATE_CONTEXTS: exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		r = runGate(t, gateEnv(t, ns, "KUBECONFIG="+kc, "GATE_CONTEXTS=live,dead", "GATE_OUTPUT=table", "GATE_EXPORT="), append(gateArgs, "--api-timeout", "2s")...)
 		if r.code != 1 || !strings.Contains(r.stderr, "GATE SHUT (exit 1)") || !strings.Contains(r.stdout, "cluster dead: exit 1") ||
 			!strings.Contains(r.stdout, "cluster live: 1 claim") || !strings.HasPrefix(r.stdout, "CLUSTER") {
 			t.Fatalf("exit %d, want 1 naming the dead cluster\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		readySnapshotOf(t, f, ns, "ws-dave-1")
-		r = runGate(t, gateEnv(t, ns, "KUBECONFIG="+kc, "GATE_CONTEXTS=live"), gateArgs...)
+		r = runGate(t, gateEnv(t, ns, "KUBECONFIG="+kc, "GATE_CONTEXTS=live", "GATE_EXPORT="), gateArgs...)
 		if r.code != 0 || !strings.Contains(r.stderr, "GATE OPEN") {
 			t.Fatalf("live alone: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
 		}
-		r = runGate(t, gateEnv(t, ns, "KUBECONFIG="+kc, "GATE_CONTEXTS=live", "GATE_ALL_CONTEXTS=1"), gateArgs...)
+		r = runGate(t, gateEnv(t, ns, "KUBECONFIG="+kc, "GATE_CONTEXTS=live", "GATE_ALL_CONTEXTS=1", "GATE_EXPORT="), gateArgs...)
 		if r.code != 2 {
 			t.Fatalf("GATE_CONTEXTS and GATE_ALL_CONTEXTS: exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
 		}
@@ -292,6 +325,35 @@ func TestTeardownGate(t *testing.T) {
 			t.Fatalf("exit %d, want a runtime error\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})
+}
+
+// exportedOnly fails unless the bundle at file holds exactly one copy, the
+// snapshot of claim in ns, and that snapshot's content is Retain.
+func exportedOnly(t *testing.T, f *testenv.Fixtures, file, ns, claim string) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("the bundle: %v", err)
+	}
+	b, err := bundle.Decode(data)
+	if err != nil {
+		t.Fatalf("the bundle: %v\n%s", err, data)
+	}
+	if len(b.Copies) != 1 || b.Copies[0].Namespace != ns || b.Copies[0].SourceClaim != claim {
+		t.Fatalf("the bundle holds %d copies, want the one of %s/%s\n%s", len(b.Copies), ns, claim, data)
+	}
+	ctx := context.Background()
+	vs, err := f.Snap.SnapshotV1().VolumeSnapshots(ns).Get(ctx, b.Copies[0].Snapshot, metav1.GetOptions{})
+	if err != nil || vs.Status == nil || vs.Status.BoundVolumeSnapshotContentName == nil {
+		t.Fatalf("the exported snapshot %s: %v", b.Copies[0].Snapshot, err)
+	}
+	vc, err := f.Snap.SnapshotV1().VolumeSnapshotContents().Get(ctx, *vs.Status.BoundVolumeSnapshotContentName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vc.Spec.DeletionPolicy != snapv1.VolumeSnapshotContentRetain {
+		t.Errorf("the exported snapshot's content %s is %s, want Retain", vc.Name, vc.Spec.DeletionPolicy)
+	}
 }
 
 // fleetKubeconfig writes a kubeconfig with two contexts: live (the local
