@@ -91,6 +91,10 @@ type Config struct {
 	// WorkspaceLabel is the label key whose value names a claim's
 	// workspace; empty: every claim is its own workspace.
 	WorkspaceLabel string
+	// VolumeLabel is the label key whose value names a claim's role in its
+	// workspace (home, data); empty: a workspace has one role
+	// (docs/spec.md#restore-roles).
+	VolumeLabel string
 
 	// MinAge: claims younger than this are never orphans.
 	MinAge time.Duration

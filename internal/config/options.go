@@ -222,6 +222,8 @@ func restoreOptions() []option {
 	return []option{
 		{name: "workspace", group: groupRestore, cmds: forRestore, field: func(c *Config) any { return &c.RestoreWorkspace },
 			usage: "restore the rescue with the newest data of this workspace (needs --workspace-label)"},
+		{name: "volume-label", group: groupRestore, cmds: forRestore, field: func(c *Config) any { return &c.VolumeLabel }, check: labelKey,
+			usage: "label whose value names a claim's role in its workspace (home, data): --workspace restores each role's newest rescue, and restore weighs only the same role's claims and rescues (default: a workspace has one role)"},
 		{name: "from", group: groupRestore, cmds: forRestore, field: func(c *Config) any { return &c.RestoreFrom },
 			usage: "restore from this VolumeSnapshot of the namespace (the janitor's or not)"},
 		{name: "as", group: groupRestore, cmds: forRestore, field: func(c *Config) any { return &c.RestoreAs }, check: claimName,
