@@ -4,6 +4,7 @@ package testenv
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -27,7 +28,13 @@ import (
 // passed to the control plane as --feature-gates (Options.FeatureGates);
 // every run gets a fresh folder, so stacks under different gates never
 // share state.
+//
+// Listing the tests (go test -list) runs none: it starts no cluster and
+// builds no stack, and *out stays nil.
 func RunMain(m *testing.M, out **Cluster) int {
+	if listing() {
+		return m.Run()
+	}
 	gates := FeatureGatesFromEnv()
 	prefix := "pvc-janitor-test-"
 	if gates != "" {
@@ -69,6 +76,16 @@ func RunMain(m *testing.M, out **Cluster) int {
 	signal.Stop(sig)
 	cleanup()
 	return code
+}
+
+// listing reports whether the test binary was asked only to list its tests
+// (-test.list), which m.Run answers without running any.
+func listing() bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	f := flag.Lookup("test.list")
+	return f != nil && f.Value.String() != ""
 }
 
 // Namespace creates a fresh namespace for one test and, when the test ends,
