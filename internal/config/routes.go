@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/pvc-janitor/pvc-janitor/internal/msgtmpl"
 	"regexp"
 
 	"go.yaml.in/yaml/v3"
@@ -12,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/endpoint"
+	"github.com/pvc-janitor/pvc-janitor/internal/msgtmpl"
+	"github.com/pvc-janitor/pvc-janitor/internal/notify/message"
 	"github.com/pvc-janitor/pvc-janitor/internal/term"
 )
 
@@ -109,19 +110,9 @@ func loadRoutes(routes []Route, lookupEnv func(string) (string, bool)) error {
 	return nil
 }
 
-// MessageSchema is what a route's template may name: the fields of
-// notify.Message and of each of its claims (docs/usage.md#notification-routes;
-// notify's tests check that its messages have exactly these).
-var MessageSchema = msgtmpl.Schema{
-	"Route": nil, "Owner": nil, "Cluster": nil, "Command": nil, "DryRun": nil,
-	"Claims": msgtmpl.List{Elem: msgtmpl.Schema{
-		"Namespace": nil, "Name": nil, "State": nil, "Action": nil, "Reason": nil,
-		"Snapshot": nil, "ReapAfter": nil, "Capacity": nil,
-	}},
-}
-
-// routeTemplate parses a route's template: required with the template
-// format, refused with any other.
+// routeTemplate parses a route's template, checked against the fields of
+// notify's message (message.Schema): required with the template format,
+// refused with any other.
 func routeTemplate(r *Route) (*msgtmpl.Template, error) {
 	switch r.Format {
 	case "", FormatSlack, FormatTeams, FormatJSON:
@@ -136,7 +127,7 @@ func routeTemplate(r *Route) (*msgtmpl.Template, error) {
 		if r.Template == "" {
 			return nil, errors.New("format template needs a template")
 		}
-		return msgtmpl.Parse(r.Name, r.Template, MessageSchema)
+		return msgtmpl.Parse(r.Name, r.Template, message.Schema)
 	}
 	return nil, fmt.Errorf("format %q: want slack, teams, json or template", r.Format)
 }

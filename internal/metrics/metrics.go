@@ -46,6 +46,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/endpoint"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
 	"github.com/pvc-janitor/pvc-janitor/internal/rescue"
+	"github.com/pvc-janitor/pvc-janitor/internal/retry"
 )
 
 // Job is the Pushgateway job name of every push.
@@ -172,12 +173,15 @@ type Options struct {
 	Pushgateway string
 	// Client pushes; nil means a plain http.Client.
 	Client *http.Client
-	// Timeout bounds the push; zero means DefaultTimeout.
+	// Timeout bounds each push, retries included (retry.Outbound, the one
+	// policy of a run's posts); zero means DefaultTimeout.
 	Timeout time.Duration
 }
 
 // Publish writes the file and pushes, as configured, and returns the
-// failures joined. No failure stops the others. A fleet run passes one Run
+// failures joined. A push that fails is tried again by retry.Outbound
+// within Options.Timeout, but not one the Pushgateway refused with a 4xx
+// other than 408, 425 and 429. No failure stops the others. A fleet run passes one Run
 // per cluster: one file holds them all, each cluster is its own push.
 func Publish(ctx context.Context, o Options, runs ...Run) error {
 	var errs []error
@@ -192,9 +196,9 @@ func Publish(ctx context.Context, o Options, runs ...Run) error {
 			timeout = DefaultTimeout
 		}
 		for _, r := range runs {
-			pctx, cancel := context.WithTimeout(ctx, timeout)
-			err := Push(pctx, o.Pushgateway, r, o.Client)
-			cancel()
+			err := retry.Outbound(timeout).Do(ctx, func(ctx context.Context) error {
+				return Push(ctx, o.Pushgateway, r, o.Client)
+			})
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -295,23 +299,28 @@ func Push(ctx context.Context, rawURL string, r Run, client *http.Client) error 
 	if r.Cluster != "" {
 		target += group("cluster", r.Cluster)
 	}
-	if err := post(ctx, client, target, body, user, pass); err != nil {
+	code, err := post(ctx, client, target, body, user, pass)
+	if err != nil {
 		// Scrub: a transport error may quote the URL it was given.
 		msg := strings.ReplaceAll(err.Error(), rawURL, u)
 		if pass != "" {
 			msg = strings.ReplaceAll(msg, pass, "REDACTED")
 		}
-		return fmt.Errorf("push metrics to %s: %s", u, msg)
+		err = fmt.Errorf("push metrics to %s: %s", u, msg)
+		if code != 0 && !retry.TransientStatus(code) {
+			err = retry.Permanent(err) // another try would be refused again
+		}
 	}
-	return nil
+	return err
 }
 
 // post sends one push; any answer but 200 or 202 is an error that quotes
-// the start of the Pushgateway's answer.
-func post(ctx context.Context, client *http.Client, target string, body []byte, user, pass string) error {
+// the start of the Pushgateway's answer. code is the answer's status, 0
+// when there was none.
+func post(ctx context.Context, client *http.Client, target string, body []byte, user, pass string) (code int, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	req.Header.Set("Content-Type", ContentType)
 	if user != "" || pass != "" {
@@ -319,14 +328,14 @@ func post(ctx context.Context, client *http.Client, target string, body []byte, 
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("the Pushgateway answered %s: %s", resp.Status, strings.TrimSpace(string(answer)))
+		return resp.StatusCode, fmt.Errorf("the Pushgateway answered %s: %s", resp.Status, strings.TrimSpace(string(answer)))
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 // group is one grouping key of a push's path, as the Pushgateway reads it:

@@ -525,3 +525,40 @@ func TestPushGroupWithSlash(t *testing.T) {
 		t.Errorf("pushed to %s", p)
 	}
 }
+
+// TestPublishRetriesATransientFailure: a push is tried again by the one
+// retry policy of a run's posts (retry.Outbound), as the notifications are:
+// a 503 until the Pushgateway takes it, never a 400 (another try would only
+// be refused again). The Pushgateway is an httptest stub on loopback that
+// counts the pushes of each path and answers the first ones with the
+// path's status.
+func TestPublishRetriesATransientFailure(t *testing.T) {
+	var mu sync.Mutex
+	tries := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		tries[r.URL.Path]++
+		n := tries[r.URL.Path]
+		mu.Unlock()
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/flaky/") && n < 3:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case strings.HasPrefix(r.URL.Path, "/bad/"):
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	if err := metrics.Publish(context.Background(), metrics.Options{Pushgateway: srv.URL + "/flaky", Timeout: 10 * time.Second}, sampleRun()); err != nil {
+		t.Errorf("503 twice, then 200: %v", err)
+	}
+	err := metrics.Publish(context.Background(), metrics.Options{Pushgateway: srv.URL + "/bad", Timeout: 10 * time.Second}, sampleRun())
+	if err == nil || !strings.Contains(err.Error(), "the Pushgateway answered 400") {
+		t.Errorf("400: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	flaky, bad := tries["/flaky/metrics/job/pvc-janitor/command/run"], tries["/bad/metrics/job/pvc-janitor/command/run"]
+	if flaky != 3 || bad != 1 {
+		t.Errorf("pushes %v: want flaky 3 (two 503s, then taken), bad 1", tries)
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pvc-janitor/pvc-janitor/internal/endpoint"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
+	"github.com/pvc-janitor/pvc-janitor/internal/retry"
 )
 
 // Validate checks a webhook URL without ever echoing it.
@@ -77,9 +78,16 @@ func Text(r *report.Report, runErr error) string {
 	return b.String()
 }
 
-// Post sends the message. Errors name the webhook only as "the notify
+// Post sends the message, retried by the one policy of a run's posts
+// (retry.Outbound) within retry.DefaultBudget: a 4xx other than 408, 425
+// and 429 is not tried again. Errors name the webhook only as "the notify
 // webhook", never by URL.
 func Post(ctx context.Context, client *http.Client, webhook string, r *report.Report, runErr error) error {
+	return postWithin(ctx, client, webhook, r, runErr, retry.DefaultBudget)
+}
+
+// postWithin is Post with its retries within budget.
+func postWithin(ctx context.Context, client *http.Client, webhook string, r *report.Report, runErr error, budget time.Duration) error {
 	if client == nil {
 		client = &http.Client{Timeout: 15 * time.Second}
 	}
@@ -87,14 +95,7 @@ func Post(ctx context.Context, client *http.Client, webhook string, r *report.Re
 	if err != nil {
 		return err
 	}
-	code, err := post(ctx, client, webhook, body)
-	if err != nil {
-		return err
-	}
-	if code/100 != 2 {
-		return fmt.Errorf("post to the notify webhook: HTTP %d", code)
-	}
-	return nil
+	return retryPost(ctx, client, webhook, body, budget, "the notify webhook")
 }
 
 // post sends a JSON body and returns the HTTP status. Its errors never

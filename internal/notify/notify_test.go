@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
 )
@@ -43,13 +45,13 @@ func TestPostSendsSlackCompatibleText(t *testing.T) {
 
 func TestErrorsNeverCarryTheURL(t *testing.T) {
 	secret := "http://127.0.0.1:1/hooks/T000/B000/SECRET"
-	err := Post(context.Background(), nil, secret, sample(), nil)
+	err := postWithin(context.Background(), nil, secret, sample(), nil, 0)
 	if err == nil || strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "127.0.0.1:1/hooks") {
 		t.Fatalf("error %v", err)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(500) }))
 	defer srv.Close()
-	err = Post(context.Background(), nil, srv.URL+"/SECRET", sample(), nil)
+	err = postWithin(context.Background(), nil, srv.URL+"/SECRET", sample(), nil, 0)
 	if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "HTTP 500") {
 		t.Fatalf("error %v", err)
 	}
@@ -86,5 +88,40 @@ func TestTextFleetNamesEachCluster(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q:\n%s", want, text)
 		}
+	}
+}
+
+// TestPostRetriesATransientFailure: the summary is posted by the one retry
+// policy of a run's posts (retry.Outbound), as the routes' messages are: a
+// 503 is tried again until the webhook takes it, a 400 is not (another try
+// would only repeat it). The webhook is an httptest stub on loopback that
+// answers each path's first tries with the path's status and counts them.
+func TestPostRetriesATransientFailure(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		n := hits[r.URL.Path]
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/flaky" && n < 3:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case r.URL.Path == "/bad":
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}))
+	defer srv.Close()
+	if err := postWithin(context.Background(), srv.Client(), srv.URL+"/flaky", sample(), nil, 10*time.Second); err != nil {
+		t.Errorf("503 twice, then 200: %v", err)
+	}
+	err := postWithin(context.Background(), srv.Client(), srv.URL+"/bad", sample(), nil, 10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "post to the notify webhook: HTTP 400") {
+		t.Errorf("400: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if hits["/flaky"] != 3 || hits["/bad"] != 1 {
+		t.Errorf("tries %v: want flaky 3 (two 503s, then taken), bad 1", hits)
 	}
 }

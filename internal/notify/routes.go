@@ -12,52 +12,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
+	"github.com/pvc-janitor/pvc-janitor/internal/notify/message"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
+	"github.com/pvc-janitor/pvc-janitor/internal/retry"
 )
-
-// Message is what one owner is told about their claims by one route: the
-// data of a route's template (docs/usage.md#notification-routes).
-type Message struct {
-	Route   string         `json:"route"`
-	Owner   string         `json:"owner"`
-	Cluster string         `json:"cluster"`
-	Command string         `json:"command"`
-	DryRun  bool           `json:"dryRun"`
-	Claims  []MessageClaim `json:"claims"`
-}
-
-// MessageClaim is one claim of a message, as the report has it.
-type MessageClaim struct {
-	Namespace string     `json:"namespace"`
-	Name      string     `json:"name"`
-	State     string     `json:"state"`
-	Action    string     `json:"action"`
-	Reason    string     `json:"reason"`
-	Snapshot  string     `json:"snapshot,omitempty"`
-	ReapAfter *time.Time `json:"reapAfter,omitempty"`
-	Capacity  int64      `json:"capacity,omitempty"`
-}
-
-// data is the message as its route's template reads it: every field of
-// config.MessageSchema, a claim's ReapAfter a time or nil.
-func (m Message) data() map[string]any {
-	claims := make([]any, len(m.Claims))
-	for i, c := range m.Claims {
-		var reapAfter any
-		if c.ReapAfter != nil {
-			reapAfter = *c.ReapAfter
-		}
-		claims[i] = map[string]any{"Namespace": c.Namespace, "Name": c.Name, "State": c.State, "Action": c.Action,
-			"Reason": c.Reason, "Snapshot": c.Snapshot, "ReapAfter": reapAfter, "Capacity": c.Capacity}
-	}
-	return map[string]any{"Route": m.Route, "Owner": m.Owner, "Cluster": m.Cluster, "Command": m.Command,
-		"DryRun": m.DryRun, "Claims": claims}
-}
 
 // quiet are actions that change nothing an owner needs to hear of.
 var quiet = map[string]bool{"": true, "snapshot-skipped": true, "reap-skipped": true, "snapshot-ready": true}
@@ -66,11 +28,11 @@ var quiet = map[string]bool{"": true, "snapshot-skipped": true, "reap-skipped": 
 // value, else the namespace) and keeps, per owner, the claims this run
 // acted on (marked, rescued, deleted, failed…): an owner whose claims saw
 // nothing new gets no message. Routes and owners come in a stable order.
-func Messages(r *report.Report, routes []config.Route, ownerLabel string) []Message {
-	var out []Message
+func Messages(r *report.Report, routes []config.Route, ownerLabel string) []message.Message {
+	var out []message.Message
 	for i := range routes {
 		rt := &routes[i]
-		byOwner := map[string][]MessageClaim{}
+		byOwner := map[string][]message.Claim{}
 		for _, e := range r.Claims {
 			if !news(e) || !matches(rt, e) {
 				continue
@@ -87,7 +49,7 @@ func Messages(r *report.Report, routes []config.Route, ownerLabel string) []Mess
 		}
 		sort.Strings(owners)
 		for _, o := range owners {
-			out = append(out, Message{Route: rt.Name, Owner: o, Cluster: r.Cluster, Command: r.Command, DryRun: r.DryRun, Claims: byOwner[o]})
+			out = append(out, message.Message{Route: rt.Name, Owner: o, Cluster: r.Cluster, Command: r.Command, DryRun: r.DryRun, Claims: byOwner[o]})
 		}
 	}
 	return out
@@ -112,8 +74,8 @@ func matches(rt *config.Route, e *report.ClaimEntry) bool {
 	return rt.Sel == nil || rt.Sel.Empty() || rt.Sel.Matches(labels.Set(e.Labels))
 }
 
-func messageClaim(e *report.ClaimEntry) MessageClaim {
-	c := MessageClaim{Namespace: e.Namespace, Name: e.Name, State: e.State, Action: e.Action, Reason: e.Reason,
+func messageClaim(e *report.ClaimEntry) message.Claim {
+	c := message.Claim{Namespace: e.Namespace, Name: e.Name, State: e.State, Action: e.Action, Reason: e.Reason,
 		ReapAfter: e.ReapAfter, Capacity: e.Capacity}
 	if e.Snapshot != nil {
 		c.Snapshot = e.Snapshot.Name
@@ -123,13 +85,13 @@ func messageClaim(e *report.ClaimEntry) MessageClaim {
 
 // Body renders a message in its route's format: Slack's {"text"}, a Teams
 // MessageCard, the message as JSON, or the route's template.
-func Body(rt *config.Route, m Message) ([]byte, error) {
+func Body(rt *config.Route, m message.Message) ([]byte, error) {
 	switch rt.Format {
 	case config.FormatJSON:
 		return json.Marshal(m)
 	case config.FormatTemplate:
 		var b bytes.Buffer
-		if err := rt.Tmpl.Execute(&b, m.data()); err != nil {
+		if err := rt.Tmpl.Execute(&b, message.Data(m)); err != nil {
 			return nil, fmt.Errorf("route %q: %w", rt.Name, err)
 		}
 		return b.Bytes(), nil
@@ -140,7 +102,7 @@ func Body(rt *config.Route, m Message) ([]byte, error) {
 	return json.Marshal(map[string]string{"text": "*" + headline(m) + "*\n" + lines(m)})
 }
 
-func headline(m Message) string {
+func headline(m message.Message) string {
 	h := fmt.Sprintf("pvc-janitor %s on %s: %d of %s's claims", m.Command, m.Cluster, len(m.Claims), m.Owner)
 	if m.DryRun {
 		h += " (dry run)"
@@ -149,7 +111,7 @@ func headline(m Message) string {
 }
 
 // lines is one line per claim: what happened and what happens when.
-func lines(m Message) string {
+func lines(m message.Message) string {
 	var b strings.Builder
 	for i, c := range m.Claims {
 		if i > 0 {
@@ -167,11 +129,12 @@ func lines(m Message) string {
 }
 
 // SendRoutes posts each message to its route's webhook, retrying a failed
-// post with exponential backoff (4xx other than 429 not retried), all of it
-// within budget (0: one try each). It returns the failures joined, each
+// post by the one policy of a run's posts (retry.Outbound; a 4xx other
+// than 408, 425 and 429 not retried), all of it within budget (0: one try
+// each). It returns the failures joined, each
 // naming its route and owner, never a URL: a failed notification changes
 // nothing the run did.
-func SendRoutes(ctx context.Context, client *http.Client, routes []config.Route, msgs []Message, budget time.Duration) error {
+func SendRoutes(ctx context.Context, client *http.Client, routes []config.Route, msgs []message.Message, budget time.Duration) error {
 	if client == nil {
 		client = &http.Client{Timeout: 15 * time.Second}
 	}
@@ -185,7 +148,7 @@ func SendRoutes(ctx context.Context, client *http.Client, routes []config.Route,
 		rt := byName[m.Route]
 		body, err := Body(rt, m)
 		if err == nil {
-			err = retryPost(ctx, client, rt.Webhook, body, time.Until(deadline))
+			err = retryPost(ctx, client, rt.Webhook, body, time.Until(deadline), "the route's webhook")
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("route %q, owner %q: %w", m.Route, m.Owner, err))
@@ -194,21 +157,17 @@ func SendRoutes(ctx context.Context, client *http.Client, routes []config.Route,
 	return errors.Join(errs...)
 }
 
-func retryPost(ctx context.Context, client *http.Client, url string, body []byte, left time.Duration) error {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxElapsedTime = 200*time.Millisecond, max(left, time.Nanosecond)
-	var policy backoff.BackOff = b
-	if left <= 0 {
-		policy = &backoff.StopBackOff{} // out of time: one try
-	}
-	return backoff.Retry(func() error {
+// retryPost posts body by the one retry policy of a run's posts
+// (retry.Outbound): a 4xx other than 408, 425 and 429 is not tried again.
+func retryPost(ctx context.Context, client *http.Client, url string, body []byte, left time.Duration, what string) error {
+	return retry.Outbound(left).Do(ctx, func(ctx context.Context) error {
 		code, err := post(ctx, client, url, body)
 		if err == nil && code/100 != 2 {
-			err = fmt.Errorf("post to the route's webhook: HTTP %d", code)
-			if code/100 == 4 && code != http.StatusTooManyRequests {
-				return backoff.Permanent(err)
+			err = fmt.Errorf("post to %s: HTTP %d", what, code)
+			if !retry.TransientStatus(code) {
+				return retry.Permanent(err)
 			}
 		}
 		return err
-	}, backoff.WithContext(policy, ctx))
+	})
 }

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/internal/msgtmpl"
+	"github.com/pvc-janitor/pvc-janitor/internal/notify/message"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
 )
 
@@ -26,7 +25,7 @@ func route(name string, nss []string, sel, format, tmpl string) config.Route {
 	r.Sel, _ = labels.Parse(sel)
 	if tmpl != "" {
 		var err error
-		if r.Tmpl, err = msgtmpl.Parse(name, tmpl, config.MessageSchema); err != nil {
+		if r.Tmpl, err = msgtmpl.Parse(name, tmpl, message.Schema); err != nil {
 			panic(err)
 		}
 	}
@@ -91,37 +90,8 @@ func TestBodies(t *testing.T) {
 			t.Errorf("%s: %s (%v), want %s", tc.r.Format, b, err, tc.want)
 		}
 	}
-	if _, err := msgtmpl.Parse("x", "{{.Nope}}", config.MessageSchema); err == nil || !strings.Contains(err.Error(), `no field "Nope"`) {
+	if _, err := msgtmpl.Parse("x", "{{.Nope}}", message.Schema); err == nil || !strings.Contains(err.Error(), `no field "Nope"`) {
 		t.Errorf("template on a missing field: %v", err)
-	}
-}
-
-// TestMessageDataIsTheSchema: what a template reads of a message is exactly
-// config.MessageSchema, so that a template the configuration accepted never
-// meets a field the message lacks, nor misses one it has.
-func TestMessageDataIsTheSchema(t *testing.T) {
-	m := Messages(testReport(), []config.Route{route("all", nil, "", "", "")}, "owner")[0]
-	d := m.data()
-	if got, want := keys(d), keys(config.MessageSchema); got != want {
-		t.Errorf("message fields %s, schema %s", got, want)
-	}
-	claims := d["Claims"].([]any)
-	if len(claims) == 0 {
-		t.Fatal("no claims in the test message")
-	}
-	elem := config.MessageSchema["Claims"].(msgtmpl.List).Elem
-	if got, want := keys(claims[0].(map[string]any)), keys(elem); got != want {
-		t.Errorf("claim fields %s, schema %s", got, want)
-	}
-	// Every field of Message and MessageClaim is in the data, by name.
-	for typ, fields := range map[string][]string{"Message": structFields(Message{}), "MessageClaim": structFields(MessageClaim{})} {
-		schema := keys(config.MessageSchema)
-		if typ == "MessageClaim" {
-			schema = keys(elem)
-		}
-		if got := strings.Join(fields, ","); got != schema {
-			t.Errorf("%s fields %s, schema %s", typ, got, schema)
-		}
 	}
 }
 
@@ -165,25 +135,6 @@ func TestSendRoutesRetriesAndReports(t *testing.T) {
 	}
 }
 
-func keys[V any](m map[string]V) string {
-	var k []string
-	for key := range m {
-		k = append(k, key)
-	}
-	sort.Strings(k)
-	return strings.Join(k, ",")
-}
-
-func structFields(v any) []string {
-	t := reflect.TypeOf(v)
-	var f []string
-	for i := 0; i < t.NumField(); i++ {
-		f = append(f, t.Field(i).Name)
-	}
-	sort.Strings(f)
-	return f
-}
-
 // TestTemplatesAgreeWithTextTemplate: a template within msgtmpl's language
 // renders as Go's text/template renders it over the Message itself (times
 // aside: msgtmpl prints them as RFC 3339), so that route templates written
@@ -204,13 +155,13 @@ func TestTemplatesAgreeWithTextTemplate(t *testing.T) {
 		if err := template.Must(template.New("x").Option("missingkey=error").Parse(text)).Execute(want, m); err != nil {
 			t.Fatalf("text/template %s: %v", text, err)
 		}
-		tp, err := msgtmpl.Parse("x", text, config.MessageSchema)
+		tp, err := msgtmpl.Parse("x", text, message.Schema)
 		if err != nil {
 			t.Errorf("msgtmpl %s: %v", text, err)
 			continue
 		}
 		got := new(strings.Builder)
-		if err := tp.Execute(got, m.data()); err != nil || got.String() != want.String() {
+		if err := tp.Execute(got, message.Data(m)); err != nil || got.String() != want.String() {
 			t.Errorf("%s:\nmsgtmpl       %q (%v)\ntext/template %q", text, got.String(), err, want.String())
 		}
 	}

@@ -1,0 +1,98 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+var fast = Policy{Initial: time.Millisecond, Max: time.Millisecond, Budget: time.Minute}
+
+// TestDo: a transient error is tried again until it passes; a Permanent
+// one is returned at once, unwrapped; a budget of zero is one try; a
+// caller's context that ends stops the tries and names the last error.
+func TestDo(t *testing.T) {
+	transient := errors.New("HTTP 503")
+	calls := 0
+	if err := fast.Do(context.Background(), func(context.Context) error {
+		if calls++; calls < 3 {
+			return transient
+		}
+		return nil
+	}); err != nil || calls != 3 {
+		t.Errorf("transient twice: %v after %d calls, want nil after 3", err, calls)
+	}
+
+	refused := errors.New("HTTP 400")
+	calls = 0
+	err := fast.Do(context.Background(), func(context.Context) error { calls++; return Permanent(refused) })
+	if err != refused || calls != 1 {
+		t.Errorf("permanent: %v after %d calls, want %v after 1", err, calls, refused)
+	}
+
+	calls = 0
+	once := fast
+	once.Budget = 0
+	if err := once.Do(context.Background(), func(context.Context) error { calls++; return transient }); err != transient || calls != 1 {
+		t.Errorf("no budget: %v after %d calls, want %v after 1", err, calls, transient)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	calls = 0
+	err = fast.Do(ctx, func(context.Context) error {
+		if calls++; calls == 2 {
+			cancel()
+		}
+		return transient
+	})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "last error: HTTP 503") || calls != 2 {
+		t.Errorf("cancelled: %v after %d calls", err, calls)
+	}
+}
+
+func TestTransientStatus(t *testing.T) {
+	for code, want := range map[int]bool{
+		http.StatusBadRequest: false, http.StatusUnauthorized: false, http.StatusForbidden: false, http.StatusNotFound: false,
+		http.StatusRequestTimeout: true, http.StatusTooEarly: true, http.StatusTooManyRequests: true,
+		http.StatusInternalServerError: true, http.StatusBadGateway: true, http.StatusServiceUnavailable: true,
+	} {
+		if got := TransientStatus(code); got != want {
+			t.Errorf("TransientStatus(%d) = %v, want %v", code, got, want)
+		}
+	}
+}
+
+// TestPoll: the condition is asked until it holds; its error ends the
+// poll as is; a deadline already passed still asks once, then says so.
+func TestPoll(t *testing.T) {
+	far := time.Now().Add(time.Hour)
+	calls := 0
+	if err := Poll(context.Background(), time.Millisecond, far, func(context.Context) (bool, error) {
+		calls++
+		return calls == 3, nil
+	}); err != nil || calls != 3 {
+		t.Errorf("done at the third: %v after %d calls", err, calls)
+	}
+	boom := errors.New("boom")
+	if err := Poll(context.Background(), time.Millisecond, far, func(context.Context) (bool, error) { return false, boom }); err != boom {
+		t.Errorf("condition's error: %v", err)
+	}
+	calls = 0
+	if err := Poll(context.Background(), time.Millisecond, time.Now(), func(context.Context) (bool, error) {
+		calls++
+		return false, nil
+	}); !errors.Is(err, ErrDeadline) || calls != 1 {
+		t.Errorf("past deadline: %v after %d calls, want ErrDeadline after 1", err, calls)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Poll(ctx, time.Hour, far, func(context.Context) (bool, error) { return false, nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("context ended: %v", err)
+	}
+	if Sleep(ctx, time.Hour) {
+		t.Error("Sleep on an ended context waited")
+	}
+}
