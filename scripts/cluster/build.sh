@@ -16,17 +16,38 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
 log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
+# lock DEST: takes DEST.lock (flock) and holds it until the script exits,
+# so that a second build of DEST (another go test process, say) waits for
+# the first and then finds DEST complete instead of building it again.
+lock() {
+	local f="$1.lock" fd
+	mkdir -p "$(dirname "$f")"
+	exec {fd}>"$f"
+	if ! flock -n "$fd"; then
+		log "waiting for another build of $(basename "$1") (it holds $f)"
+		flock "$fd"
+	fi
+}
+
+# complete DEST PKG... : every binary of PKGs is in DEST.
+complete() {
+	local dest="$1"
+	shift
+	for p in "$@"; do [[ -x "$dest/$(basename "$p")" ]] || return 1; done
+}
+
 # build DEST MODULE_DIR LDFLAGS PKG... : builds PKGs into DEST atomically
-# (with $BUILD_TAGS as -tags when set).
+# (with $BUILD_TAGS as -tags when set), one build of DEST at a time.
 build() {
 	local dest="$1" mod="$2" ldflags="$3"
 	shift 3
-	local want=()
-	for p in "$@"; do want+=("$dest/$(basename "$p")"); done
-	local missing=0
-	for f in "${want[@]}"; do [[ -x "$f" ]] || missing=1; done
-	if [[ $missing == 0 ]]; then
+	if complete "$dest" "$@"; then
 		log "cached: $dest"
+		return
+	fi
+	lock "$dest"
+	if complete "$dest" "$@"; then
+		log "cached: $dest (built by another process meanwhile)"
 		return
 	fi
 	local tmp="$dest.tmp.$$"
@@ -105,6 +126,7 @@ if [[ -n ${comps[snapshotter]:-} ]]; then
 		github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller \
 		github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
 	# The CRDs of the same release ship in its client module.
+	[[ -f "$SNAPSHOTTER_BIN/crd/snapshot.storage.k8s.io_volumesnapshots.yaml" ]] || lock "$SNAPSHOTTER_BIN"
 	if [[ ! -f "$SNAPSHOTTER_BIN/crd/snapshot.storage.k8s.io_volumesnapshots.yaml" ]]; then
 		crd="$(cd "$snapmod" && go list -m -f '{{.Dir}}' github.com/kubernetes-csi/external-snapshotter/client/v8)/config/crd"
 		mkdir -p "$SNAPSHOTTER_BIN/crd.tmp.$$"
