@@ -3,7 +3,7 @@
 // test or package), then a summary a reader cannot miss: every skipped test
 // with its reason, and one closing line "N passed, N failed, N skipped".
 // Its exit code is go test's (1 when go test passed but the summary holds a
-// failure it saw).
+// failure it saw, or a -run expression selected no test at all).
 //
 // make test runs its go test commands through it, so that a test skipped
 // for a missing precondition is said in the run's summary, never hidden in
@@ -40,16 +40,56 @@ func main() {
 	s.read(out)
 	werr := cmd.Wait()
 	s.close()
-	code := 0
-	if werr != nil {
-		code = 1
-		if ee, ok := werr.(*exec.ExitError); ok && ee.ExitCode() > 0 {
-			code = ee.ExitCode()
-		}
-	} else if s.failed > 0 {
-		code = 1
+	code, why := verdict(os.Args[1:], s, werr)
+	if why != "" {
+		fmt.Fprintln(os.Stderr, "testsum:", why)
 	}
 	os.Exit(code)
+}
+
+// verdict is testsum's exit code: go test's, or 1 when go test passed but
+// the summary holds a failure, or a -run expression selected no test at
+// all (a renamed test or a typo would otherwise pass having run nothing;
+// -run '^$', which selects none on purpose, is the exception).
+func verdict(args []string, s *summary, werr error) (int, string) {
+	if werr != nil {
+		if ee, ok := werr.(*exec.ExitError); ok && ee.ExitCode() > 0 {
+			return ee.ExitCode(), ""
+		}
+		return 1, ""
+	}
+	if s.failed > 0 {
+		return 1, ""
+	}
+	if expr, ok := runExpr(args); ok && expr != "^$" && s.passed+s.failed+s.skipped == 0 {
+		return 1, fmt.Sprintf("-run %q selects no test", expr)
+	}
+	return 0, ""
+}
+
+// runExpr is the -run expression among go test's arguments, if any (the
+// last one, as the flag package takes it).
+func runExpr(args []string) (string, bool) {
+	expr, found := "", false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || a == "-args" || a == "--args" {
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || (name != "run" && name != "test.run") {
+			continue
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				break
+			}
+			i++
+			val = args[i]
+		}
+		expr, found = val, true
+	}
+	return expr, found
 }
 
 // event is one line of `go test -json` (cmd/test2json).

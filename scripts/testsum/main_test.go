@@ -47,3 +47,32 @@ func TestSummary(t *testing.T) {
 		t.Errorf("a passing test's output was printed:\n%s", got)
 	}
 }
+
+// TestVerdictNoTestSelected: a -run expression that selects no test fails
+// the run (issue 40); -run '^$', which selects none on purpose, does not,
+// nor a run without -run.
+func TestVerdictNoTestSelected(t *testing.T) {
+	ran := &summary{passed: 1}
+	none := &summary{}
+	for _, c := range []struct {
+		args []string
+		s    *summary
+		code int
+		why  string
+	}{
+		{[]string{"-run", "^TestTypo$", "./..."}, none, 1, `-run "^TestTypo$" selects no test`},
+		{[]string{"-count=1", "-run=^TestTypo$", "./p/"}, none, 1, `-run "^TestTypo$" selects no test`},
+		{[]string{"--run", "X", "./p/"}, none, 1, `-run "X" selects no test`},
+		{[]string{"-run", "^TestA$", "./..."}, ran, 0, ""},
+		{[]string{"-run", "^TestSkipped$", "./..."}, &summary{skipped: 1}, 0, ""},
+		{[]string{"-run", "^$", "-bench", ".", "./p/"}, none, 0, ""},
+		{[]string{"-count=1", "./..."}, none, 0, ""},
+		{[]string{"-count=1", "./p/", "-args", "-run"}, none, 0, ""},
+		{[]string{"-run", "^TestA$"}, &summary{passed: 1, failed: 1}, 1, ""},
+	} {
+		code, why := verdict(c.args, c.s, nil)
+		if code != c.code || why != c.why {
+			t.Errorf("verdict(%q) = %d %q, want %d %q", c.args, code, why, c.code, c.why)
+		}
+	}
+}
