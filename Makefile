@@ -128,8 +128,8 @@ release-check: tools ## goreleaser check + snapshot build of this platform, its 
 image: ## the janitor's OCI image archive + SBOM under dist/, in pure Go (no Docker, nothing pulled); IMAGE_ARCH=arm64 for another
 	bash scripts/image/build.sh $(if $(IMAGE_ARCH),--arch $(IMAGE_ARCH))
 
-unit: ## every test that needs no cluster (the files without the integration tag), in seconds
-	go test -count=1 ./...
+unit: ## every test that needs no cluster (the files without the integration tag), in seconds, through testsum (skips listed with their reasons)
+	$(GOTEST) -count=1 ./...
 
 # The model checker (internal/model, docs/testing.md#the-model-checker):
 # make unit runs 10,000 histories; this runs MODEL_CHECKS histories,
