@@ -306,13 +306,24 @@ func Push(ctx context.Context, rawURL string, r Run, client *http.Client) error 
 		if pass != "" {
 			msg = strings.ReplaceAll(msg, pass, "REDACTED")
 		}
-		err = fmt.Errorf("push metrics to %s: %s", u, msg)
+		err = &pushError{msg: fmt.Sprintf("push metrics to %s: %s", u, msg), err: err}
 		if code != 0 && !retry.TransientStatus(code) {
 			err = retry.Permanent(err) // another try would be refused again
 		}
 	}
 	return err
 }
+
+// pushError is a failed push, its message scrubbed of credentials; it
+// unwraps to what the transport said, by which retry.Do tells an address
+// that refuses every connection.
+type pushError struct {
+	msg string
+	err error
+}
+
+func (e *pushError) Error() string { return e.msg }
+func (e *pushError) Unwrap() error { return e.err }
 
 // post sends one push; any answer but 200 or 202 is an error that quotes
 // the start of the Pushgateway's answer. code is the answer's status, 0

@@ -2,8 +2,10 @@ package metrics_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -560,5 +562,17 @@ func TestPublishRetriesATransientFailure(t *testing.T) {
 	flaky, bad := tries["/flaky/metrics/job/pvc-janitor/command/run"], tries["/bad/metrics/job/pvc-janitor/command/run"]
 	if flaky != 3 || bad != 1 {
 		t.Errorf("pushes %v: want flaky 3 (two 503s, then taken), bad 1", tries)
+	}
+}
+
+// TestPublishToAnAddressThatRefuses: a push to an address that refuses
+// every connection fails with the transport's error kept (retry.Do stops
+// trying it after retry.NeverAnsweredFor, not Options.Timeout, by that
+// error), and without the credentials of the URL.
+func TestPublishToAnAddressThatRefuses(t *testing.T) {
+	err := metrics.Publish(context.Background(), metrics.Options{Pushgateway: "http://janitor:pushpass-5ecret@127.0.0.1:1/", Timeout: time.Hour}, sampleRun())
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" || strings.Contains(err.Error(), "pushpass-5ecret") {
+		t.Errorf("refused push: %v (%T)", err, errors.Unwrap(err))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -67,10 +68,14 @@ func (p Policy) Do(ctx context.Context, op func(context.Context) error) error {
 		defer cancel()
 	}
 	var last error
+	start, answered := time.Now(), false
 	err := backoff.Retry(func() error {
 		last = op(ctx)
 		if pe := (*permanent)(nil); errors.As(last, &pe) {
 			last = pe.err
+			return backoff.Permanent(last)
+		}
+		if answered = answered || !unanswered(last); !answered && time.Since(start) >= NeverAnsweredFor {
 			return backoff.Permanent(last)
 		}
 		return last
@@ -82,6 +87,25 @@ func (p Policy) Do(ctx context.Context, op func(context.Context) error) error {
 		return fmt.Errorf("%w (last error: %v)", parent.Err(), last)
 	}
 	return last // the budget is spent: what the last try met
+}
+
+// NeverAnsweredFor is how long Do tries an address that has refused every
+// connection (or named no host) since the call began: a wrong or absent
+// endpoint retried for the whole budget would only look like a hang, as
+// kube does for an API server that has never answered
+// (docs/spec.md#run-unreachable). Once one attempt connected, the whole
+// budget applies.
+const NeverAnsweredFor = 2 * time.Second
+
+// unanswered reports whether err is a connection that was never made: a
+// dial that failed (refused, no route, no such host).
+func unanswered(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
 }
 
 // TransientStatus reports whether an HTTP answer is worth another try: a

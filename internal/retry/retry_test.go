@@ -3,8 +3,11 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -50,6 +53,18 @@ func TestDo(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "last error: HTTP 503") || calls != 2 {
 		t.Errorf("cancelled: %v after %d calls", err, calls)
+	}
+}
+
+// TestDoGivesUpOnAnAddressThatNeverAnswered: a connection refused since
+// the call began is tried again for NeverAnsweredFor, not for the whole
+// budget (a minute here).
+func TestDoGivesUpOnAnAddressThatNeverAnswered(t *testing.T) {
+	refused := fmt.Errorf("post: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+	calls := 0
+	err := fast.Do(context.Background(), func(context.Context) error { calls++; return refused })
+	if err != refused || calls < 2 {
+		t.Errorf("refused: %v after %d calls, want %v after more than one", err, calls, refused)
 	}
 }
 
