@@ -55,6 +55,8 @@ func TestValuesRefusedAtInstallTime(t *testing.T) {
 		{"bad superseded", "config.superseded=maybe", "superseded"},
 		{"kubeconfig is not settable", "config.kubeconfig=/x", "kubeconfig"},
 		{"dry-run only through dryRun", "config.dry-run=false", "dry-run"},
+		{"marks-only only through marksOnly", "config.marks-only=true", "marks-only"},
+		{"marksOnly not a boolean", "marksOnly=sometimes", "marksOnly"},
 		{"unknown top-level value", "dryrun=false", "dryrun"},
 		{"namespaced RBAC needs namespaces", "rbac.namespaced=true", "rbac.namespaced=true needs the namespaces"},
 		{"both scopes", "config.namespace={a}", "not both"},
@@ -122,10 +124,17 @@ func TestTemplate(t *testing.T) {
 				t.Fatal(err)
 			}
 			dryRun, _ := cfgMap["dry-run"].(bool)
+			preview, marksOnly := ciMode(t, f)
+			if dryRun != (preview && !marksOnly) {
+				t.Errorf("config dry-run %t for dryRun %t marksOnly %t: only a plain dry run sets it", dryRun, preview, marksOnly)
+			}
 			deleteContents := ciDeleteContents(t, f)
 			wantArgs := []string{"run", "--config", "/etc/pvc-janitor/config.yaml"}
-			if !dryRun {
+			switch {
+			case !preview:
 				wantArgs = append(wantArgs, "--yes")
+			case marksOnly:
+				wantArgs = append(wantArgs, "--marks-only")
 			}
 			if deleteContents {
 				wantArgs = append(wantArgs, "--delete-contents")
@@ -147,8 +156,8 @@ func TestTemplate(t *testing.T) {
 			}
 
 			cfg := loadConfig(t, cfgText, c.Args[1:])
-			if cfg.DryRun != dryRun || cfg.Yes == dryRun {
-				t.Errorf("loaded dry-run %t yes %t", cfg.DryRun, cfg.Yes)
+			if cfg.DryRun != preview || cfg.Yes == preview || cfg.MarksOnly != (preview && marksOnly) {
+				t.Errorf("loaded dry-run %t marks-only %t yes %t, want dry-run %t marks-only %t", cfg.DryRun, cfg.MarksOnly, cfg.Yes, preview, preview && marksOnly)
 			}
 			if cfg.DeleteContents != deleteContents {
 				t.Errorf("loaded delete-contents %t, want %t (contents.delete)", cfg.DeleteContents, deleteContents)
@@ -182,6 +191,47 @@ func checkSecurity(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
 	}
 	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
 		t.Errorf("capabilities: %+v", sc.Capabilities)
+	}
+}
+
+// ciMode reads dryRun and marksOnly from a values file, with the chart's
+// defaults (both true).
+func ciMode(t *testing.T, file string) (dryRun, marksOnly bool) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		DryRun    *bool `yaml:"dryRun"`
+		MarksOnly *bool `yaml:"marksOnly"`
+	}
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	dryRun, marksOnly = true, true
+	if v.DryRun != nil {
+		dryRun = *v.DryRun
+	}
+	if v.MarksOnly != nil {
+		marksOnly = *v.MarksOnly
+	}
+	return dryRun, marksOnly
+}
+
+// TestDefaultIsThePreviewWithMarks (docs/spec.md#marks-only): the chart's
+// default values run `janitor run --marks-only`, the preview whose grace
+// periods start on every minor, and say so in NOTES; its configuration is
+// no plain dry run (which --marks-only refuses beside it) and never --yes.
+func TestDefaultIsThePreviewWithMarks(t *testing.T) {
+	r := render(t, "r", "janitor", nil, "config.selector=app=ide")
+	args := r.CronJob(t).Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args
+	if want := []string{"run", "--config", "/etc/pvc-janitor/config.yaml", "--marks-only"}; !slices.Equal(args, want) {
+		t.Fatalf("the default CronJob runs %q, want %q", args, want)
+	}
+	cfg := loadConfig(t, r.ConfigFile(t), args[1:])
+	if !cfg.MarksOnly || !cfg.DryRun || cfg.Yes {
+		t.Errorf("the default run loads marks-only %t dry-run %t yes %t, want the preview with marks", cfg.MarksOnly, cfg.DryRun, cfg.Yes)
 	}
 }
 
@@ -284,6 +334,13 @@ func TestNotes(t *testing.T) {
 			t.Log(notes)
 			r := render(t, "notes", ns, []string{f})
 			dry := strings.Contains(r.ConfigFile(t), "dry-run: true")
+			marks := slices.Contains(r.CronJob(t).Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args, "--marks-only")
+			if marks != strings.Contains(notes, "PREVIEW WITH MARKS (marksOnly)") || marks != strings.Contains(notes, "--marks-only") {
+				t.Errorf("--marks-only %t, NOTES:\n%s", marks, notes)
+			}
+			if preview, _ := ciMode(t, f); preview != strings.Contains(notes, "--set dryRun=false") {
+				t.Errorf("dryRun %t, but NOTES say otherwise how to let it act:\n%s", preview, notes)
+			}
 			for _, want := range []string{"create job --from=cronjob/notes-pvc-janitor", "Lease: "} {
 				if !strings.Contains(notes, want) {
 					t.Errorf("NOTES lack %q:\n%s", want, notes)

@@ -99,7 +99,8 @@ empty values left out (the janitor's defaults apply). */}}
 {{- end }}
 {{- end }}
 {{- $_ := set $out "lock-namespace" (include "pvc-janitor.lockNamespace" .) }}
-{{- $_ := set $out "dry-run" (.Values.dryRun | default false) }}
+{{- /* marks-only is an argument of the CronJob, not a key: helm test's scan --dry-run reads this file too. */}}
+{{- $_ := set $out "dry-run" (and .Values.dryRun (not .Values.marksOnly) | default false) }}
 {{- $ret := .Values.retention | default dict }}
 {{- with $ret.keepFor }}{{ $_ := set $out "keep-for" (toString .) }}{{ end }}
 {{- with $ret.keepLast }}{{ $_ := set $out "keep-last" (int64 .) }}{{ end }}
