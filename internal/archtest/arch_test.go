@@ -219,14 +219,15 @@ func TestImportsFollowTheTable(t *testing.T) {
 // kube/wire sends the streamed GETs kube builds; the packages that act call
 // it themselves for what they write and for the reads just before (the
 // object about to change, the fresh re-read); janitor's guard lists the
-// owners of any kind; cli's export and import read snapshots, contents and
-// CSI drivers and create the imported copies. Nothing else does, and
-// classify, retention and the other pure packages cannot.
+// owners of any kind; transfer, below export and import, reviews access,
+// reads CSI drivers, contents and snapshots and creates the imported
+// copies. Nothing else does: not cli, and classify, retention and the
+// other pure packages cannot.
 var (
-	apiReaders = []string{"internal/cli", "internal/janitor", "internal/kube", "internal/kube/wire",
-		"internal/lock", "internal/mark", "internal/prune", "internal/reap", "internal/rescue", "internal/restore"}
-	apiWriters = []string{"internal/cli", "internal/kube", "internal/lock", "internal/mark",
-		"internal/prune", "internal/reap", "internal/rescue", "internal/restore"}
+	apiReaders = []string{"internal/janitor", "internal/kube", "internal/kube/wire",
+		"internal/lock", "internal/mark", "internal/prune", "internal/reap", "internal/rescue", "internal/restore", "internal/transfer"}
+	apiWriters = []string{"internal/kube", "internal/lock", "internal/mark",
+		"internal/prune", "internal/reap", "internal/rescue", "internal/restore", "internal/transfer"}
 )
 
 // The verbs of client-go's clients (typed, metadata, REST), as called:

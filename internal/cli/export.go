@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +24,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/kubeout"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
+	"github.com/pvc-janitor/pvc-janitor/internal/transfer"
 )
 
 // The commands of issue 42 and their report actions. export and import
@@ -40,7 +40,7 @@ const (
 )
 
 // snapshotGroup is the API group of snapshots and contents.
-const snapshotGroup = "snapshot.storage.k8s.io"
+const snapshotGroup = transfer.SnapshotGroup
 
 // exportUnused are guard's options that export does not take.
 var exportUnused = []string{"rescue", "min-claims", "allow-delete-policy", "superseded", "snapshot-class", "snapshot-timeout",
@@ -243,7 +243,7 @@ func (sess *session) exportCopies(res *janitor.GuardResult, file string) (*expor
 			}
 			continue
 		}
-		cp, err := exportOne(ctx, c, s, inv.Contents[s.ContentName].DeletionPolicy)
+		cp, err := transfer.Export(ctx, c, s, inv.Contents[s.ContentName].DeletionPolicy)
 		if err != nil {
 			fail(err)
 			continue
@@ -268,31 +268,6 @@ func (sess *session) exportCopies(res *janitor.GuardResult, file string) (*expor
 		return nil, fmt.Errorf("write bundle: %w", err)
 	}
 	return out, nil
-}
-
-// exportOne sets the content of s to Retain (when it is Delete), reads the
-// snapshot and its content again and makes the bundle's copy of them.
-func exportOne(ctx context.Context, c *kube.Clients, s *inventory.Snapshot, policy string) (bundle.Copy, error) {
-	if policy != string(snapv1.VolumeSnapshotContentRetain) {
-		if err := kube.SetContentRetain(ctx, c, s.ContentName, s.UID); err != nil {
-			return bundle.Copy{}, fmt.Errorf("set content %s to Retain: %w", s.ContentName, err)
-		}
-	}
-	vs, err := kube.GetSnapshot(ctx, c, s.Namespace, s.Name)
-	if err != nil {
-		return bundle.Copy{}, err
-	}
-	if vs == nil {
-		return bundle.Copy{}, errors.New("the snapshot is gone")
-	}
-	vc, err := kube.ReadContent(ctx, c, s.ContentName)
-	if err != nil {
-		return bundle.Copy{}, err
-	}
-	if vc.Spec.DeletionPolicy != snapv1.VolumeSnapshotContentRetain || vc.DeletionTimestamp != nil {
-		return bundle.Copy{}, fmt.Errorf("content %s is %s (being deleted: %v), not Retain", vc.Name, vc.Spec.DeletionPolicy, vc.DeletionTimestamp != nil)
-	}
-	return bundle.NewCopy(s, vs, vc)
 }
 
 // mergeExported marks guard's snapshot entries that were exported, and adds
@@ -390,36 +365,12 @@ func (sess *session) finishNamed(r *report.Report, err error, names []string) er
 }
 
 // mayI asks the API server whether this user may verb resource (of the
-// snapshot group) in namespace ns ("" for all or cluster-scoped): a
-// SelfSubjectAccessReview, which every authenticated user may create.
+// snapshot group) in namespace ns ("" for all or cluster-scoped).
 // Denied, it is exit 2 naming the permission and why it is needed.
 func (sess *session) mayI(ctx context.Context, verb, resource, ns, why string) error {
-	body, err := json.Marshal(map[string]any{"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-		"spec": map[string]any{"resourceAttributes": map[string]any{"group": snapshotGroup, "resource": resource, "verb": verb, "namespace": ns}}})
-	if err != nil {
+	ok, err := transfer.MayI(ctx, sess.clients, verb, resource, ns)
+	if err != nil || ok {
 		return err
-	}
-	var raw []byte
-	err = sess.clients.Retry.Do(ctx, "review access to "+verb+" "+resource, func(ctx context.Context) error {
-		var err error
-		raw, err = sess.clients.Snap.SnapshotV1().RESTClient().Post().AbsPath("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews").
-			SetHeader("Content-Type", "application/json").SetHeader("Accept", "application/json").Body(body).DoRaw(ctx)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("review access to %s %s: %w", verb, resource, err)
-	}
-	var review struct {
-		Status struct {
-			Allowed bool   `json:"allowed"`
-			Reason  string `json:"reason"`
-		} `json:"status"`
-	}
-	if err := json.Unmarshal(raw, &review); err != nil {
-		return fmt.Errorf("review access to %s %s: %w", verb, resource, err)
-	}
-	if review.Status.Allowed {
-		return nil
 	}
 	where := "cluster-wide"
 	if ns != "" {

@@ -11,14 +11,14 @@ import (
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
-	storagev1 "k8s.io/api/storage/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/bundle"
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
+	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
+	"github.com/pvc-janitor/pvc-janitor/internal/transfer"
 )
 
 // Actions of an import's report entries.
@@ -98,7 +98,7 @@ func (sess *session) importBundle(file string) error {
 			}
 		}
 	}
-	cluster, err := readImportTarget(ctx, c, namespaces)
+	cluster, err := transfer.ReadTarget(ctx, c, namespaces)
 	if err != nil {
 		return sess.failed(err)
 	}
@@ -120,7 +120,7 @@ func (sess *session) importBundle(file string) error {
 		case cfg.DryRun:
 			e.Action = actionWouldImport
 		default:
-			if err := createStep(ctx, c, st); err != nil {
+			if err := transfer.ImportStep(ctx, c, st); err != nil {
 				e.Action, e.Reason = actionImportFailed, err.Error()+"; "+e.Reason
 				failures = append(failures, fmt.Errorf("%s: %w", st.Copy.Key(), err))
 				continue
@@ -159,98 +159,25 @@ func targetNamespaces(b *bundle.Bundle, o bundle.Options) []string {
 	return out
 }
 
-// readImportTarget reads what the plan weighs: the CSIDrivers, every
-// VolumeSnapshotContent and the snapshots of the target namespaces.
-func readImportTarget(ctx context.Context, c *kube.Clients, namespaces []string) (bundle.Cluster, error) {
-	var drivers storagev1.CSIDriverList
-	err := c.Retry.Do(ctx, "list CSIDrivers", func(ctx context.Context) error {
-		return c.Kube.StorageV1().RESTClient().Get().Resource("csidrivers").Do(ctx).Into(&drivers)
-	})
-	if err != nil {
-		return bundle.Cluster{}, &kube.ReadError{What: "CSIDrivers", Err: err}
-	}
-	names := make([]string, 0, len(drivers.Items))
-	for i := range drivers.Items {
-		names = append(names, drivers.Items[i].Name)
-	}
-	var contents *snapv1.VolumeSnapshotContentList
-	err = c.Retry.Do(ctx, "list VolumeSnapshotContents", func(ctx context.Context) error {
-		var err error
-		contents, err = c.Snap.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{})
-		return err
-	})
-	if err != nil {
-		return bundle.Cluster{}, &kube.ReadError{What: "VolumeSnapshotContents", Err: err}
-	}
-	var snaps []snapv1.VolumeSnapshot
-	for _, ns := range namespaces {
-		var l *snapv1.VolumeSnapshotList
-		err := c.Retry.Do(ctx, "list snapshots in "+ns, func(ctx context.Context) error {
-			var err error
-			l, err = c.Snap.SnapshotV1().VolumeSnapshots(ns).List(ctx, metav1.ListOptions{})
-			return err
-		})
-		if err != nil {
-			return bundle.Cluster{}, &kube.ReadError{What: "snapshots in " + ns, Err: err}
-		}
-		snaps = append(snaps, l.Items...)
-	}
-	return bundle.ClusterOf(names, contents.Items, snaps), nil
-}
-
-// createStep creates the step's content, then its snapshot.
-func createStep(ctx context.Context, c *kube.Clients, st *bundle.Step) error {
-	if vc := st.NewContent; vc != nil {
-		err := c.Retry.Do(ctx, "create VolumeSnapshotContent "+vc.Name, func(ctx context.Context) error {
-			_, err := c.Snap.SnapshotV1().VolumeSnapshotContents().Create(ctx, vc, metav1.CreateOptions{})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("create VolumeSnapshotContent %s: %w", vc.Name, err)
-		}
-	}
-	if vs := st.NewSnapshot; vs != nil {
-		err := c.Retry.Do(ctx, "create VolumeSnapshot "+st.Target.String(), func(ctx context.Context) error {
-			_, err := c.Snap.SnapshotV1().VolumeSnapshots(vs.Namespace).Create(ctx, vs, metav1.CreateOptions{})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("create VolumeSnapshot %s: %w", st.Target, err)
-		}
-	}
-	return nil
-}
-
-// waitReady polls the imported snapshots until each is ready to use (the
-// snapshot controller bound it and the driver reported the storage
-// snapshot) or until deadline, and records it in their entries. One not
+// waitReady waits (transfer.WaitReady) until the imported snapshots are
+// ready to use or until deadline, and records it in their entries. One not
 // ready by then is reported so, not failed: a restore waits for it.
 func waitReady(ctx context.Context, c *kube.Clients, entries []*report.SnapshotEntry, deadline time.Time) {
-	pending := append([]*report.SnapshotEntry{}, entries...)
-	for len(pending) > 0 {
-		var still []*report.SnapshotEntry
-		for _, e := range pending {
-			vs, err := kube.GetSnapshot(ctx, c, e.Namespace, e.Name)
-			if err == nil && vs != nil && vs.Status != nil && vs.Status.ReadyToUse != nil && *vs.Status.ReadyToUse && vs.Status.Error == nil {
-				e.ReadyToUse = true
-				if vs.Status.RestoreSize != nil {
-					e.RestoreSize = vs.Status.RestoreSize.Value()
-				}
-				continue
-			}
-			still = append(still, e)
-		}
-		pending = still
-		if len(pending) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
-		}
+	keys := make([]inventory.Key, 0, len(entries))
+	for _, e := range entries {
+		keys = append(keys, inventory.Key{Namespace: e.Namespace, Name: e.Name})
 	}
-	for _, e := range pending {
-		e.Reason += "; not ready yet: restore waits until it is"
+	ready := transfer.WaitReady(ctx, c, keys, deadline)
+	for _, e := range entries {
+		r, ok := ready[inventory.Key{Namespace: e.Namespace, Name: e.Name}]
+		if !ok {
+			e.Reason += "; not ready yet: restore waits until it is"
+			continue
+		}
+		e.ReadyToUse = true
+		if r.RestoreSize != 0 {
+			e.RestoreSize = r.RestoreSize
+		}
 	}
 }
 
