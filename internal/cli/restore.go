@@ -85,7 +85,8 @@ func (sess *session) restoreRequest(args []string) (restore.Request, error) {
 		return restore.Request{}, exitcode.New(exitcode.Usage, fmt.Errorf(format, a...))
 	}
 	req := restore.Request{Workspace: cfg.RestoreWorkspace, From: cfg.RestoreFrom, As: cfg.RestoreAs,
-		AllowOlder: cfg.AllowOlder, StorageClass: cfg.StorageClass, Size: cfg.Size, WorkspaceLabel: cfg.WorkspaceLabel}
+		AllowOlder: cfg.AllowOlder, StorageClass: cfg.StorageClass, Size: cfg.Size, WorkspaceLabel: cfg.WorkspaceLabel,
+		VolumeLabel: cfg.VolumeLabel}
 	ns := ""
 	switch {
 	case cfg.AllNamespaces:
@@ -121,29 +122,52 @@ func (sess *session) restoreRequest(args []string) (restore.Request, error) {
 	return req, nil
 }
 
-// restore runs the restore and reports it: the manifest alone under -o
-// yaml, else the report's one entry.
+// restore runs the restore and reports it: the manifests alone under -o
+// yaml, else one report entry per claim (one per role with --workspace
+// and --volume-label, docs/spec.md#restore-roles).
 func (sess *session) restore(req restore.Request) error {
 	cfg := sess.cfg
 	manifest := cfg.Output == config.OutputYAML
-	out, err := restore.Do(sess.ctx, sess.clients, req, restore.Options{
+	outs, err := restore.DoAll(sess.ctx, sess.clients, req, restore.Options{
 		Policy: sess.policy(),
 		DryRun: cfg.DryRun, Manifest: manifest, Timeout: cfg.RestoreTimeout, PageSize: cfg.PageSize})
 	var refusal *restore.Refusal
 	var readErr *kube.ReadError
+	created := false
+	for _, out := range outs {
+		created = created || out.Created
+	}
 	switch {
-	case errors.As(err, &refusal):
+	case errors.As(err, &refusal) && !created:
 		return exitcode.New(exitcode.Usage, fmt.Errorf("restore refused: %s", refusal.Reason))
-	case errors.As(err, &readErr) || out == nil:
+	case errors.As(err, &readErr) || len(outs) == 0 || err != nil && !created:
 		return sess.failed(err)
 	}
 	if manifest && err == nil {
-		return writeManifest(sess, out)
+		for i, out := range outs {
+			if i > 0 {
+				if _, err := sess.s.Out.Write([]byte("---\n")); err != nil {
+					return err
+				}
+			}
+			if err := writeManifest(sess, out); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	r := sess.newReport(config.CommandRestore, cfg.DryRun)
-	addRestore(r, req, out, err)
+	for i, out := range outs {
+		var e error
+		if i == len(outs)-1 {
+			e = err // the claim whose creation or wait failed
+		}
+		addRestore(r, req, out, e)
+	}
 	var perr *restore.ProvisionError
-	if errors.As(err, &perr) {
+	if errors.As(err, &perr) || err != nil && created {
+		// A claim did not bind, or one role's claim was created and
+		// another's was not: exit 4, each entry says which.
 		err = exitcode.New(exitcode.Partial, err)
 	}
 	return sess.finish(r, err)

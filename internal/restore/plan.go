@@ -26,9 +26,16 @@ type Request struct {
 	StorageClass   string // --storage-class: overrides the template's
 	Size           string // --size: the least size, over the template's
 	WorkspaceLabel string // --workspace-label, to label a restore without a template
+	// VolumeLabel is --volume-label: the label whose value names a claim's
+	// role in its workspace (docs/spec.md#restore-roles); "": one role.
+	VolumeLabel string
 	// ClockSkew is --clock-skew: a cut is on the storage system's clock,
 	// a claim's last use on the API server's (docs/spec.md#rule-clock-skew).
 	ClockSkew time.Duration
+
+	// role narrows --workspace to one role (PlanAll sets it per role).
+	role   string
+	byRole bool
 }
 
 // Snapshot is a VolumeSnapshot of the namespace as Plan reads it.
@@ -41,6 +48,11 @@ type Snapshot struct {
 	// Dropped is the pvc-janitor.io/claim-dropped annotation: the claim's
 	// annotations the template could not keep.
 	Dropped string
+	// Role is the value of Request.VolumeLabel in the claim template's
+	// labels; RoleKnown: the snapshot has a template and the request a
+	// volume label (set by Plan; someone else's snapshot has no role).
+	Role      string
+	RoleKnown bool
 }
 
 // Claim is an existing claim of the namespace and its state this run.
@@ -67,6 +79,9 @@ type Claim struct {
 	// restore descends from its data, whatever its workspace
 	// (docs/spec.md#rule-descent).
 	From string
+	// Role is the value of Request.VolumeLabel on the claim ("" without
+	// it, or without the label): its role in its workspace.
+	Role string
 }
 
 // ClaimOf is the claim of decision d as Plan weighs it, read at now (the
@@ -116,7 +131,77 @@ func refuse(format string, a ...any) error { return &Refusal{Reason: fmt.Sprintf
 // why not. snaps are the namespace's VolumeSnapshots, contents the
 // VolumeSnapshotContents they are bound to, claims the namespace's claims.
 func Plan(r Request, snaps []Snapshot, contents map[string]inventory.Content, claims []Claim) (*Result, error) {
-	snaps = named(snaps)
+	return plan(r, named(snaps, r.VolumeLabel), contents, claims)
+}
+
+// PlanAll is Plan for every claim a request brings back: with --workspace
+// and --volume-label, one claim per role of the workspace's rescues, each
+// from that role's rescue with the newest data, each weighed against its
+// own role's claims and rescues (docs/spec.md#restore-roles); otherwise
+// Plan's one claim. One refusal refuses all: nothing is written.
+func PlanAll(r Request, snaps []Snapshot, contents map[string]inventory.Content, claims []Claim) ([]*Result, error) {
+	snaps = named(snaps, r.VolumeLabel)
+	if r.Workspace == "" || r.VolumeLabel == "" {
+		res, err := plan(r, snaps, contents, claims)
+		if err != nil {
+			return nil, err
+		}
+		return []*Result{res}, nil
+	}
+	var roles []string
+	for i := range snaps {
+		s := &snaps[i]
+		if s.ManagedByJanitor && s.Workspace == r.Workspace && !slices.Contains(roles, s.Role) {
+			roles = append(roles, s.Role)
+		}
+	}
+	slices.Sort(roles)
+	if len(roles) > 1 && r.As != "" {
+		return nil, refuse("workspace %s in namespace %s has %d roles (%s=%s): --as names one claim; restore each by its claim's name",
+			r.Workspace, r.Namespace, len(roles), r.VolumeLabel, strings.Join(quoteRoles(roles), ", "))
+	}
+	if len(roles) == 0 {
+		roles = []string{""}
+	}
+	var out []*Result
+	names := map[string]string{}
+	for _, role := range roles {
+		rr := r
+		rr.role, rr.byRole = role, true
+		res, err := plan(rr, snaps, contents, claims)
+		if err != nil {
+			if len(roles) > 1 {
+				return nil, refuse("role %s=%q of workspace %s: %v", r.VolumeLabel, role, r.Workspace, err)
+			}
+			return nil, err
+		}
+		if other, ok := names[res.Claim.Name]; ok {
+			return nil, refuse("roles %q and %q of workspace %s restore the same claim name %s: restore each by name with --as",
+				other, role, r.Workspace, res.Claim.Name)
+		}
+		names[res.Claim.Name] = role
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func quoteRoles(roles []string) []string {
+	out := make([]string, len(roles))
+	for i, r := range roles {
+		out[i] = fmt.Sprintf("%q", r)
+	}
+	return out
+}
+
+// sameRole reports whether a claim's or rescue's role (known: it has one)
+// is s's, as the refusals weigh it: always without a volume label, or when
+// either role is not known (someone else's snapshot: it weighs on every
+// role, the safe side).
+func sameRole(r Request, s *Snapshot, known bool, role string) bool {
+	return r.VolumeLabel == "" || !s.RoleKnown || !known || role == s.Role
+}
+
+func plan(r Request, snaps []Snapshot, contents map[string]inventory.Content, claims []Claim) (*Result, error) {
 	s, err := choose(r, snaps, contents)
 	if err != nil {
 		return nil, err
@@ -156,23 +241,26 @@ func Plan(r Request, snaps []Snapshot, contents map[string]inventory.Content, cl
 // pre-provisioned snapshot (docs/spec.md#import), and without its claim's
 // name restore by name would not find it, and the refusals about that
 // claim (a newer rescue of it, a claim of that name) would not weigh it
-// (issue 42). The slice is copied; a template that does not parse leaves
-// the snapshot as it is (Plan refuses it when it is chosen).
-func named(snaps []Snapshot) []Snapshot {
-	out := snaps
-	for i := range snaps {
-		s := &snaps[i]
-		if s.SourceClaim != "" || !s.ManagedByJanitor || s.Template == "" {
+// (issue 42). With a volume label it also gives each snapshot with a
+// template its role. The slice is copied; a template that does not parse
+// leaves the snapshot as it is (Plan refuses it when it is chosen).
+func named(snaps []Snapshot, volumeLabel string) []Snapshot {
+	out := slices.Clone(snaps)
+	for i := range out {
+		s := &out[i]
+		if s.Template == "" || (volumeLabel == "" && (s.SourceClaim != "" || !s.ManagedByJanitor)) {
 			continue
 		}
 		t, err := ParseTemplate(s.Template)
-		if err != nil || t.Name == "" {
+		if err != nil {
 			continue
 		}
-		if &out[0] == &snaps[0] {
-			out = slices.Clone(snaps)
+		if s.SourceClaim == "" && s.ManagedByJanitor && t.Name != "" {
+			s.SourceClaim = t.Name
 		}
-		out[i].SourceClaim = t.Name
+		if volumeLabel != "" {
+			s.Role, s.RoleKnown = t.Labels[volumeLabel], true
+		}
 	}
 	return out
 }
@@ -194,7 +282,10 @@ func choose(r Request, snaps []Snapshot, contents map[string]inventory.Content) 
 	match := func(s *Snapshot) bool { return s.SourceClaim == r.Claim }
 	if r.Workspace != "" {
 		what = "workspace " + r.Workspace + " in namespace " + r.Namespace
-		match = func(s *Snapshot) bool { return s.Workspace == r.Workspace }
+		match = func(s *Snapshot) bool { return s.Workspace == r.Workspace && (!r.byRole || s.Role == r.role) }
+		if r.byRole && r.VolumeLabel != "" {
+			what = fmt.Sprintf("role %s=%q of %s", r.VolumeLabel, r.role, what)
+		}
 	}
 	var best *Snapshot
 	var bestData time.Time
@@ -261,6 +352,11 @@ func conflicts(r Request, name string, s *Snapshot, claims []Claim, snaps []Snap
 		// then written, beside a restore of that backup).
 		descends := c.From == s.Name && !c.Created.Before(s.CreationTimestamp)
 		if !descends && (c.Workspace != s.Workspace || (s.Workspace == "" && c.Name != s.SourceClaim)) {
+			continue
+		}
+		// Another role's claim holds other data: a home restored beside
+		// the workspace's data claim (docs/spec.md#restore-roles).
+		if !descends && !sameRole(r, s, true, c.Role) {
 			continue
 		}
 		if classify.RuleFor(c.State).Live {
@@ -354,7 +450,7 @@ func newerRescue(r Request, s *Snapshot, dataTime time.Time, snaps []Snapshot, c
 		if s.Workspace == "" {
 			same = o.SourceClaim == s.SourceClaim && s.SourceClaim != ""
 		}
-		if !same {
+		if !same || !sameRole(r, s, o.RoleKnown, o.Role) {
 			continue
 		}
 		if ok, _ := classify.Intact(&o.Snapshot, contents); !ok {

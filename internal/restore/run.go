@@ -60,6 +60,41 @@ func Do(ctx context.Context, c *kube.Clients, req Request, opts Options) (*Outco
 	if err != nil {
 		return nil, err
 	}
+	return execute(ctx, c, req, plan, opts)
+}
+
+// DoAll is Do for every claim the request brings back (PlanAll: with
+// --workspace and --volume-label, one per role of the workspace). Every
+// plan is made before anything is written: a refusal of one role writes
+// nothing. The claims are then created one after the other; with the
+// first error come the outcomes so far, the last one the claim it is
+// about (Created false when it was not created).
+func DoAll(ctx context.Context, c *kube.Clients, req Request, opts Options) ([]*Outcome, error) {
+	snaps, contents, claims, err := read(ctx, c, req, opts)
+	if err != nil {
+		return nil, err
+	}
+	req.ClockSkew = opts.Policy.ClockSkew
+	plans, err := PlanAll(req, snaps, contents, claims)
+	if err != nil {
+		return nil, err
+	}
+	var outs []*Outcome
+	for _, plan := range plans {
+		out, err := execute(ctx, c, req, plan, opts)
+		if out == nil {
+			out = &Outcome{Plan: plan} // not created: the error says why
+		}
+		outs = append(outs, out)
+		if err != nil {
+			return outs, err
+		}
+	}
+	return outs, nil
+}
+
+// execute creates the planned claim, unless opts say to plan only.
+func execute(ctx context.Context, c *kube.Clients, req Request, plan *Result, opts Options) (*Outcome, error) {
 	out := &Outcome{Plan: plan}
 	if opts.DryRun || opts.Manifest {
 		out.Message = "would restore claim " + req.Namespace + "/" + plan.Claim.Name + " from snapshot " + plan.Snapshot.Name
@@ -93,8 +128,12 @@ func Do(ctx context.Context, c *kube.Clients, req Request, opts Options) (*Outco
 // read lists what Plan needs: the namespace's claims, classified, and its
 // snapshots with their templates and contents.
 func read(ctx context.Context, c *kube.Clients, req Request, opts Options) ([]Snapshot, map[string]inventory.Content, []Claim, error) {
-	inv, err := kube.Read(ctx, c, kube.Scope{Namespaces: []string{req.Namespace}, WorkspaceLabel: opts.Policy.WorkspaceLabel,
-		PageSize: opts.PageSize})
+	scope := kube.Scope{Namespaces: []string{req.Namespace}, WorkspaceLabel: opts.Policy.WorkspaceLabel, PageSize: opts.PageSize}
+	if req.VolumeLabel != "" {
+		// The claims' roles: the read keeps these labels of a claim.
+		scope.NotifyLabels = []string{req.VolumeLabel}
+	}
+	inv, err := kube.Read(ctx, c, scope)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -102,7 +141,11 @@ func read(ctx context.Context, c *kube.Clients, req Request, opts Options) ([]Sn
 	ds := classify.Classify(inv, opts.Policy, now)
 	claims := make([]Claim, 0, len(ds))
 	for i := range ds {
-		claims = append(claims, ClaimOf(&ds[i], now))
+		cl := ClaimOf(&ds[i], now)
+		if req.VolumeLabel != "" {
+			cl.Role = ds[i].Claim.Labels.Notify[req.VolumeLabel]
+		}
+		claims = append(claims, cl)
 	}
 	var list *snapv1.VolumeSnapshotList
 	err = c.Retry.Do(ctx, "list snapshots in "+req.Namespace, func(ctx context.Context) error {
