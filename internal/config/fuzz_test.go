@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,7 +21,9 @@ import (
 // in testdata/fuzz/<FuzzName>/; `go test` runs them as regression tests,
 // `go test -fuzz '^FuzzLoadFile$' -fuzztime 5s ./internal/config/` explores.
 
-var fuzzCommands = []string{CommandScan, CommandSnapshot, CommandReap, CommandRun, CommandGuard, CommandVersion}
+// fuzzCommands are every command Load knows (TestFuzzCoversEveryCommand).
+var fuzzCommands = []string{CommandScan, CommandSnapshot, CommandReap, CommandRun, CommandGuard, CommandRestore, CommandPrune,
+	CommandExplain, CommandVersion}
 
 func noEnv(string) (string, bool) { return "", false }
 
@@ -108,7 +111,7 @@ func FuzzLoadFile(f *testing.F) {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		for _, command := range []string{CommandScan, CommandRun} {
+		for _, command := range fuzzCommands {
 			fs := pflag.NewFlagSet("janitor", pflag.ContinueOnError)
 			Register(fs)
 			if err := fs.Parse([]string{"--config", path}); err != nil {
@@ -131,6 +134,9 @@ func FuzzLoadFlags(f *testing.F) {
 	f.Add(uint8(4), "--rescue\n-l\napp in (a,b)\n--max-deletion-percent\nNaN")
 	f.Add(uint8(2), "-l\n!app,env notin (prod)\n--workspace-label\nexample.com/ws")
 	f.Add(uint8(0), "--exclude-namespace\na,,b,a\n--lock-namespace\nUPPER")
+	f.Add(uint8(6), "--keep-last\n3\n--keep-for\n-1h\n--delete-contents\n--yes")
+	f.Add(uint8(5), "--from\nws-rescue\n--as\nNot_A_Name\n--allow-older")
+	f.Add(uint8(7), "-n\nws\n--keep-last\n1\n-o\njson")
 	f.Fuzz(func(t *testing.T, cmd uint8, argv string) {
 		command := fuzzCommands[int(cmd)%len(fuzzCommands)]
 		fs, ok := newFlags(t, strings.Split(argv, "\n"))
@@ -151,6 +157,8 @@ func FuzzLoadEnv(f *testing.F) {
 	f.Add(uint8(3), "SELECTOR=   \nALL_CLAIMS=false\nYES=1")
 	f.Add(uint8(0), "NAMESPACE=a,b\nALL_NAMESPACES=TRUE")
 	f.Add(uint8(1), "SNAPSHOT_TIMEOUT=0\nGRACE_PERIOD=-0s")
+	f.Add(uint8(6), "KEEP_LAST=-1\nDELETE_CONTENTS=yes")
+	f.Add(uint8(5), "FROM=\nAS=ws\nALLOW_OLDER=true")
 	f.Fuzz(func(t *testing.T, cmd uint8, text string) {
 		command := fuzzCommands[int(cmd)%len(fuzzCommands)]
 		env := map[string]string{}
@@ -179,7 +187,7 @@ func FuzzSelector(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, sel string) {
-		for _, command := range []string{CommandRun, CommandScan} {
+		for _, command := range fuzzCommands {
 			fs, ok := newFlags(t, []string{"--selector", sel})
 			if !ok {
 				return
@@ -188,6 +196,21 @@ func FuzzSelector(f *testing.F) {
 			checkLoad(t, command, c, err)
 		}
 	})
+}
+
+// TestFuzzCoversEveryCommand: the fuzzers load for every command that has
+// options of its own (commandBits) and for version; a command added there
+// and not to fuzzCommands would go unfuzzed.
+func TestFuzzCoversEveryCommand(t *testing.T) {
+	want := []string{CommandVersion}
+	for _, cb := range commandBits {
+		want = append(want, cb.name)
+	}
+	for _, c := range want {
+		if !slices.Contains(fuzzCommands, c) {
+			t.Errorf("the fuzzers do not load %q", c)
+		}
+	}
 }
 
 // TestConfigFileOfSeveralDocumentsIsRejected: YAML allows several
