@@ -220,4 +220,13 @@ var mutants = []mutant{
 	{ID: "B04", File: "internal/reap/batch.go", Pkgs: reapPkg,
 		Search: "return justified(ctx, c, ev, snap)", Replace: "return nil",
 		Why: "the batch does not read its rescues again"},
+
+	// A workspace is rescued before any of its claims is reaped (issue 41,
+	// docs/spec.md#reap-workspace-first).
+	{ID: "W01", File: "internal/classify/siblings.go", Pkgs: classifyPkg,
+		Search: "rule.Idle && o.State != Rescued", Replace: "rule.Idle && o.State == Orphaned",
+		Why: "a claim is reaped while another claim of its workspace is in its grace period, being snapshotted or failing"},
+	{ID: "W02", File: "internal/classify/siblings.go", Pkgs: classifyPkg,
+		Search: "o.Workspace != d.Workspace || o.Claim.Namespace != d.Claim.Namespace ||", Replace: "o.Workspace != d.Workspace ||",
+		Why: "a claim waits for an orphan of a workspace of the same name in another namespace"},
 }
