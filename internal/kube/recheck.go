@@ -51,6 +51,11 @@ type NamespaceRead struct {
 	// volume (whose claim is <pod>-<volume>).
 	PodRefs   map[string][]inventory.Referrer
 	Snapshots []inventory.Snapshot
+	// Objects are the claims as read, by name (without managedFields):
+	// what a rescue records as the claim's template, so that it needs no
+	// read of its own (issue 43). The read keeps them only until the next
+	// read of the namespace replaces it.
+	Objects map[string]*corev1.PersistentVolumeClaim
 	// ServerTime is the API server's clock after the lists were read.
 	ServerTime time.Time
 }
@@ -60,7 +65,7 @@ type NamespaceRead struct {
 // unused because its pods could not be read.
 func ReadNamespace(ctx context.Context, c *Clients, ns string, o RecheckOptions) (*NamespaceRead, error) {
 	o = o.withDefaults()
-	nr := &NamespaceRead{Namespace: ns, PodRefs: map[string][]inventory.Referrer{}}
+	nr := &NamespaceRead{Namespace: ns, PodRefs: map[string][]inventory.Referrer{}, Objects: map[string]*corev1.PersistentVolumeClaim{}}
 	// Claims and snapshots first, pods last: a pod that appears while the
 	// claims are listed is then still seen.
 	err := pages(ctx, c, o, "claims in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
@@ -70,10 +75,13 @@ func ReadNamespace(ctx context.Context, c *Clients, ns string, o RecheckOptions)
 			return "", err
 		}
 		for i := range l.Items {
-			nr.Claims = append(nr.Claims, Claim(&l.Items[i], o.WorkspaceLabel))
+			p := &l.Items[i]
+			nr.Claims = append(nr.Claims, Claim(p, o.WorkspaceLabel))
+			p.ManagedFields = nil
+			nr.Objects[p.Name] = p
 		}
 		return l.Continue, nil
-	}, func() { nr.Claims = nr.Claims[:0] })
+	}, func() { nr.Claims = nr.Claims[:0]; clear(nr.Objects) })
 	if err != nil {
 		return nil, err
 	}
@@ -226,23 +234,29 @@ func (r *Rechecker) Namespace(ctx context.Context, ns string) (*NamespaceRead, e
 // GETs the contents of the snapshots that bear on it, and returns the
 // inventory to classify it on (see RecheckInventory).
 func (r *Rechecker) Inventory(ctx context.Context, base *inventory.Inventory, claim inventory.Key) (*inventory.Inventory, error) {
+	inv, _, err := r.InventoryRead(ctx, base, claim)
+	return inv, err
+}
+
+// InventoryRead is Inventory, with the namespace read it was built from.
+func (r *Rechecker) InventoryRead(ctx context.Context, base *inventory.Inventory, claim inventory.Key) (*inventory.Inventory, *NamespaceRead, error) {
 	nr, err := r.Namespace(ctx, claim.Namespace)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	contents := map[string]inventory.Content{}
 	for _, name := range RelevantContents(nr, claim.Name) {
-		vc, err := ReadContent(ctx, r.c, name)
+		vc, err := GetContent(ctx, r.c, name)
 		switch {
-		case apierrors.IsNotFound(err):
-			// Gone: the snapshot bound to it is not intact.
 		case err != nil:
-			return nil, &ReadError{What: "VolumeSnapshotContent " + name, Err: err}
+			return nil, nil, &ReadError{What: "VolumeSnapshotContent " + name, Err: err}
+		case vc == nil:
+			// Gone: the snapshot bound to it is not intact.
 		default:
 			contents[name] = Content(vc)
 		}
 	}
-	return RecheckInventory(base, nr, claim.Name, contents), nil
+	return RecheckInventory(base, nr, claim.Name, contents), nr, nil
 }
 
 // RelevantContents names the bound contents of the snapshots whose evidence

@@ -90,6 +90,8 @@ type claimRescue struct {
 	created   bool      // this run created the snapshot
 	lastError string    // why the last round did not end the rescue
 	leaked    []string  // contents its snapshot deletions left behind
+	// from is the claim as the last re-check read it (nil: not in it).
+	from *corev1.PersistentVolumeClaim
 }
 
 // remove deletes one of the claim's snapshots (see rescuer.remove) and
@@ -123,10 +125,11 @@ func (c *claimRescue) run(ctx context.Context) Outcome {
 func (c *claimRescue) round(ctx context.Context) (Outcome, bool) {
 	// Just before creating (and before every recreate): is the claim
 	// still unused, and still not superseded?
-	fd, o, ok := c.r.recheckClaim(ctx, c.d)
+	fd, from, o, ok := c.r.recheckClaim(ctx, c.d)
 	if !ok {
 		return o, true
 	}
+	c.from = from
 	since := *fd.OrphanedSince
 	skew := c.r.o.Policy.ClockSkew
 	wait, ok := clockWait(c.r.now(), since, skew, maxClockWait)
@@ -189,7 +192,7 @@ func (c *claimRescue) snapshotName(ctx context.Context, fd *classify.Decision, s
 func (c *claimRescue) createAndWait(ctx context.Context, fd *classify.Decision, name string) (Outcome, bool) {
 	archive := fd.State == classify.Superseded
 	at := time.Now() // before the create, or the read of the one found
-	vs, isNew, err := c.r.ensure(ctx, fd, name, c.class, archive, c.attempt())
+	vs, isNew, err := c.r.ensure(ctx, fd, name, c.class, archive, c.attempt(), c.from)
 	if errors.Is(err, errDeleting) {
 		// Ours, on its way out (a recreate of an earlier run, or someone
 		// deleting it): never a rescue. Create it anew once it is gone.
@@ -212,16 +215,16 @@ func (c *claimRescue) createAndWait(ctx context.Context, fd *classify.Decision, 
 	return c.settle(ctx, c.r.wait(ctx, vs, at), name, vs.UID, archive)
 }
 
-// recordCreated counts a snapshot this run created and records it with an
-// Event. The claim itself is written once, when the rescue ends (ready,
-// failed, given up): one patch with the phase label and the attempt record
-// at once (issue 43). The phase label only mirrors the state; a run that
-// ends while waiting leaves it as the scan wrote it, and the next scan
-// classifies the claim Snapshotting from its snapshot.
+// recordCreated counts a snapshot this run created. The claim is written
+// once, when the rescue ends (ready, failed, given up): one patch with the
+// phase label and the attempt record at once, and one Event
+// (docs/spec.md#run-events, issue 43). The phase label only mirrors the
+// state; a run that ends while waiting leaves it as the scan wrote it, and
+// the next scan classifies the claim Snapshotting from its snapshot.
 func (c *claimRescue) recordCreated(ctx context.Context, name string) {
 	c.created = true
 	c.r.count(func(n *Counts) { n.Created++ })
-	c.r.event(ctx, c.cl, corev1.EventTypeNormal, "SnapshotCreated", fmt.Sprintf("created VolumeSnapshot %s (class %s, attempt %d)", name, c.class, c.attempt()))
+	zerolog.Ctx(ctx).Info().Str("class", c.class).Int("attempt", c.attempt()).Msg("snapshot created")
 }
 
 // settle carries out the wait's verdict on the snapshot. done is false
@@ -229,6 +232,9 @@ func (c *claimRescue) recordCreated(ctx context.Context, name string) {
 func (c *claimRescue) settle(ctx context.Context, v verdict, name string, uid types.UID, archive bool) (Outcome, bool) {
 	switch v.Result {
 	case waitReady:
+		if o, replaced := c.cutFromAnother(ctx, v.Source, name, uid); replaced {
+			return o, true
+		}
 		if why, behind := cutBehind(v.Cut, c.since, c.r.o.Policy.ClockSkew); behind && !archive {
 			// Intact, but it would not count as the rescue: never
 			// reported Rescued (docs/spec.md#rescue-behind-clock).
@@ -269,7 +275,11 @@ func (c *claimRescue) awaitGone(ctx context.Context, name string, uid types.UID)
 // and the attempt record cleared.
 func (c *claimRescue) ready(ctx context.Context, name string, archive bool) Outcome {
 	c.r.count(func(n *Counts) { n.Ready++ })
-	c.r.event(ctx, c.cl, corev1.EventTypeNormal, "SnapshotReady", "VolumeSnapshot "+name+" is ready to use")
+	msg := "VolumeSnapshot " + name + " is ready to use"
+	if c.created {
+		msg += fmt.Sprintf(" (created by this run: class %s, attempt %d)", c.class, c.attempt())
+	}
+	c.r.event(ctx, c.cl, corev1.EventTypeNormal, "SnapshotReady", msg)
 	// A successful rescue clears the attempt record.
 	c.r.writeClaim(ctx, c.cl, claimPatch(c.cl.UID, classify.Rescued, &attemptWrite{Clear: true}))
 	c.markStale(ctx, c.since)
@@ -318,4 +328,48 @@ func (c *claimRescue) giveUp(ctx context.Context, msg, name string, delErr error
 	c.r.event(ctx, c.cl, corev1.EventTypeWarning, "SnapshotFailed", "VolumeSnapshot "+name+": "+m)
 	c.r.writeClaim(ctx, c.cl, claimPatch(c.cl.UID, classify.SnapshotFailed, &attemptWrite{Attempts: total, Next: next}))
 	return Outcome{Snapshot: name, Action: ActionFailed, State: classify.SnapshotFailed, Message: m, Err: delErr}
+}
+
+// cutFromAnother checks that the ready snapshot was cut from the claim
+// (docs/spec.md#rescue-claim-template): the snapshot is created by the
+// claim's name, and the snapshot controller reads the claim of that name
+// after the create, so another claim that took the name since the
+// re-check may be what was cut. source is the volume its content was cut
+// from. A snapshot proven cut from another volume is deleted and the
+// claim skipped (replaced). When either volume is unknown the claim is
+// read again: the UID the re-check saw, still there, proves it (a claim
+// that existed before the create and after the cut is the one cut);
+// another claim, or none, proves nothing either way, and the snapshot,
+// which may be the only copy of the claim's data, is kept and the claim
+// skipped.
+func (c *claimRescue) cutFromAnother(ctx context.Context, source, name string, uid types.UID) (Outcome, bool) {
+	want := ""
+	if c.r.inv != nil {
+		want = c.r.inv.PVs[c.cl.VolumeName].VolumeHandle
+	}
+	if want != "" && source != "" {
+		if source == want {
+			return Outcome{}, false
+		}
+		msg := fmt.Sprintf("another claim took the name since the re-check: VolumeSnapshot %s was cut from volume %s, not the claim's %s", name, source, want)
+		zerolog.Ctx(ctx).Warn().Str("reason", msg).Msg("snapshot of another claim; deleting it")
+		if err := c.remove(ctx, name, uid); err != nil {
+			msg += "; deleting it failed: " + err.Error()
+		} else {
+			msg += "; it was deleted"
+		}
+		return Outcome{Snapshot: name, Action: ActionSkipped, State: c.d.State, Message: msg + "; not snapshotted"}, true
+	}
+	cur, err := c.r.getClaim(ctx, c.cl)
+	switch {
+	case err != nil:
+		// As a failed read before the create always was: logged, and
+		// the rescue stands.
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the claim again to tell what was cut")
+		return Outcome{}, false
+	case cur != nil && cur.UID == c.cl.UID:
+		return Outcome{}, false
+	}
+	msg := "the claim was deleted or replaced while VolumeSnapshot " + name + " was cut: which claim it holds cannot be told; the snapshot is kept"
+	return Outcome{Snapshot: name, Action: ActionSkipped, State: c.d.State, Message: msg}, true
 }

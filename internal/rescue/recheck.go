@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
@@ -16,15 +17,26 @@ import (
 
 // recheckClaim re-classifies the claim on a fresh read of its namespace. ok
 // is false when it must not be snapshotted now; o then says why.
-func (r *rescuer) recheckClaim(ctx context.Context, d *classify.Decision) (*classify.Decision, Outcome, bool) {
+//
+// from is the claim as that read has it (nil when it has none).
+func (r *rescuer) recheckClaim(ctx context.Context, d *classify.Decision) (fd *classify.Decision, from *corev1.PersistentVolumeClaim, o Outcome, ok bool) {
+	fd, nr, o, ok := r.recheckRead(ctx, d)
+	if ok && nr != nil {
+		from = nr.Objects[d.Claim.Name]
+	}
+	return fd, from, o, ok
+}
+
+// recheckRead is recheckClaim, with the namespace read it re-checked on.
+func (r *rescuer) recheckRead(ctx context.Context, d *classify.Decision) (*classify.Decision, *kube.NamespaceRead, Outcome, bool) {
 	cl := d.Claim
-	inv, err := r.recheck.Inventory(ctx, r.inv, cl.Key())
+	inv, nr, err := r.recheck.InventoryRead(ctx, r.inv, cl.Key())
 	if err != nil {
 		// Fail closed: without a fresh read, nothing is created.
 		msg := "could not re-check the claim before the snapshot: " + err.Error()
 		zerolog.Ctx(ctx).Error().Err(err).Msg("re-check failed; not snapshotted")
 		r.count(func(c *Counts) { c.Failed++ })
-		return nil, Outcome{Action: ActionFailed, State: d.State, Message: msg, Err: err}, false
+		return nil, nil, Outcome{Action: ActionFailed, State: d.State, Message: msg, Err: err}, false
 	}
 	// Classified on the same clock as the scan (the upper bound its marks
 	// were taken from), or a mark taken a moment ago would look like the
@@ -34,7 +46,7 @@ func (r *rescuer) recheckClaim(ctx context.Context, d *classify.Decision) (*clas
 	if now.IsZero() {
 		err := errors.New("the API server sent no Date header: cannot tell its time")
 		r.count(func(c *Counts) { c.Failed++ })
-		return nil, Outcome{Action: ActionFailed, State: d.State, Message: err.Error(), Err: err}, false
+		return nil, nil, Outcome{Action: ActionFailed, State: d.State, Message: err.Error(), Err: err}, false
 	}
 	ds := classify.Classify(inv, r.o.Policy, now)
 	r.clearUsed(ctx, ds)
@@ -42,9 +54,7 @@ func (r *rescuer) recheckClaim(ctx context.Context, d *classify.Decision) (*clas
 	// every claim of the namespace that a pod uses now, and each such use
 	// is one the janitor saw (docs/spec.md#marks): remembered for this run and
 	// written down.
-	if nr, err := r.recheck.Namespace(ctx, cl.Namespace); err == nil {
-		r.clearUsed(ctx, r.seenInUse(nr))
-	}
+	r.clearUsed(ctx, r.seenInUse(nr))
 	fd, ok, why := stillTarget(ds, cl.UID, r.o.Superseded)
 	if !ok {
 		state := d.State
@@ -52,15 +62,15 @@ func (r *rescuer) recheckClaim(ctx context.Context, d *classify.Decision) (*clas
 			state = fd.State
 		}
 		zerolog.Ctx(ctx).Info().Str("state", string(state)).Str("reason", why).Msg("not snapshotted")
-		return nil, Outcome{Action: ActionSkipped, State: state, Message: why}, false
+		return nil, nil, Outcome{Action: ActionSkipped, State: state, Message: why}, false
 	}
 	if fd.OrphanedSince == nil {
 		// The scan wrote no mark yet (a dry run, or a failed write): no
 		// rescue without the moment it rescues.
-		return nil, Outcome{Action: ActionSkipped, State: classify.Grace,
+		return nil, nil, Outcome{Action: ActionSkipped, State: classify.Grace,
 			Message: "re-checked just before the snapshot: its orphaned-since is not known yet"}, false
 	}
-	return fd, Outcome{}, true
+	return fd, nr, Outcome{}, true
 }
 
 // seenInUse records every claim of the namespace read that a pod references

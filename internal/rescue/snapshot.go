@@ -60,7 +60,10 @@ var errDeleting = errors.New("the snapshot is being deleted")
 
 // ensure creates the snapshot, or finds the one an earlier run (or attempt)
 // made. isNew reports whether this call created it.
-func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class string, archive bool, attempt int) (*snapv1.VolumeSnapshot, bool, error) {
+//
+// from is the claim as the re-check read it (nil: not in that read): its
+// template is recorded without a read of its own.
+func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class string, archive bool, attempt int, from *corev1.PersistentVolumeClaim) (*snapv1.VolumeSnapshot, bool, error) {
 	cl := d.Claim
 	vs := &snapv1.VolumeSnapshot{
 		ObjectMeta: metav1.ObjectMeta{
@@ -77,7 +80,9 @@ func (r *rescuer) ensure(ctx context.Context, d *classify.Decision, name, class 
 	if r.o.WorkspaceLabel != "" && d.Workspace != "" {
 		vs.Labels[r.o.WorkspaceLabel] = d.Workspace
 	}
-	if err := r.template(ctx, cl, vs); err != nil {
+	if from != nil && from.UID == cl.UID {
+		recordTemplate(ctx, from, vs)
+	} else if err := r.template(ctx, cl, vs); err != nil {
 		return nil, false, err
 	}
 	if archive {
@@ -187,13 +192,11 @@ func (r *rescuer) getSnapshot(ctx context.Context, ns, name string) (*snapv1.Vol
 	return kube.GetSnapshot(ctx, r.c, ns, name)
 }
 
-// getContent reads a VolumeSnapshotContent; nil when it does not exist.
+// getContent reads a VolumeSnapshotContent by name (a get); nil when it
+// does not exist.
 func (r *rescuer) getContent(ctx context.Context, name string) (*inventory.Content, error) {
-	vc, err := kube.ReadContent(ctx, r.c, name)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
+	vc, err := kube.GetContent(ctx, r.c, name)
+	if err != nil || vc == nil {
 		return nil, err
 	}
 	c := kube.Content(vc)
@@ -209,14 +212,9 @@ var errReplaced = errors.New("the claim was deleted or replaced since the re-che
 // that fails leaves the rescue without a template (a restore then needs
 // --storage-class and --size), logged: the rescue matters more.
 func (r *rescuer) template(ctx context.Context, cl *inventory.Claim, vs *snapv1.VolumeSnapshot) error {
-	var p *corev1.PersistentVolumeClaim
-	err := r.c.Retry.Do(ctx, "get claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
-		var err error
-		p, err = r.c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Get(ctx, cl.Name, metav1.GetOptions{})
-		return err
-	})
+	p, err := r.getClaim(ctx, cl)
 	switch {
-	case apierrors.IsNotFound(err):
+	case err == nil && p == nil:
 		return errReplaced
 	case err != nil:
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the claim for its template; the rescue carries none")
@@ -224,15 +222,34 @@ func (r *rescuer) template(ctx context.Context, cl *inventory.Claim, vs *snapv1.
 	case p.UID != cl.UID:
 		return errReplaced
 	}
+	recordTemplate(ctx, p, vs)
+	return nil
+}
+
+// recordTemplate records p's template on vs (docs/spec.md#rescue-claim-template).
+func recordTemplate(ctx context.Context, p *corev1.PersistentVolumeClaim, vs *snapv1.VolumeSnapshot) {
 	data, dropped, err := restore.NewTemplate(p)
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("claim template; the rescue carries none")
-		return nil
+		return
 	}
 	vs.Annotations[restore.AnnotationTemplate] = data
 	if len(dropped) > 0 {
 		vs.Annotations[restore.AnnotationTemplateDropped] = strings.Join(dropped, ",")
 		zerolog.Ctx(ctx).Warn().Strs("dropped", dropped).Msg("claim template over 16 KiB: annotations dropped")
 	}
-	return nil
+}
+
+// getClaim reads the claim of cl's name; nil, and no error, when there is none.
+func (r *rescuer) getClaim(ctx context.Context, cl *inventory.Claim) (*corev1.PersistentVolumeClaim, error) {
+	var p *corev1.PersistentVolumeClaim
+	err := r.c.Retry.Do(ctx, "get claim "+cl.Namespace+"/"+cl.Name, func(ctx context.Context) error {
+		var err error
+		p, err = r.c.Kube.CoreV1().PersistentVolumeClaims(cl.Namespace).Get(ctx, cl.Name, metav1.GetOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return p, err
 }

@@ -77,6 +77,9 @@ type verdict struct {
 	Next time.Duration
 	// Cut is the ready snapshot's cut time (waitReady only).
 	Cut time.Time
+	// Source is the volume the ready snapshot was cut from, its content's
+	// spec.source.volumeHandle ("" when it names none; waitReady only).
+	Source string
 }
 
 // readRetry is how soon a snapshot that could not be read is read again.
@@ -115,7 +118,7 @@ func decide(ob observation, st waitState, now time.Time, o waitOptions) verdict 
 	}
 	ok, why := intact(s, ob.Content)
 	if ok {
-		return verdict{Result: waitReady, Cut: classify.CutTime(s)}
+		return verdict{Result: waitReady, Cut: classify.CutTime(s), Source: ob.Content.SourceVolume}
 	}
 	var v verdict
 	deadline := st.Started.Add(o.Timeout)

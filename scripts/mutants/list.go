@@ -229,4 +229,7 @@ var mutants = []mutant{
 	{ID: "W02", File: "internal/classify/siblings.go", Pkgs: classifyPkg,
 		Search: "o.Workspace != d.Workspace || o.Claim.Namespace != d.Claim.Namespace ||", Replace: "o.Workspace != d.Workspace ||",
 		Why: "a claim waits for an orphan of a workspace of the same name in another namespace"},
+	{ID: "S05", File: "internal/rescue/claim.go", Pkgs: rescuePkg,
+		Search: "\t\tif source == want {", Replace: "\t\tif source != \"\" {",
+		Why: "a snapshot cut from another claim's volume counted as the rescue"},
 }
