@@ -104,12 +104,13 @@ var rbacKinds = []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBindi
 func TestCronJobMatchesChart(t *testing.T) {
 	cmFile, text, cj := cronJobConfig(t)
 	cfg := yamlMap(t, "cronjob.yaml ConfigMap", text)
-	dryRun, ok := cfg["dry-run"].(bool)
-	if !ok {
-		t.Fatal("the ConfigMap must set dry-run (the chart's dryRun)")
-	}
+	// The chart's mode, from the CronJob's arguments (--marks-only: the
+	// preview; --yes: acting) and dry-run in the ConfigMap (a plain dry run).
+	args := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args
+	plainDry, _ := cfg["dry-run"].(bool)
+	marksOnly := slices.Contains(args, "--marks-only")
 	delete(cfg, "dry-run")
-	chart := helmTemplate(t, map[string]any{"dryRun": dryRun, "config": cfg})
+	chart := helmTemplate(t, map[string]any{"dryRun": plainDry || marksOnly, "marksOnly": marksOnly, "config": cfg})
 	exampleObjs := readObjects(t, example(t, "cronjob.yaml"))
 
 	t.Run("RBAC", func(t *testing.T) {

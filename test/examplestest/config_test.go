@@ -3,8 +3,6 @@
 package examplestest
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,39 +11,37 @@ import (
 )
 
 // TestCronJobActSwitch checks the comment on how to make the CronJob act:
-// dry-run: false in the ConfigMap together with --yes works; either change
-// alone is refused with exit 2 before anything is read or written.
+// it starts in the preview (--marks-only, docs/spec.md#marks-only), and
+// --yes in its place acts; both together, or neither without a terminal,
+// are refused with exit 2 before anything is read or written.
 func TestCronJobActSwitch(t *testing.T) {
-	cmFile, text, cj := cronJobConfig(t)
-	if !strings.Contains(text, "dry-run: true") || !strings.Contains(text, "TO ACT") {
-		t.Fatal("the ConfigMap must start with dry-run: true and say how to act")
-	}
+	cmFile, _, cj := cronJobConfig(t)
 	raw, _ := readFileString(example(t, "cronjob.yaml"))
-	if !strings.Contains(raw, "# - --yes") {
-		t.Error("the CronJob's args must show the --yes to uncomment")
+	if !strings.Contains(raw, "TO ACT: replace it by --yes") {
+		t.Error("the CronJob's args must say how to act")
 	}
 	args := withoutConfig(cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args[1:])
-	if slices.Contains(args, "--yes") || slices.Contains(args, "-y") {
-		t.Fatalf("the CronJob already runs with --yes: %q", args)
+	if !slices.Equal(args, []string{"--marks-only"}) {
+		t.Fatalf("the CronJob runs with %q, want the preview (--marks-only) alone", args)
 	}
-
-	acting := filepath.Join(t.TempDir(), "acting.yaml")
-	if err := os.WriteFile(acting, []byte(strings.Replace(text, "dry-run: true", "dry-run: false", 1)), 0o600); err != nil {
-		t.Fatal(err)
+	// The preview.
+	cfg, err := loadConfig(t, cmFile, config.CommandRun, args...)
+	if err != nil || !cfg.DryRun || !cfg.MarksOnly || cfg.Yes {
+		t.Fatalf("--marks-only: %v (dry-run %t marks-only %t yes %t)", err, cfg != nil && cfg.DryRun, cfg != nil && cfg.MarksOnly, cfg != nil && cfg.Yes)
 	}
-	// Both changes: the janitor acts.
-	cfg, err := loadConfig(t, acting, config.CommandRun, append(args, "--yes")...)
-	if err != nil || cfg.DryRun || !cfg.Yes {
-		t.Fatalf("dry-run: false with --yes: %v (dry-run %t yes %t)", err, cfg != nil && cfg.DryRun, cfg != nil && cfg.Yes)
+	// --yes in its place: the janitor acts.
+	cfg, err = loadConfig(t, cmFile, config.CommandRun, "--yes")
+	if err != nil || cfg.DryRun || cfg.MarksOnly || !cfg.Yes {
+		t.Fatalf("--yes: %v (dry-run %t marks-only %t yes %t)", err, cfg != nil && cfg.DryRun, cfg != nil && cfg.MarksOnly, cfg != nil && cfg.Yes)
 	}
-	// --yes alone: refused by the loader.
+	// --yes beside it: refused by the loader.
 	if _, err := loadConfig(t, cmFile, config.CommandRun, append(args, "--yes")...); err == nil || !strings.Contains(err.Error(), "mutually exclusive") {
-		t.Errorf("--yes with dry-run: true: want a refusal, got %v", err)
+		t.Errorf("--yes with --marks-only: want a refusal, got %v", err)
 	}
-	// dry-run: false alone: the janitor refuses without a terminal, exit 2.
+	// Neither: the janitor refuses without a terminal, exit 2.
 	r := run(t, []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}, janitorBin(t),
-		append([]string{"run", "--config", acting, "--kubeconfig", env.Kubeconfig}, args...)...)
+		"run", "--config", cmFile, "--kubeconfig", env.Kubeconfig)
 	if r.code != 2 {
-		t.Errorf("dry-run: false without --yes: exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
+		t.Errorf("neither --marks-only nor --yes: exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

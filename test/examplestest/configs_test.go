@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
 )
@@ -113,14 +114,53 @@ func TestConfigsLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the CronJob's configuration: %v", err)
 		}
-		// It starts in dry run.
-		if !cfg.DryRun || cfg.Yes {
-			t.Errorf("the CronJob runs with dry-run %t yes %t; it must start in dry run", cfg.DryRun, cfg.Yes)
-		}
-		if cfg.LockNamespace != cj.Namespace {
-			t.Errorf("lock-namespace %q, want the CronJob's namespace %q (its Role grants the Lease there)", cfg.LockNamespace, cj.Namespace)
+		// It starts in the chart's preview (docs/spec.md#marks-only).
+		if !cfg.DryRun || !cfg.MarksOnly || cfg.Yes {
+			t.Errorf("the CronJob runs with dry-run %t marks-only %t yes %t; it must start in the preview with marks", cfg.DryRun, cfg.MarksOnly, cfg.Yes)
 		}
 	})
+}
+
+// TestExamplesShareTheManualRunsLease (docs/spec.md#run-lease-namespace):
+// every configuration of examples/ (and cronjob.yaml's) takes its Lease
+// where a manual run with default flags takes it, so that the two exclude
+// each other; and the example RBAC grants the Lease there and nowhere else.
+func TestExamplesShareTheManualRunsLease(t *testing.T) {
+	fs := pflag.NewFlagSet("janitor", pflag.ContinueOnError)
+	config.Register(fs)
+	if err := fs.Parse([]string{"-l", "app=ide", "--dry-run"}); err != nil {
+		t.Fatal(err)
+	}
+	manual, err := config.Load(fs, config.CommandRun, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmFile, _, _ := cronJobConfig(t)
+	files := append(exampleYAML(t)[kindConfig], cmFile)
+	for _, f := range files {
+		cfg, err := loadConfig(t, f, config.CommandRun)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if cfg.LockNamespace != manual.LockNamespace {
+			t.Errorf("%s: lock-namespace %q, a manual run's is %q: they would not exclude each other", filepath.Base(f), cfg.LockNamespace, manual.LockNamespace)
+		}
+	}
+	for _, file := range []string{"cronjob.yaml", "rbac-namespaced.yaml"} {
+		var where []string
+		for _, o := range ofKind(readObjects(t, example(t, file)), "Role") {
+			role := convert[rbacv1.Role](t, o)
+			for _, rule := range role.Rules {
+				if slices.Contains(rule.Resources, "leases") {
+					where = append(where, role.Namespace)
+					break
+				}
+			}
+		}
+		if !slices.Equal(where, []string{manual.LockNamespace}) {
+			t.Errorf("%s grants the Lease in %v, want only %q (a manual run's)", file, where, manual.LockNamespace)
+		}
+	}
 }
 
 // withoutConfig drops --config FILE from args (the test passes its own).
