@@ -1,6 +1,7 @@
 package rescue
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -41,4 +42,65 @@ func TestRescueOfAClaimCreatedFromASnapshot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOriginsAgreeWithTheWalk: the index answers what OriginDataTime's
+// walk answers, claim by claim.
+func TestOriginsAgreeWithTheWalk(t *testing.T) {
+	inv, claims := originFleet(200)
+	o := NewOrigins(inv)
+	for i := range claims {
+		cl := &claims[i]
+		wt, wok := OriginDataTime(inv, cl)
+		it, iok := o.DataTime(cl)
+		if wok != iok || !wt.Equal(it) {
+			t.Fatalf("%s: index (%v, %v), walk (%v, %v)", cl.Name, it, iok, wt, wok)
+		}
+	}
+	if _, ok := NewOrigins(nil).DataTime(&claims[0]); ok {
+		t.Error("an empty index found an origin")
+	}
+}
+
+// originFleet is n snapshots of one namespace and n claims created from
+// them (every third one from a snapshot created after it: no origin).
+func originFleet(n int) (*inventory.Inventory, []inventory.Claim) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	inv := &inventory.Inventory{Snapshots: map[string][]inventory.Snapshot{}}
+	claims := make([]inventory.Claim, n)
+	for i := range n {
+		cut := t0.Add(time.Duration(i) * time.Second)
+		name := fmt.Sprintf("backup-%05d", i)
+		inv.Snapshots["ws"] = append(inv.Snapshots["ws"], inventory.Snapshot{Namespace: "ws", Name: name, CreationTimestamp: cut, CutTime: &cut, ReadyToUse: true})
+		created := cut.Add(time.Hour)
+		if i%3 == 0 {
+			created = cut.Add(-time.Hour)
+		}
+		claims[i] = inventory.Claim{Namespace: "ws", Name: fmt.Sprintf("ws-%05d", i), CreationTimestamp: created, DataSource: name}
+	}
+	return inv, claims
+}
+
+// BenchmarkOriginDataTime is the rescue's cost, per claim created from a
+// snapshot, of finding that snapshot's data time among 10,000 snapshots of
+// its namespace (issue 43): the walk is O(snapshots) per claim, the index
+// O(1) after one O(snapshots) build per run.
+func BenchmarkOriginDataTime(b *testing.B) {
+	inv, claims := originFleet(10000)
+	b.Run("walk", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			OriginDataTime(inv, &claims[i%len(claims)])
+		}
+	})
+	b.Run("index", func(b *testing.B) {
+		o := NewOrigins(inv)
+		for i := 0; b.Loop(); i++ {
+			o.DataTime(&claims[i%len(claims)])
+		}
+	})
+	b.Run("build", func(b *testing.B) {
+		for b.Loop() {
+			NewOrigins(inv)
+		}
+	})
 }

@@ -211,6 +211,9 @@ type rescuer struct {
 	recheck *kube.Rechecker
 	hub     *snapshotHub // the run's watches of snapshots
 
+	originsOnce sync.Once
+	origins     *Origins // r.inv's snapshots by name, built at the first ask
+
 	mu     sync.Mutex
 	counts Counts
 	// cleared: claims whose marks a re-check removed, by UID, with the
