@@ -58,7 +58,7 @@ type Options struct {
 func AnnotationsOnly(m classify.Marks, state classify.State, useTime time.Time) classify.Marks {
 	m.Phase, m.PhaseValue = classify.Keep, ""
 	if m.ReapAfter == classify.Set {
-		m.ReapAfter = classify.Keep
+		m.ReapAfter, m.ReapAfterValue = classify.Keep, time.Time{}
 	}
 	if state == classify.Attached && m.LastUsed != classify.Set && !useTime.IsZero() {
 		m.LastUsed, m.LastUsedValue = classify.Set, useTime
