@@ -11,7 +11,9 @@
 //	go run -tags integration ./scripts/bench                                   # N = 10k, 50k; 3 reps
 //	go run -tags integration ./scripts/bench --sizes 10000,50000,100000        # 100k too (seeding ~25 min on 2 cores)
 //	go run -tags integration ./scripts/bench --sizes '' --snapshot-throughput 1000
+//	go run -tags integration ./scripts/bench --sizes 10000 --snapshot-throughput 10000 --snapshot-pods 10000   # issue 43: rescue and reap of 10k beside 10k pods, with the floors
 //	go run -tags integration ./scripts/bench --sizes '' --fleet 10000                # two clusters of 10k: fleet scan vs two scans
+//	go run -tags integration ./scripts/bench --sizes '' --bundle 1000                # export on one cluster, import on the next
 package main
 
 import (
@@ -39,11 +41,14 @@ type options struct {
 	workers        int
 	snapshotN      int
 	snapshotQPS    int
+	snapshotPods   int
+	snapshotFloors bool
 	scanArgs       []string
 	dir            string
 	hold           bool
 	withContents   bool
 	fleetN         int
+	bundleN        int
 }
 
 func main() { os.Exit(run()) }
@@ -76,10 +81,13 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.workers, "workers", 64, "concurrent creates while seeding")
 	fs.IntVar(&o.snapshotN, "snapshot-throughput", 0, "also rescue this many orphaned claims end to end on a full stack (0: skip)")
 	fs.IntVar(&o.snapshotQPS, "snapshot-qps", 100, "the janitor's --qps in the snapshot throughput run (burst is twice that)")
+	fs.IntVar(&o.snapshotPods, "snapshot-pods", 0, "seed this many workspace pods (none using a claim) in the snapshot run's namespace: every pod list of the rescue and the reap reads them")
+	fs.BoolVar(&o.snapshotFloors, "snapshot-floors", true, "measure the floors beside the snapshot run on as many more claims: the snapshot controller's own throughput, and kubectl delete of the claims")
 	scanArgs := fs.String("scan-args", "", "extra arguments for `janitor scan` (experiments; recorded in the results)")
 	fs.StringVar(&o.dir, "dir", "", "cluster folder (default: a temporary folder, removed at the end)")
 	fs.BoolVar(&o.hold, "hold", false, "after measuring, keep the scale cluster up until SIGINT (to profile against it)")
 	fs.IntVar(&o.fleetN, "fleet", 0, "also seed two clusters of this many claims each and compare the fleet scan of both with the two single scans (0: skip)")
+	fs.IntVar(&o.bundleN, "bundle", 0, "also export this many rescued workspaces on one cluster and import them on a second on the same storage (0: skip)")
 	fs.BoolVar(&o.withContents, "contents", true, "seed one VolumeSnapshotContent per snapshot (a ready snapshot always has one)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -112,8 +120,8 @@ func parseFlags(args []string) (*options, error) {
 	if *scanArgs != "" {
 		o.scanArgs = strings.Fields(*scanArgs)
 	}
-	if len(o.sizes) == 0 && o.snapshotN == 0 && o.fleetN == 0 {
-		return nil, errors.New("nothing to do: --sizes is empty and --snapshot-throughput and --fleet are 0")
+	if len(o.sizes) == 0 && o.snapshotN == 0 && o.fleetN == 0 && o.bundleN == 0 {
+		return nil, errors.New("nothing to do: --sizes is empty and --snapshot-throughput, --fleet and --bundle are 0")
 	}
 	return o, nil
 }
@@ -152,6 +160,16 @@ func bench(ctx context.Context, o *options) error {
 			return err
 		}
 		if err := writeSection(o.out, sectionFleet, renderFleet(res)); err != nil {
+			return err
+		}
+		logf("wrote %s", o.out)
+	}
+	if o.bundleN > 0 {
+		res, err := bundleBench(ctx, o, work, janitorBin)
+		if err != nil {
+			return err
+		}
+		if err := writeSection(o.out, sectionBundle, renderBundle(res)); err != nil {
 			return err
 		}
 		logf("wrote %s", o.out)

@@ -53,6 +53,18 @@ type snapshotResult struct {
 	ReapArgs         []string
 	Reaped, ReapExit int
 	ReapRun          sample
+	// Pods were seeded in the janitor's namespace (--snapshot-pods), in
+	// PodSeed.
+	Pods    int
+	PodSeed time.Duration
+	// ListedRescue and ListedReap are the objects the API server's lists
+	// returned during each run, by resource (listedObjects).
+	ListedRescue, ListedReap map[string]float64
+	// Floor is the floors' run (--snapshot-floors), FloorSeed the seeding
+	// of its claims, KubectlVersion its kubectl.
+	Floor          *floorResult
+	FloorSeed      time.Duration
+	KubectlVersion string
 }
 
 // reapArgs are the flags of the reap that follows the throughput run: it
@@ -86,6 +98,25 @@ func snapshotThroughput(ctx context.Context, o *options, work, janitorBin string
 	if err := seedOrphans(ctx, o, f, res); err != nil {
 		return nil, err
 	}
+	if o.snapshotPods > 0 {
+		res.Pods = o.snapshotPods
+		if res.PodSeed, err = seedPods(ctx, o, f, o.snapshotPods); err != nil {
+			return nil, err
+		}
+		logf("seeded %d pods in %s", res.Pods, res.PodSeed.Round(time.Millisecond))
+	}
+	if o.snapshotFloors {
+		res.Floor = &floorResult{}
+		res.KubectlVersion = kubectlVersion(ctx, c.Bin.Kubectl)
+		if res.FloorSeed, err = seedFloorClaims(ctx, o, f, o.snapshotN); err != nil {
+			return nil, err
+		}
+		logf("floor: %d snapshots created directly", o.snapshotN)
+		if err := controllerFloor(ctx, f, o.snapshotN, o.snapshotQPS, res.Floor); err != nil {
+			return nil, err
+		}
+		logf("floor: %d ready in %s", res.Floor.Ready, res.Floor.Controller.Round(time.Millisecond))
+	}
 
 	logf("rescuing %d claims: janitor %s", o.snapshotN, strings.Join(res.Args, " "))
 	counter, err := startRequestCounter(c.Config, work)
@@ -96,10 +127,18 @@ func snapshotThroughput(ctx context.Context, o *options, work, janitorBin string
 	if err := rescueAll(ctx, c, f, counter, janitorBin, res); err != nil {
 		return nil, err
 	}
+	listed := listedObjects(ctx, f)
 	if err := reapAll(ctx, c, counter, janitorBin, res); err != nil {
 		return nil, err
 	}
+	res.ListedReap = diffCounts(listedObjects(ctx, f), listed)
 	logf("reaped %d in %s", res.Reaped, res.ReapRun.Wall.Round(time.Millisecond))
+	if res.Floor != nil {
+		if err := kubectlDeleteFloor(ctx, c, counter, o.snapshotN, res.Floor); err != nil {
+			return nil, err
+		}
+		logf("floor: kubectl deleted %d in %s", res.Floor.Deleted, res.Floor.Delete.Wall.Round(time.Millisecond))
+	}
 	return res, nil
 }
 
@@ -142,9 +181,11 @@ func rescueAll(ctx context.Context, c *testenv.Cluster, f *testenv.Fixtures, cou
 	var out bytes.Buffer
 	args := append([]string{"--kubeconfig", counter.kubeconfig}, res.Args...)
 	before := requestCounts(ctx, f)
+	listed := listedObjects(ctx, f)
 	var err error
 	res.Run, err = runProc(ctx, componentPID(c.Dir, "kube-apiserver"), &out, janitorBin, args...)
 	res.Requests = diffCounts(requestCounts(ctx, f), before)
+	res.ListedRescue = diffCounts(listedObjects(ctx, f), listed)
 	res.Own = counter.take()
 	if err != nil {
 		// Exit 4 (some rescues failed) still has a report worth recording.
@@ -246,6 +287,24 @@ func renderSnapshot(r *snapshotResult) string {
 		fmt.Fprintf(&b, "- per rescued claim (the snapshot run, %d rescued): %s\n", r.Created, perClaim(r.Own, r.Created))
 		fmt.Fprintf(&b, "- per reaped claim (`janitor %s`, %d deleted in %s, exit %d): %s\n", strings.Join(r.ReapArgs, " "),
 			r.Reaped, dur(r.ReapRun.Wall), r.ReapExit, perClaim(r.Reap, r.Reaped))
+		fmt.Fprintf(&b, "\nObjects read per claim (what the API server's lists returned during the run, from its `apiserver_*_list_returned_objects_total`, plus the janitor's gets):\n\n")
+		fmt.Fprintf(&b, "- rescue: %s\n", objectsPerClaim(r.ListedRescue, r.Own, r.Created))
+		fmt.Fprintf(&b, "- reap: %s\n", objectsPerClaim(r.ListedReap, r.Reap, r.Reaped))
+	}
+	if r.Pods > 0 {
+		fmt.Fprintf(&b, "\nThe janitor's namespace also held %d workspace pods (none using a claim; seeded in %s): every pod list reads them all.\n", r.Pods, dur(r.PodSeed))
+	}
+	if f := r.Floor; f != nil {
+		b.WriteString("\n### Side by side with the floors\n\n")
+		fmt.Fprintf(&b, "The floors ran on %d more bound claims in `%s` (seeded in %s), on the same stack in the same run: ", r.N, floorNS, dur(r.FloorSeed))
+		fmt.Fprintf(&b, "**the snapshot controller's own throughput** (one VolumeSnapshot per claim created directly, 32 at a time at --qps %s, until every one is ready) and **`kubectl %s`** (kubectl %s, 500 names per process; its client's own rate limit).\n\n",
+			r.Args[indexOf(r.Args, "--qps")+1], strings.Join(f.KubectlArgs, " "), r.KubectlVersion)
+		b.WriteString("| step | claims | janitor wall | floor wall | janitor / floor | janitor peak RSS |\n|---|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "| rescue (create and wait until ready) | %d | %s | %s (%d ready) | **%.2f** | %s |\n", r.Created, dur(r.Run.Wall), dur(f.Controller), f.Ready,
+			ratio(r.Run.Wall, f.Controller), mib(r.Run.MaxRSS))
+		fmt.Fprintf(&b, "| reap (delete) | %d | %s | %s (%d deletes) | **%.2f** | %s |\n", r.Reaped, dur(r.ReapRun.Wall), dur(f.Delete.Wall), f.Deleted,
+			ratio(r.ReapRun.Wall, f.Delete.Wall), mib(r.ReapRun.MaxRSS))
+		fmt.Fprintf(&b, "\nThe janitor's rescue wall time includes its scan and marks; the controller floor's does not. kubectl's requests: %s.\n", perClaim(f.Requests, max(1, f.Deleted)))
 	}
 	return b.String()
 }
@@ -302,4 +361,14 @@ func diffCounts(after, before map[string]float64) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// indexOf is the index of x in s (-1: not there).
+func indexOf(s []string, x string) int {
+	for i, v := range s {
+		if v == x {
+			return i
+		}
+	}
+	return -1
 }
