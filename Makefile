@@ -110,8 +110,8 @@ matrix: control-plane ## the contract suite and the node tests on every supporte
 chaos: control-plane ## the long chaos profile (500 janitor runs under faults, kills and churn; CHAOS_FEATURE_GATES=… for other gates, CHAOS_ARGS=… for more flags); figures in docs/reliability.md
 	CHAOS_FEATURE_GATES='$(CHAOS_FEATURE_GATES)' CHAOS_ARGS='$(CHAOS_ARGS)' bash scripts/chaos/run.sh 500
 
-BENCH_FLAGS ?= --sizes 10000,50000 --reps 3 --snapshot-throughput 1000
-bench: control-plane ## scan at N=10k,50k vs the serving floor + 1,000 rescues; writes docs/benchmarks.md (~20 min; 100k: BENCH_FLAGS='--sizes 10000,50000,100000 --snapshot-throughput 1000')
+BENCH_FLAGS ?= --sizes 10000,50000 --reps 3 --snapshot-throughput 10000 --snapshot-pods 10000
+bench: control-plane ## scan at N=10k,50k vs the serving floor + rescue and reap of 10,000 claims beside 10,000 pods vs their floors; writes docs/benchmarks.md (~75 min; 100k: BENCH_FLAGS='--sizes 10000,50000,100000 --snapshot-throughput 10000 --snapshot-pods 10000')
 	go run $(INTEGRATION) ./scripts/bench $(BENCH_FLAGS)
 
 tools: ## build the pinned helm, goreleaser and actionlint into the cache, apt-get install shellcheck if missing (cold: ~4 min)
