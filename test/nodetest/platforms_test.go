@@ -168,6 +168,67 @@ func TestPlatformCoder(t *testing.T) {
 	row.log(t, "Coder", start)
 }
 
+// TestPlatformCoderHomeAndData: a workspace with two claims, the starter
+// template's home and a data claim beside it, each labelled with its role
+// (app.kubernetes.io/component, the recipe's volume-label); a pod writes
+// each; the stop destroys the Deployment; both are rescued and reaped; on
+// return janitor restore --workspace brings both back, each from its own
+// rescue (docs/spec.md#restore-roles).
+func TestPlatformCoderHomeAndData(t *testing.T) {
+	needNode(t)
+	start := time.Now()
+	cfg := platformFile("coder", "janitor.yaml")
+	objs := platformObjects(t, "coder", "workspace.yaml")
+	const id = "0f8a3c2e-6b1d-4e57-9a2f-3c4d5e6f7a8b"
+	home := objs.claim(t, "coder-"+id+"-home")
+	ns := home.Namespace + "-2"
+	home.Namespace = ns
+	data := home.DeepCopy()
+	data.Name = "coder-" + id + "-data"
+	home.Labels["app.kubernetes.io/component"], data.Labels["app.kubernetes.io/component"] = "home", "data"
+	namespace(t, ns)
+	createClaim(t, home)
+	createClaim(t, data)
+	deploy := objs.deployment(t, "coder-"+id)
+	deploy.Namespace = ns
+	tpl := &deploy.Spec.Template.Spec
+	tpl.Volumes = append(tpl.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: data.Name}}})
+	tpl.Containers[0].VolumeMounts = append(tpl.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: "/data"})
+	createDeployment(t, deploy)
+	// The workspace image writes at its first mount: one pod per claim,
+	// the second with the mounts the other way round.
+	homePod := deploymentPod(deploy)
+	dataPod := deploymentPod(deploy)
+	dataPod.Name = deploy.Name + "-data"
+	m := dataPod.Spec.Containers[0].VolumeMounts
+	m[0], m[1] = m[1], m[0]
+	text := map[string]string{
+		home.Name: fmt.Sprintf("alice's home, %d", time.Now().UnixNano()),
+		data.Name: fmt.Sprintf("alice's data, %d", time.Now().UnixNano()),
+	}
+	runPod(t, homePod, text[home.Name])
+	runPod(t, dataPod, text[data.Name])
+	deleteDeployment(t, deploy)
+	stopPod(t, ns, homePod.Name)
+	stopPod(t, ns, dataPod.Name)
+	row := reapLife(t, cfg, ns, home.Name, data.Name)
+
+	rep := janitorReport(t, "restore", "--config", cfg, "-n", ns, "--workspace", id, "--restore-timeout", "2m", "-o", "json")
+	for _, name := range []string{home.Name, data.Name} {
+		if e := entry(rep, ns, name); e == nil || e.Action != "restored" {
+			t.Fatalf("restore --workspace %s: %s: %+v; want restored", id, name, e)
+		}
+	}
+	row.back = true
+	createDeployment(t, deploy)
+	row.bytes = readBackPod(t, homePod) == text[home.Name] && readBackPod(t, dataPod) == text[data.Name]
+	if !row.bytes {
+		t.Fatal("the restored home and data do not hold their files")
+	}
+	row.log(t, "Coder, home and data", start)
+}
+
 // TestPlatformDevWorkspacePerWorkspace: the DevWorkspace (its CRD, reduced
 // to a schemaless one), storage-<id> owned by it, the Deployment; a stop
 // scales the Deployment to 0: the claim stays in use (owner, template) and
