@@ -21,13 +21,20 @@ func newExplainCommand(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   config.CommandExplain + " NAMESPACE/CLAIM | CLAIM",
 		Short: "Show why a claim is in its state: the whole evidence chain, read-only",
-		Long: `explain reads the claim's namespace as a scan would (writing nothing) and shows
-every rule of docs/spec.md#states in order, matched or not and why; what references the
-claim; the janitor's mark and the Unused condition side by side and which one
-dates the orphan period; every snapshot of the claim or its workspace with its
-cut and data times, whether it is intact and what it is to this claim; the
-workspace's other claims; and the next action with the earliest time it can
-happen. -o json (or yaml) gives the same as data.`,
+		Long: `explain shows why one claim is in its state. It reads the claim's
+namespace as a scan would and writes nothing: no mark, no Lease.
+
+It shows:
+  - every rule of docs/spec.md#states in order, matched or not, and why;
+  - what references the claim;
+  - the janitor's mark and the Unused condition side by side, and which one
+    dates the orphan period;
+  - every snapshot of the claim or its workspace: cut and data times, whether
+    it is intact, and what it is to this claim;
+  - the workspace's other claims;
+  - the next action, and the earliest time it can happen.
+
+-o json (or yaml) gives the same as data.`,
 		Example: `  # Why the claim is in its state, and what happens to it next
   janitor explain workspaces/ws-abc --workspace-label workspace-id
 

@@ -17,19 +17,22 @@ func newGuardCommand(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   config.CommandGuard,
 		Short: "Exit 3 while any claim in scope holds data a teardown would lose",
-		Long: `guard is the gate before a cluster teardown. It classifies every claim in scope
-without writing anything and exits 3 when anything in scope holds data that a
+		Long: `guard is the gate before a cluster teardown. It classifies every claim in
+scope, writes nothing, and exits 3 while anything in scope holds data a
 teardown would lose:
+
   - claims that are ` + atRiskStates() + `;
   - Rescued claims whose rescue is not intact, or whose VolumeSnapshotContent
     has deletionPolicy Delete (--allow-delete-policy accepts those);
-  - the janitor's own rescues of claims already reaped: the rescue is then the
-    only copy, so it must be intact and, without --allow-delete-policy, Retain
-    (listed under the report's snapshots);
-  - fewer than --min-claims claims in scope (a mistyped selector must not pass).
-At-risk entries are listed first. Exit 0 means nothing in scope would be lost.
---rescue runs snapshot first (it then needs a selector, like every mutating
-command).`,
+  - the janitor's own rescues of claims already reaped (the only copy): not
+    intact, or Delete without --allow-delete-policy; listed under snapshots;
+  - fewer than --min-claims claims in scope (a mistyped selector must not
+    pass).
+
+At-risk entries come first. Exit 0: nothing in scope would be lost.
+
+--rescue runs snapshot first; it then needs a selector, like every command
+that writes.`,
 		Example: `  # The gate before a teardown: exit 3 while anything in scope would be lost
   janitor guard -A -l app=ide --workspace-label workspace-id || echo "do not tear down"
 

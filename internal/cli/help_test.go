@@ -1,8 +1,11 @@
 package cli_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/cli"
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
@@ -110,4 +113,73 @@ func TestUnknownCommandsAndTopics(t *testing.T) {
 			t.Errorf("janitor %s: stderr is not one line: %q", strings.Join(tc.args, " "), stderr)
 		}
 	}
+}
+
+// longPending are the commands whose Long is still one dense paragraph,
+// in files another engineer owns (issue 39 item 13 leaves them to their
+// owner). The check below fails once one of them passes, so that the
+// entry goes.
+var longPending = map[string]bool{"restore": true, "export": true, "import": true}
+
+// TestHelpLongIsShortParagraphs (issue 39 item 13): every command's Long is
+// written as kubectl's are, in short paragraphs and lists, never a wall of
+// text: no paragraph longer than 4 lines (a list item, a line indented by
+// two spaces, starts a paragraph of its own; deeper lines continue it), no
+// line wider than 80 columns, and it says what the command never does or
+// writes nothing.
+func TestHelpLongIsShortParagraphs(t *testing.T) {
+	root := cli.NewCommand(cli.Streams{})
+	cmds := append([]*cobra.Command{root}, root.Commands()...)
+	checked := 0
+	for _, cmd := range cmds {
+		name := cmd.Name()
+		if name == "completion" || name == "help" || cmd.Long == "" {
+			continue // cobra's own, or a Short alone (version)
+		}
+		checked++
+		problems := longProblems(cmd.Long)
+		if longPending[name] {
+			if len(problems) == 0 {
+				t.Errorf("%s's Long passes now: take it out of longPending", name)
+			}
+			continue
+		}
+		for _, p := range problems {
+			t.Errorf("%s --help: %s", name, p)
+		}
+		if !strings.Contains(cmd.Long, "never") && !strings.Contains(cmd.Long, "nothing") {
+			t.Errorf("%s --help does not say what it never does (or that it writes nothing)", name)
+		}
+	}
+	if checked < 9 {
+		t.Errorf("checked %d commands' Long, want every command's (at least 9)", checked)
+	}
+}
+
+// longProblems returns what makes a help text a wall: paragraphs of more
+// than 4 lines, lines of more than 80 columns.
+func longProblems(long string) []string {
+	var out []string
+	para, start := 0, ""
+	prevIndent := 0
+	for _, line := range strings.Split(long, "\n") {
+		if len(line) > 80 {
+			out = append(out, fmt.Sprintf("line of %d columns: %q", len(line), line))
+		}
+		trimmed := strings.TrimLeft(line, " ")
+		indent := len(line) - len(trimmed)
+		switch {
+		case trimmed == "":
+			para = 0
+			continue
+		case para == 0, indent == 2, indent == 0 && prevIndent > 0:
+			para, start = 0, line
+		}
+		para++
+		prevIndent = indent
+		if para == 5 {
+			out = append(out, fmt.Sprintf("a paragraph of more than 4 lines, from %q", start))
+		}
+	}
+	return out
 }

@@ -17,17 +17,23 @@ func newPruneCommand(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   config.CommandPrune,
 		Short: "Delete the janitor's own rescues by retention, never the last copy",
-		Long: `prune deletes the janitor's own rescues (never anyone else's snapshot) by
-retention (docs/spec.md#retention): --keep-for (rescues cut longer ago are candidates) and
---keep-last (all but the N newest by data time per workspace are candidates);
-with both, a rescue is kept when either keeps it; with neither, prune refuses
-(exit 2) before reading anything. Whatever the retention, it never deletes the only copy of a
-workspace's last data, a rescue a claim that is not yet Bound restores from, a
-held rescue (pvc-janitor.io/hold), or a rescue whose source claim still exists
-and is not rescued by a newer snapshot. A Retain VolumeSnapshotContent is set
-to Delete first only with --delete-contents; without it, such a rescue is
-kept. Blast radius, --dry-run, --yes (needed over several clusters) and the
-Lease work as for reap.`,
+		Long: `prune deletes the janitor's own rescues by retention
+(docs/spec.md#retention), never anyone else's snapshot.
+
+  - --keep-for D: rescues cut longer ago than D are candidates.
+  - --keep-last N: all but the N newest of each workspace (by data time) are.
+  - With both, a rescue is kept when either keeps it; with neither, prune
+    refuses before reading anything (exit 2).
+
+Whatever the retention, it never deletes the only copy of a workspace's last
+data, a rescue a claim not yet Bound restores from, a held rescue
+(pvc-janitor.io/hold), or the rescue of a claim that still exists and has no
+newer rescue.
+
+A Retain VolumeSnapshotContent is set to Delete first only with
+--delete-contents; without it, such a rescue is kept. The blast radius,
+--dry-run, --yes (needed over several clusters) and the Lease work as for
+reap.`,
 		Example: `  # Which rescues all but the newest of each workspace would go
   janitor prune -n workspaces --workspace-label workspace-id --keep-last 1 --dry-run
 

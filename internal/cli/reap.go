@@ -14,14 +14,18 @@ func newReapCommand(s Streams) *cobra.Command {
 		Use:   config.CommandReap,
 		Short: "Scan, then delete every claim whose data is provably rescued",
 		Long: `reap scans, then deletes every Rescued claim (and Superseded ones under
---superseded=discard). Immediately before deleting it re-reads the cluster and
-re-classifies; each delete carries Preconditions{UID, ResourceVersion} from that
-read, so a claim that changed since (a pod started using it) is skipped, not
-deleted. Over --max-deletions or --max-deletion-percent nothing is deleted
-(exit 4). On a terminal it asks for confirmation unless --yes; without a
-terminal and without --yes it refuses (exit 2), as it does over several
-clusters (--context a,b or --all-contexts): no prompt then, --yes or --dry-run.
---dry-run deletes nothing.`,
+--superseded=discard).
+
+Right before deleting it re-reads and re-classifies the claims; each delete
+carries the UID and resourceVersion of that read, so a claim that changed
+since (a pod started using it) is skipped, never deleted.
+
+  - More than --max-deletions or --max-deletion-percent: nothing is deleted
+    (exit 4).
+  - On a terminal it asks first, unless --yes. Without a terminal, or over
+    several clusters (--context a,b, --all-contexts), it needs --yes or
+    --dry-run (exit 2).
+  - --dry-run deletes nothing; -o name lists the claims it would delete.`,
 		Example: `  # The claims reap would delete, one per line, deleting nothing
   janitor reap -n workspaces -l app=ide --workspace-label workspace-id --dry-run -o name
 
@@ -57,14 +61,25 @@ func newRunCommand(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   config.CommandRun,
 		Short: "scan, snapshot and reap in one run under one lease (what the CronJob runs)",
-		Long: `run is the CronJob's command: scan (and mark), rescue every Orphaned claim into
-a VolumeSnapshot, then reap the claims whose rescue is ready, all under one
-Lease and with one report. Without a terminal, or over several clusters
-(--context a,b or --all-contexts), it needs --yes to delete (or --dry-run).`,
+		Long: `run is the CronJob's command: scan (and mark), rescue every Orphaned claim
+into a VolumeSnapshot, reap the claims whose rescue is intact and, with
+--keep-for or --keep-last, prune; under one Lease, with one report.
+
+It deletes only what reap would, and prunes only what prune would.
+
+  - Without a terminal, or over several clusters (--context a,b,
+    --all-contexts), it needs --yes to delete (exit 2 otherwise).
+  - --dry-run writes nothing and reports what it would do.
+  - --marks-only writes only the marks and the Lease: the chart's preview,
+    whose grace periods start on every Kubernetes minor
+    (docs/spec.md#marks-only).`,
 		Example: `  # Preview a whole run: what it would mark, rescue, reap and prune, changing nothing
   janitor run -A -l app=ide --workspace-label workspace-id --dry-run
 
-  # What the CronJob runs
+  # The chart's preview: writes only the marks and the Lease, so grace periods start
+  janitor run -A -l app=ide --workspace-label workspace-id --marks-only
+
+  # What the chart's CronJob runs once it acts
   janitor run -A -l app=ide --workspace-label workspace-id --yes
 
   # With retention: prune rescues older than 30 days after the reap

@@ -22,12 +22,25 @@ func NewCommand(s Streams) *cobra.Command {
 		Use:   "janitor",
 		Short: "Find, rescue and reap orphaned workspace PersistentVolumeClaims",
 		Long: `janitor finds workspace PersistentVolumeClaims that nothing uses, rescues
-them into CSI VolumeSnapshots without ever overwriting newer data, and deletes
-them only once the rescue is provably durable.
+them into CSI VolumeSnapshots and deletes them only once the rescue is
+provably durable.
 
-Exit codes: 0 ok, 1 runtime error, 2 usage or configuration error, 3 guard
-found data at risk, 4 partial failure or blast radius exceeded, 5 lock held
-by another run, 130/143 interrupted.`,
+It never overwrites newer data, never deletes a claim in use or without an
+intact rescue, and never writes a label or annotation outside
+pvc-janitor.io/.
+
+Start read-only (scan --dry-run, explain), then preview (run --marks-only),
+then act (run --yes).
+
+Exit codes:
+  0        ok
+  1        runtime error (a read failed, the server is unreachable, the Lease
+           was lost)
+  2        usage or configuration error; nothing was changed
+  3        guard: data in scope would be lost
+  4        partial failure, or the blast radius was exceeded
+  5        the Lease is held by another run
+  130/143  interrupted (SIGINT/SIGTERM)`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}

@@ -12,10 +12,17 @@ func newScanCommand(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   config.CommandScan,
 		Short: "Classify every workspace claim in scope and mark orphans on the claim",
-		Long: `scan reads the claims in scope and everything that can keep them in use, gives
-every claim one state (docs/spec.md#states), records orphaned-since and the phase on
-the claim (pvc-janitor.io/orphaned-since, pvc-janitor.io/phase) and prints the
-report. --dry-run writes nothing.`,
+		Long: `scan reads the claims in scope and everything that can keep them in use
+(pods, workloads, VolumeAttachments) and gives every claim one state
+(docs/spec.md#states), then prints the report.
+
+It marks what it saw on the claims, under the run's Lease: the annotation
+pvc-janitor.io/orphaned-since (the grace period starts) and the label
+pvc-janitor.io/phase. It never snapshots or deletes anything.
+
+  --dry-run     writes nothing: no mark, no Event, no Lease.
+  --marks-only  writes the orphaned-since and last-used annotations and the
+                Lease, nothing else (docs/spec.md#marks-only).`,
 		Example: `  # Read-only first: every claim's state, marking nothing and taking no Lease
   janitor scan -A -l app=ide --workspace-label workspace-id --dry-run
 

@@ -12,17 +12,22 @@ func newSnapshotCommand(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   config.CommandSnapshot,
 		Short: "Scan, then rescue every Orphaned claim into a VolumeSnapshot",
-		Long: `snapshot scans (and marks), then creates a VolumeSnapshot of every Orphaned claim
-(and of Superseded ones under --superseded=archive), waits until each is
-intact (ready, no error, bound to its content; bounded by --snapshot-timeout),
-and reports. Just before each create the claim is re-checked on a fresh read of
-its namespace: a claim used again, or superseded since the scan, is skipped.
-A snapshot whose status.error persists for --snapshot-error-grace is deleted and
-recreated, at most --snapshot-attempts times; then it is deleted, and the claim
-records the failed attempts and when the next run may try again
-(--snapshot-retry-backoff, doubled per failed run, at most 24h). Superseded
-claims never get an ordinary snapshot: it could be restored over the user's
-newer work. --dry-run creates nothing.`,
+		Long: `snapshot scans (and marks), then rescues every Orphaned claim (and every
+Superseded one under --superseded=archive) into a VolumeSnapshot, and waits
+until each is intact: ready, no error, bound to its content (at most
+--snapshot-timeout).
+
+Just before each create it re-reads the claim's namespace: a claim used again
+or superseded since the scan is skipped.
+
+A snapshot whose status.error lasts --snapshot-error-grace is recreated, at
+most --snapshot-attempts times; the claim then records the failure and when
+the next run may retry (--snapshot-retry-backoff, doubled per failed run, at
+most 24h).
+
+It never deletes a claim, and never gives a Superseded claim an ordinary
+snapshot (it could be restored over the user's newer work). --dry-run
+creates nothing. Exit 4 when a rescue failed.`,
 		Example: `  # What would be rescued, creating nothing
   janitor snapshot -n workspaces -l app=ide --workspace-label workspace-id --dry-run
 
