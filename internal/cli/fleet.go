@@ -121,6 +121,7 @@ func runFleet(ctx context.Context, base *session, contexts []string, body func(*
 		return writeExplanations(s.Out, outputOf(cfg), results)
 	}
 	r := report.Merge(name, cfg.DryRun, started, cfg.PriceTable, parts)
+	r.MarksOnly = cfg.MarksOnly // docs/spec.md#marks-only
 	r.Finish(time.Now())
 	if werr := report.WriteOutput(s.Out, r, outputOf(cfg)); werr != nil && err == nil {
 		err = fmt.Errorf("write report: %w", werr)

@@ -181,7 +181,7 @@ func summaryLines(r *Report, fleet bool) string {
 	var b strings.Builder
 	b.WriteString("\n")
 	for _, c := range r.Clusters {
-		b.WriteString(clusterLine(c, r.DryRun) + "\n")
+		b.WriteString(clusterLine(c, r) + "\n")
 	}
 	if fleet {
 		b.WriteString("total: ")
@@ -290,10 +290,10 @@ func summaryLine(r *Report) string {
 
 // clusterLine is one cluster's summary in a fleet report, e.g. "cluster
 // west: 3 claims: …" or "cluster east: exit 1: error: …".
-func clusterLine(c ClusterBlock, dryRun bool) string {
+func clusterLine(c ClusterBlock, r *Report) string {
 	line := "cluster " + c.Name + ": "
 	if c.Summary != nil {
-		line += summaryLine(&Report{Summary: *c.Summary, DryRun: dryRun})
+		line += summaryLine(&Report{Summary: *c.Summary, DryRun: r.DryRun, MarksOnly: r.MarksOnly})
 	}
 	if c.ExitCode != 0 {
 		if c.Summary != nil {
