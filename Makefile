@@ -74,8 +74,9 @@ sanity: ## csi-sanity (kubernetes-csi/csi-test) against the CSI driver: identity
 
 FUZZTIME ?= 3s
 FUZZ_TARGETS := internal/config:FuzzLoadFile internal/config:FuzzLoadFlags internal/config:FuzzLoadEnv \
-	internal/config:FuzzSelector internal/rescue:FuzzName internal/rescue:FuzzNameDistinct internal/kube:FuzzWalkClaim
-fuzz: ## each fuzz target for $(FUZZTIME) (config loading, flags, env, selector, snapshot naming, the scan's claim walk); a failure, or a name that matches no target, prints its output
+	internal/config:FuzzSelector internal/rescue:FuzzName internal/rescue:FuzzNameDistinct internal/kube:FuzzWalkClaim \
+	internal/kube/wire:FuzzWalkPod internal/kube/wire:FuzzWalkPV internal/kube/wire:FuzzReadProtoList internal/kube/wire:FuzzReadJSONList
+fuzz: ## each fuzz target for $(FUZZTIME) (config loading of every command, flags, env, selector, snapshot naming, the scan's claim, pod and volume walks, the list envelopes of every kind it lists); a failure, or a name that matches no target, prints its output
 	@for pt in $(FUZZ_TARGETS); do p="$${pt%%:*}"; t="$${pt#*:}"; \
 		if out="$$(go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) "./$$p/" 2>&1)" && [[ "$$out" != *"no fuzz tests to fuzz"* ]]; then echo "fuzz $$t ok"; \
 		else echo "$$out"; echo "fuzz $$t failed (output above; a failing input goes to $$p/testdata/fuzz/$$t)"; exit 1; fi; done
