@@ -29,8 +29,9 @@ func newRestoreCommand(s Streams) *cobra.Command {
 		Short: "Recreate a claim from its rescue (by claim, by workspace, or from a named snapshot)",
 		Long: `restore recreates a claim from a rescue (docs/spec.md#restore): by claim name, from the
 newest intact rescue of that name; with --workspace, from the rescue with the
-newest data of the workspace; with --from, from a named VolumeSnapshot of the
-namespace. The new claim has the rescued claim's labels, annotations and spec
+newest data of the workspace (with --volume-label, one claim per role of the
+workspace, each from its role's newest rescue); with --from, from a named
+VolumeSnapshot of the namespace. The new claim has the rescued claim's labels, annotations and spec
 (from the template every rescue records), a dataSourceRef to the snapshot and
 pvc-janitor.io/restored-from; never a mark of the janitor. It is refused (exit
 2, nothing written) when a claim of that name exists, the snapshot is not
@@ -43,6 +44,9 @@ claim's manifest and creates nothing.`,
 
   # The newest copy of a workspace, whatever its claim was called
   janitor restore -n workspaces --workspace abc --workspace-label workspace
+
+  # Every claim of the workspace (home and data), each under its role's label
+  janitor restore -n workspaces --workspace abc --workspace-label workspace --volume-label volume
 
   # An older snapshot, under another name (never over newer data)
   janitor restore -n workspaces --from ws-abc-rescue-1a2b3c4d5e --as ws-abc-old --allow-older
