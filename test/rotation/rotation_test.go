@@ -1,12 +1,13 @@
 //go:build integration
 
 // Package rotation tests issue 42 end to end with two clusters, as a
-// platform rotates one (docs/operations.md#rotating-a-cluster): cluster A
-// keeps its CSI driver's storage in a folder outside it
-// (testenv.Options.StorageDir, JANITOR_CLUSTER_STORAGE for make
-// cluster-up), the teardown gate rescues and exports A's workspaces, A is
-// torn down entirely, and cluster B, started on the same storage, imports
-// the bundle and restores each workspace's bytes. It has no code of its
+// platform rotates one (docs/operations.md#rotating-a-cluster): cluster A,
+// started as make cluster-up starts it with JANITOR_CLUSTER_STORAGE, keeps
+// its CSI driver's storage in a folder outside it, the teardown gate
+// rescues and exports A's workspaces, A is torn down entirely (make
+// cluster-down), and cluster B, started on the same storage
+// (testenv.Options.StorageDir), imports the bundle and restores each
+// workspace's bytes. It has no code of its
 // own; each test starts its own clusters (no shared TestMain cluster).
 package rotation
 
@@ -26,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/bundle"
 	"github.com/pvc-janitor/pvc-janitor/internal/report"
@@ -39,11 +41,13 @@ const (
 )
 
 // TestRotateClusterAcrossTeardown: docs/operations.md#rotating-a-cluster,
-// step by step. On cluster A (storage in a folder of its own), two
+// step by step. On cluster A (JANITOR_CLUSTER_STORAGE=DIR localcluster up,
+// the command of make cluster-up: storage in a folder of its own), two
 // workspaces' claims hold bytes and are orphaned; examples/teardown-gate.sh
 // rescues them into snapshots of the Delete class, exports both (contents
 // Retain) to a bundle and opens. A's snapshots are deleted (as a teardown
-// deletes namespaces), then A is stopped and its folder removed. Cluster B
+// deletes namespaces), then localcluster down (make cluster-down) stops A
+// and removes its folder, and the storage folder stays. Cluster B
 // starts on the same storage folder. On B: an edited bundle is refused
 // (exit 2, nothing created); without a CSIDriver of the copies' driver each
 // copy is refused with the reason (exit 4, nothing created); with it, both
@@ -55,12 +59,15 @@ func TestRotateClusterAcrossTeardown(t *testing.T) {
 	work := t.TempDir()
 	storage := filepath.Join(work, "storage")
 	janitor := buildJanitor(t, work)
+	localcluster(t, work)
+	t.Logf("janitor and localcluster built at %s", time.Since(start).Round(time.Second))
 	bundleFile := filepath.Join(work, "teardown-bundle.yaml")
 	const ns = "workspaces"
 	data := map[string]string{"alice": "alice's last work, before the teardown\n", "bob": "bob's notes\x00\xff, byte for byte"}
 
-	// Cluster A, its storage outside it.
-	a := startCluster(t, filepath.Join(work, "a"), storage)
+	// Cluster A, its storage outside it, as make cluster-up starts it.
+	a := clusterUp(t, work, filepath.Join(work, "a"), storage)
+	t.Logf("cluster A up at %s", time.Since(start).Round(time.Second))
 	fa, err := a.NewFixtures()
 	if err != nil {
 		t.Fatal(err)
@@ -106,13 +113,16 @@ func TestRotateClusterAcrossTeardown(t *testing.T) {
 	t.Logf("gate open, bundle written at %s", time.Since(start).Round(time.Second))
 
 	// The teardown: the snapshots go (the Retain contents keep the storage
-	// snapshots), then the whole cluster.
+	// snapshots), then the whole cluster; the storage stays.
 	deleteSnapshots(t, fa, ns)
-	if err := a.Stop(); err != nil {
-		t.Fatal(err)
+	if r := run(t, localclusterEnv(storage), localcluster(t, work), "down", "--dir", a.Dir); r.code != 0 {
+		t.Fatalf("localcluster down: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if err := os.RemoveAll(a.Dir); err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(a.Dir); !os.IsNotExist(err) {
+		t.Fatalf("cluster A's folder is still there after localcluster down: %v", err)
+	}
+	if snaps, err := os.ReadDir(filepath.Join(storage, "snapshots")); err != nil || len(snaps) != len(b.Copies) {
+		t.Fatalf("the storage folder after cluster A: %d snapshot records, %v; want %d", len(snaps), err, len(b.Copies))
 	}
 	t.Logf("cluster A gone at %s", time.Since(start).Round(time.Second))
 
@@ -208,6 +218,60 @@ func TestRotateClusterAcrossTeardown(t *testing.T) {
 		}
 	}
 	t.Logf("rotation done in %s", time.Since(start).Round(time.Second))
+}
+
+// clusterUp starts cluster A in dir as make cluster-up does (localcluster
+// up, detached, with JANITOR_CLUSTER_STORAGE), stops it with localcluster
+// down when the test ends (a second down is harmless), and returns it as
+// localcluster's own commands see it: DriverStateDir is dir's csi-state.
+func clusterUp(t *testing.T, work, dir, storage string) *testenv.Cluster {
+	t.Helper()
+	bin := localcluster(t, work)
+	t.Cleanup(func() { _ = exec.Command(bin, "down", "--dir", dir).Run() })
+	if r := run(t, localclusterEnv(storage), bin, "up", "--dir", dir); r.code != 0 {
+		t.Fatalf("JANITOR_CLUSTER_STORAGE=%s localcluster up: exit %d\n%s%s", storage, r.code, r.stdout, r.stderr)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gates, _ := testenv.RecordedFeatureGates(dir)
+	version, _ := testenv.RecordedKubeVersion(dir)
+	return &testenv.Cluster{Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig"), Config: cfg,
+		DriverStateDir: filepath.Join(dir, "csi-state"), FeatureGates: gates, KubeVersion: version}
+}
+
+// localclusterEnv is make cluster-up's environment for the storage folder:
+// no feature gates, no node, whatever the test's environment says.
+func localclusterEnv(storage string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "JANITOR_CLUSTER_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, testenv.StorageEnv+"="+storage)
+}
+
+// localcluster builds test/cmd/localcluster (make cluster-up's command)
+// into work/bin once.
+func localcluster(t *testing.T, work string) string {
+	t.Helper()
+	bin := filepath.Join(work, "bin", "localcluster")
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-tags", "integration", "-o", bin, "./test/cmd/localcluster")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./test/cmd/localcluster: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // startCluster starts a cluster in dir on the storage folder and stops it
