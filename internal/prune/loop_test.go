@@ -524,3 +524,30 @@ func TestPruneSettlesIntents(t *testing.T) {
 		})
 	}
 }
+
+// TestPruneLostResponse (docs/spec.md#retention-lost-response): a delete
+// whose response was lost is retried, and the retry's check finds the
+// rescue gone, or the same rescue being deleted (the snapshot controller's
+// finalizers hold it): that is this prune's deletion, reported pruned with
+// its Event, not kept.
+func TestPruneLostResponse(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		finalized bool
+		want      []string
+	}{
+		{"gone at the retry", false, []string{"GET volumesnapshots/a1", "LIST persistentvolumeclaims", "DELETE volumesnapshots/a1 uid=uid-a1 rv=1",
+			"GET volumesnapshots/a1", "POST events Pruned"}},
+		{"being deleted at the retry", true, []string{"GET volumesnapshots/a1", "LIST persistentvolumeclaims", "DELETE volumesnapshots/a1 uid=uid-a1 rv=1",
+			"GET volumesnapshots/a1", "LIST persistentvolumeclaims", "POST events Pruned"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, o := prunes(t, snapshotv1.VolumeSnapshotContentDelete, func(s *apiStub) { s.lose, s.finalized = 1, c.finalized })
+			if o.Action != ActionPruned || !strings.Contains(o.Reason, "the response to the delete was lost") || o.Err != nil {
+				t.Errorf("a1: %s (%s, %v), want pruned: the response was lost", o.Action, o.Reason, o.Err)
+			}
+			all := s.requests()
+			checkRequests(t, "requests after the scan's", all[2:], c.want...)
+		})
+	}
+}

@@ -409,6 +409,9 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, patched
 		o.BeforeDelete(ctx, s.Key())
 	}
 	var err error
+	// lost: a delete of this run's may have been applied although its
+	// call failed (docs/spec.md#retention-lost-response).
+	lost := false
 	for try := 0; ; try++ {
 		err = c.Retry.Do(ctx, "delete snapshot "+s.Namespace+"/"+s.Name, func(ctx context.Context) error {
 			// A restore may have begun since prune read the claims
@@ -416,11 +419,18 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, patched
 			if err := stillPrunable(ctx, c, s); err != nil {
 				return err
 			}
-			return c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Delete(ctx, s.Name,
+			err := c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Delete(ctx, s.Name,
 				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &r.rv}})
+			lost = lost || mayHaveApplied(err)
+			return err
 		})
-		if why, ok := isKeep(err); ok {
-			out.Action, out.Reason = ActionKept, why
+		if k, ok := isKeep(err); ok {
+			if lost && k.deleted {
+				err = nil
+				out.Reason += " (the response to the delete was lost: " + k.why + ")"
+				break
+			}
+			out.Action, out.Reason = ActionKept, k.why
 			return out
 		}
 		if !apierrors.IsConflict(err) || !patched || try == 2 {
@@ -439,6 +449,8 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, patched
 		r.rv = rv
 	}
 	switch {
+	case apierrors.IsNotFound(err) && lost:
+		out.Reason += " (the response to the delete was lost: gone since)"
 	case apierrors.IsNotFound(err):
 		out.Action, out.Reason = ActionKept, "gone since it was read"
 		return out

@@ -44,8 +44,13 @@ func StillPrunable(uid types.UID, vs *snapv1.VolumeSnapshot, claims []corev1.Per
 	return true, ""
 }
 
-// errKeep: the read right before the delete keeps the rescue.
-type errKeep struct{ why string }
+// errKeep: the read right before the delete keeps the rescue. deleted
+// says why: the rescue is gone or being deleted (a delete of this run's
+// whose response was lost, docs/spec.md#retention-lost-response, ends so).
+type errKeep struct {
+	why     string
+	deleted bool
+}
 
 func (e *errKeep) Error() string { return e.why }
 
@@ -69,15 +74,30 @@ func stillPrunable(ctx context.Context, c *kube.Clients, s inventory.Snapshot) e
 		claims = l.Items
 	}
 	if ok, why := StillPrunable(s.UID, vs, claims, c.Clock.Latest()); !ok {
-		return &errKeep{why: why}
+		return &errKeep{why: why, deleted: vs == nil || (vs.UID == s.UID && vs.DeletionTimestamp != nil)}
 	}
 	return nil
 }
 
-func isKeep(err error) (string, bool) {
+func isKeep(err error) (*errKeep, bool) {
 	var k *errKeep
 	if errors.As(err, &k) {
-		return k.why, true
+		return k, true
 	}
-	return "", false
+	return nil, false
+}
+
+// mayHaveApplied reports whether a failed delete may still have been
+// applied: everything but a clean answer that refuses it (4xx, 429
+// included), as reap judges its own.
+func mayHaveApplied(err error) bool {
+	if err == nil {
+		return false
+	}
+	var s apierrors.APIStatus
+	if errors.As(err, &s) {
+		code := s.Status().Code
+		return code == 0 || code >= 500
+	}
+	return true // no answer: a timeout, a reset, a cancelled call
 }

@@ -61,6 +61,12 @@ type apiStub struct {
 	// leak keeps a Delete content when its snapshot is deleted (the
 	// snapshot controller judged an older copy of it).
 	leak bool
+	// lose answers the next accepted deletes with a 500: their response
+	// is lost, the deletion happened.
+	lose int
+	// finalized: a deleted snapshot stays, with its deletionTimestamp, as
+	// the snapshot controller's finalizers keep it.
+	finalized bool
 }
 
 func newStub() *apiStub {
@@ -437,11 +443,22 @@ func (s *apiStub) deleteSnapshot(w http.ResponseWriter, name string, opts metav1
 			return
 		}
 	}
-	delete(s.snaps, name)
+	if s.finalized {
+		now := metav1.Now()
+		vs.DeletionTimestamp = &now
+		s.bump(&vs.ObjectMeta)
+	} else {
+		delete(s.snaps, name)
+	}
 	if cn := vs.Status.BoundVolumeSnapshotContentName; cn != nil {
 		if vc, ok := s.contents[*cn]; ok && vc.Spec.DeletionPolicy == snapshotv1.VolumeSnapshotContentDelete && !s.leak {
 			delete(s.contents, *cn)
 		}
+	}
+	if s.lose > 0 {
+		s.lose--
+		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("the response was lost")))
+		return
 	}
 	writeJSON(w, 200, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess})
 }
