@@ -6,8 +6,9 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"strconv"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,7 +40,9 @@ type floorResult struct {
 	Delete      sample
 	Deleted     int
 	KubectlArgs []string
-	Requests    map[string]int
+	// Procs kubectl processes ran at once (kubectlDeleteFloor).
+	Procs    int
+	Requests map[string]int
 }
 
 // seedPods creates p workspace pods in the janitor's namespace; none of
@@ -124,27 +127,49 @@ func controllerFloor(ctx context.Context, f *testenv.Fixtures, n, qps int, res *
 	}
 }
 
+// kubectlQPS is kubectl's client rate (client-go's defaults: QPS 5,
+// burst 10; kubectl has no flag for it).
+const kubectlQPS = 5
+
 // kubectlDeleteFloor deletes the floor claims with kubectl, through the
 // request counter (so its requests are counted like the janitor's), by
-// name, 500 names per process.
-func kubectlDeleteFloor(ctx context.Context, c *testenv.Cluster, counter *requestCounter, n int, res *floorResult) error {
+// name: qps/kubectlQPS processes at once, so that together they delete at
+// the janitor's --qps (and burst), each a share of the names.
+func kubectlDeleteFloor(ctx context.Context, c *testenv.Cluster, counter *requestCounter, n, qps int, res *floorResult) error {
 	counter.take()
+	procs := max(1, qps/kubectlQPS)
+	res.Procs = procs
 	res.KubectlArgs = []string{"delete", "pvc", "-n", floorNS, "--wait=false", "<names>"}
-	var total sample
-	for from := 0; from < n; from += 500 {
+	var (
+		mu    sync.Mutex
+		total sample
+		first error
+		wg    sync.WaitGroup
+	)
+	start := time.Now()
+	for p := range procs {
 		args := []string{"--kubeconfig", counter.kubeconfig, "delete", "pvc", "-n", floorNS, "--wait=false"}
-		for i := from; i < min(n, from+500); i++ {
+		for i := p; i < n; i += procs {
 			args = append(args, claimName(i))
 		}
-		s, err := runProc(ctx, componentPID(c.Dir, "kube-apiserver"), nil, c.Bin.Kubectl, args...)
-		if err != nil {
-			return fmt.Errorf("kubectl delete: %w", err)
-		}
-		total.Wall += s.Wall
-		total.CPU += s.CPU
-		total.ServerCPU += s.ServerCPU
-		total.MaxRSS = max(total.MaxRSS, s.MaxRSS)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := runProc(ctx, 0, nil, c.Bin.Kubectl, args...)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && first == nil {
+				first = fmt.Errorf("kubectl delete: %w", err)
+			}
+			total.CPU += s.CPU
+			total.MaxRSS = max(total.MaxRSS, s.MaxRSS)
+		}()
 	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	total.Wall = time.Since(start)
 	res.Delete = total
 	res.Requests = counter.take()
 	for k, v := range res.Requests {
@@ -169,72 +194,24 @@ func kubectlVersion(ctx context.Context, bin string) string {
 	return "unknown"
 }
 
-// listedObjects reads kube-apiserver's counts of the objects its lists
-// returned (apiserver_cache_list_returned_objects_total, served from the
-// watch cache, and apiserver_storage_list_returned_objects_total, from
-// etcd), by resource: everyone's lists, which during a janitor run are the
-// janitor's (the controllers watch).
-func listedObjects(ctx context.Context, f *testenv.Fixtures) map[string]float64 {
-	raw, err := f.Kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil
-	}
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		var rest string
-		var ok bool
-		if rest, ok = strings.CutPrefix(line, "apiserver_cache_list_returned_objects_total{"); !ok {
-			if rest, ok = strings.CutPrefix(line, "apiserver_storage_list_returned_objects_total{"); !ok {
-				continue
-			}
-		}
-		labelsPart, value, ok := strings.Cut(rest, "} ")
-		if !ok {
-			continue
-		}
-		res := ""
-		for _, kv := range strings.Split(labelsPart, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			v = strings.Trim(v, `"`)
-			switch k {
-			case "resource":
-				res = v
-			case "resource_prefix":
-				res = v[strings.LastIndex(v, "/")+1:]
-			}
-		}
-		n, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil || res == "" {
-			continue
-		}
-		out[res] += n
-	}
-	return out
-}
-
-// objectsPerClaim renders the objects the lists returned during a run
-// (the diff of listedObjects), plus gets (one object each, from the
-// janitor's counted requests), per claim.
-func objectsPerClaim(listed map[string]float64, own map[string]int, n int) string {
-	if n == 0 || listed == nil {
+// objectsPerClaim renders the objects the janitor read during a run (the
+// proxy's count: list items and gets), per claim, by resource.
+func objectsPerClaim(objects map[string]int, n int) string {
+	if n == 0 || len(objects) == 0 {
 		return "not measured"
 	}
-	gets := 0
-	for k, v := range own {
-		if strings.HasPrefix(k, "get ") {
-			gets += v
-		}
+	keys := make([]string, 0, len(objects))
+	total := 0
+	for k, v := range objects {
+		keys = append(keys, k)
+		total += v
 	}
-	total := float64(gets)
+	sort.Slice(keys, func(i, j int) bool { return objects[keys[i]] > objects[keys[j]] })
 	var parts []string
-	for _, r := range []string{"pods", "persistentvolumeclaims", "volumesnapshots", "volumesnapshotcontents", "persistentvolumes"} {
-		if v := listed[r]; v > 0 {
-			total += v
-			parts = append(parts, fmt.Sprintf("%s %.1f", r, v/float64(n)))
+	for _, k := range keys {
+		if per := float64(objects[k]) / float64(n); per >= 0.01 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", k, per))
 		}
 	}
-	if gets > 0 {
-		parts = append(parts, fmt.Sprintf("gets %.2f", float64(gets)/float64(n)))
-	}
-	return fmt.Sprintf("%.1f (%s)", total/float64(n), strings.Join(parts, ", "))
+	return fmt.Sprintf("%.2f (%s)", float64(total)/float64(n), strings.Join(parts, ", "))
 }

@@ -3,7 +3,11 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -13,6 +17,8 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -30,6 +36,9 @@ type requestCounter struct {
 	kubeconfig string
 	mu         sync.Mutex
 	counts     map[string]int
+	// objects counts the objects the janitor read, by resource: the items
+	// of every list answer (page by page), and one per get.
+	objects map[string]int
 }
 
 // startRequestCounter proxies to cfg's server with cfg's credentials and
@@ -43,7 +52,7 @@ func startRequestCounter(cfg *rest.Config, dir string) (*requestCounter, error) 
 	if err != nil {
 		return nil, err
 	}
-	rc := &requestCounter{counts: map[string]int{}}
+	rc := &requestCounter{counts: map[string]int{}, objects: map[string]int{}}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -52,6 +61,47 @@ func startRequestCounter(cfg *rest.Config, dir string) (*requestCounter, error) 
 		},
 		Transport:     tr,
 		FlushInterval: -1,
+		// Lists are read whole here to count their items (the answer is
+		// then passed on from memory: a little later than streamed).
+		ModifyResponse: func(resp *http.Response) error {
+			info := testenv.ParseRequest(resp.Request)
+			if resp.StatusCode != http.StatusOK || info.Resource == "" || info.Subresource != "" {
+				return nil
+			}
+			switch info.Verb {
+			case "get":
+				rc.mu.Lock()
+				rc.objects[info.Resource]++
+				rc.mu.Unlock()
+			case "list":
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					return err
+				}
+				resp.Body = io.NopCloser(bytes.NewReader(body))
+				plain := body
+				if resp.Header.Get("Content-Encoding") == "gzip" {
+					zr, err := gzip.NewReader(bytes.NewReader(body))
+					if err != nil {
+						return err
+					}
+					if plain, err = io.ReadAll(zr); err != nil {
+						return err
+					}
+				}
+				n := countItems(plain, resp.Header.Get("Content-Type"))
+				rc.mu.Lock()
+				if n < 0 {
+					// Not readable here: counted apart, so that it shows.
+					rc.objects[info.Resource+" (not counted)"]++
+				} else {
+					rc.objects[info.Resource] += n
+				}
+				rc.mu.Unlock()
+			}
+			return nil
+		},
 	}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := testenv.ParseRequest(r)
@@ -87,6 +137,38 @@ func (rc *requestCounter) take() map[string]int {
 	out := rc.counts
 	rc.counts = map[string]int{}
 	return out
+}
+
+// takeObjects returns the objects read so far and starts again from zero.
+func (rc *requestCounter) takeObjects() map[string]int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := rc.objects
+	rc.objects = map[string]int{}
+	return out
+}
+
+// countItems counts the items of one list answer: protobuf (core kinds,
+// decoded with client-go's scheme) or JSON (the snapshot CRDs). -1 when it
+// cannot be read.
+func countItems(body []byte, contentType string) int {
+	if strings.Contains(contentType, "json") {
+		var l struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(body, &l); err != nil {
+			return -1
+		}
+		return len(l.Items)
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	if err != nil {
+		return -1
+	}
+	if !meta.IsListType(obj) {
+		return -1
+	}
+	return meta.LenList(obj)
 }
 
 func (rc *requestCounter) close() { rc.srv.Close() }

@@ -57,9 +57,14 @@ type snapshotResult struct {
 	// PodSeed.
 	Pods    int
 	PodSeed time.Duration
-	// ListedRescue and ListedReap are the objects the API server's lists
-	// returned during each run, by resource (listedObjects).
-	ListedRescue, ListedReap map[string]float64
+	// Mark counts the janitor's requests of the `janitor scan` that marks
+	// the orphans before the snapshot run (MarkArgs), so that the rescue's
+	// own are counted apart.
+	Mark     map[string]int
+	MarkArgs []string
+	// ObjectsRescue and ObjectsReap are the objects the janitor read in
+	// each run, by resource (the proxy's count).
+	ObjectsRescue, ObjectsReap map[string]int
 	// Floor is the floors' run (--snapshot-floors), FloorSeed the seeding
 	// of its claims, KubectlVersion its kubectl.
 	Floor          *floorResult
@@ -67,11 +72,16 @@ type snapshotResult struct {
 	KubectlVersion string
 }
 
+// reapQPS is the reap's --qps (its default; burst twice that), and the
+// kubectl floor's rate.
+const reapQPS = 50
+
 // reapArgs are the flags of the reap that follows the throughput run: it
 // deletes every rescued claim.
 func reapArgs(n int) []string {
 	return []string{"reap", "-n", snapNS, "-l", appLabel + "=" + appValue,
 		"--workspace-label", workspaceLabel, "--min-age", "0s", "--grace-period", "0s", "--yes",
+		"--qps", strconv.Itoa(reapQPS), "--burst", strconv.Itoa(2 * reapQPS),
 		"--max-deletions", strconv.Itoa(n), "--max-deletion-percent", "100", "-o", "json", "--log-level", "warn"}
 }
 
@@ -127,14 +137,14 @@ func snapshotThroughput(ctx context.Context, o *options, work, janitorBin string
 	if err := rescueAll(ctx, c, f, counter, janitorBin, res); err != nil {
 		return nil, err
 	}
-	listed := listedObjects(ctx, f)
+	counter.takeObjects()
 	if err := reapAll(ctx, c, counter, janitorBin, res); err != nil {
 		return nil, err
 	}
-	res.ListedReap = diffCounts(listedObjects(ctx, f), listed)
+	res.ObjectsReap = counter.takeObjects()
 	logf("reaped %d in %s", res.Reaped, res.ReapRun.Wall.Round(time.Millisecond))
 	if res.Floor != nil {
-		if err := kubectlDeleteFloor(ctx, c, counter, o.snapshotN, res.Floor); err != nil {
+		if err := kubectlDeleteFloor(ctx, c, counter, o.snapshotN, reapQPS, res.Floor); err != nil {
 			return nil, err
 		}
 		logf("floor: kubectl deleted %d in %s", res.Floor.Deleted, res.Floor.Delete.Wall.Round(time.Millisecond))
@@ -180,12 +190,20 @@ func seedOrphans(ctx context.Context, o *options, f *testenv.Fixtures, res *snap
 func rescueAll(ctx context.Context, c *testenv.Cluster, f *testenv.Fixtures, counter *requestCounter, janitorBin string, res *snapshotResult) error {
 	var out bytes.Buffer
 	args := append([]string{"--kubeconfig", counter.kubeconfig}, res.Args...)
+	// The scan marks the orphans first (their orphaned-since, the
+	// OrphanDetected Event), as a run before the rescue would: the
+	// snapshot run's requests are then the rescue's.
+	res.MarkArgs = append([]string{"scan"}, res.Args[1:11]...)
+	if _, err := runProc(ctx, 0, nil, janitorBin, append([]string{"--kubeconfig", counter.kubeconfig}, res.MarkArgs...)...); err != nil {
+		return fmt.Errorf("mark: %w", err)
+	}
+	res.Mark = counter.take()
+	counter.takeObjects()
 	before := requestCounts(ctx, f)
-	listed := listedObjects(ctx, f)
 	var err error
 	res.Run, err = runProc(ctx, componentPID(c.Dir, "kube-apiserver"), &out, janitorBin, args...)
 	res.Requests = diffCounts(requestCounts(ctx, f), before)
-	res.ListedRescue = diffCounts(listedObjects(ctx, f), listed)
+	res.ObjectsRescue = counter.takeObjects()
 	res.Own = counter.take()
 	if err != nil {
 		// Exit 4 (some rescues failed) still has a report worth recording.
@@ -284,12 +302,15 @@ func renderSnapshot(r *snapshotResult) string {
 	}
 	if r.Own != nil {
 		fmt.Fprintf(&b, "\nThe janitor's own API requests (counted by a proxy in front of the API server), by verb and resource:\n\n")
+		if r.Mark != nil {
+			fmt.Fprintf(&b, "- per orphan marked by `janitor %s` before the snapshot run (%d orphans): %s\n", strings.Join(r.MarkArgs, " "), r.N, perClaim(r.Mark, r.N))
+		}
 		fmt.Fprintf(&b, "- per rescued claim (the snapshot run, %d rescued): %s\n", r.Created, perClaim(r.Own, r.Created))
 		fmt.Fprintf(&b, "- per reaped claim (`janitor %s`, %d deleted in %s, exit %d): %s\n", strings.Join(r.ReapArgs, " "),
 			r.Reaped, dur(r.ReapRun.Wall), r.ReapExit, perClaim(r.Reap, r.Reaped))
-		fmt.Fprintf(&b, "\nObjects read per claim (what the API server's lists returned during the run, from its `apiserver_*_list_returned_objects_total`, plus the janitor's gets):\n\n")
-		fmt.Fprintf(&b, "- rescue: %s\n", objectsPerClaim(r.ListedRescue, r.Own, r.Created))
-		fmt.Fprintf(&b, "- reap: %s\n", objectsPerClaim(r.ListedReap, r.Reap, r.Reaped))
+		fmt.Fprintf(&b, "\nObjects the janitor read per claim (the proxy counts the items of every list answer and one per get), by resource:\n\n")
+		fmt.Fprintf(&b, "- rescue: %s\n", objectsPerClaim(r.ObjectsRescue, r.Created))
+		fmt.Fprintf(&b, "- reap: %s\n", objectsPerClaim(r.ObjectsReap, r.Reaped))
 	}
 	if r.Pods > 0 {
 		fmt.Fprintf(&b, "\nThe janitor's namespace also held %d workspace pods (none using a claim; seeded in %s): every pod list reads them all.\n", r.Pods, dur(r.PodSeed))
@@ -297,14 +318,14 @@ func renderSnapshot(r *snapshotResult) string {
 	if f := r.Floor; f != nil {
 		b.WriteString("\n### Side by side with the floors\n\n")
 		fmt.Fprintf(&b, "The floors ran on %d more bound claims in `%s` (seeded in %s), on the same stack in the same run: ", r.N, floorNS, dur(r.FloorSeed))
-		fmt.Fprintf(&b, "**the snapshot controller's own throughput** (one VolumeSnapshot per claim created directly, 32 at a time at --qps %s, until every one is ready) and **`kubectl %s`** (kubectl %s, 500 names per process; its client's own rate limit).\n\n",
-			r.Args[indexOf(r.Args, "--qps")+1], strings.Join(f.KubectlArgs, " "), r.KubectlVersion)
+		fmt.Fprintf(&b, "**the snapshot controller's own throughput** (one VolumeSnapshot per claim created directly, 32 at a time at --qps %s, until every one is ready) and **`kubectl %s`** (kubectl %s at its client's rate, %d/s and burst %d, in %d processes at once: %d/s together, the reap's `--qps`).\n\n",
+			r.Args[indexOf(r.Args, "--qps")+1], strings.Join(f.KubectlArgs, " "), r.KubectlVersion, kubectlQPS, 2*kubectlQPS, f.Procs, f.Procs*kubectlQPS)
 		b.WriteString("| step | claims | janitor wall | floor wall | janitor / floor | janitor peak RSS |\n|---|---:|---:|---:|---:|---:|\n")
 		fmt.Fprintf(&b, "| rescue (create and wait until ready) | %d | %s | %s (%d ready) | **%.2f** | %s |\n", r.Created, dur(r.Run.Wall), dur(f.Controller), f.Ready,
 			ratio(r.Run.Wall, f.Controller), mib(r.Run.MaxRSS))
 		fmt.Fprintf(&b, "| reap (delete) | %d | %s | %s (%d deletes) | **%.2f** | %s |\n", r.Reaped, dur(r.ReapRun.Wall), dur(f.Delete.Wall), f.Deleted,
 			ratio(r.ReapRun.Wall, f.Delete.Wall), mib(r.ReapRun.MaxRSS))
-		fmt.Fprintf(&b, "\nThe janitor's rescue wall time includes its scan and marks; the controller floor's does not. kubectl's requests: %s.\n", perClaim(f.Requests, max(1, f.Deleted)))
+		fmt.Fprintf(&b, "\nThe janitor's rescue wall time includes its scan and its re-checks (the orphans were marked by the scan before it); the controller floor's does not. kubectl's requests: %s.\n", perClaim(f.Requests, max(1, f.Deleted)))
 	}
 	return b.String()
 }
