@@ -61,6 +61,9 @@ type safetyWorld struct {
 	gens         *generations // what each use wrote into its claim's volume
 	// deletedObj is each claim as its deletion was first seen.
 	deletedObj map[string]*corev1.PersistentVolumeClaim
+	// broken are the claims whose volume cannot be snapshotted (a
+	// permanent fault): never rescued, never deleted.
+	broken map[string]bool
 }
 
 // saw reports whether a janitor pod list surely saw pod p: its creation
@@ -96,9 +99,11 @@ func envInt(name string, def int) int {
 //     must hold the last generation of a use the first invariant holds the
 //     rescue to, or a newer one (checkBytes).
 //
-// The runs must delete: at least one claim in the whole test
-// (PVC_JANITOR_SAFETY_MIN_DELETIONS overrides), or a janitor that never
-// deletes would pass.
+// The runs must delete, or a janitor that never deletes would pass: each
+// scenario ends quiet (no churn, up to quietRuns runs), and every claim
+// then idle (no pod, its volume not broken; at least one while one is
+// left) must be deleted by its end, under make race too; and at least one
+// claim in the whole test (PVC_JANITOR_SAFETY_MIN_DELETIONS overrides).
 //
 // Reproduce a failure with PVC_JANITOR_SEED=<seed from the message>;
 // PVC_JANITOR_SAFETY_SCENARIOS and PVC_JANITOR_SAFETY_RUNS scale it; beyond
@@ -111,14 +116,15 @@ func TestRandomizedSafety(t *testing.T) {
 	}
 	scenarios := envInt("PVC_JANITOR_SAFETY_SCENARIOS", 3)
 	runs := envInt("PVC_JANITOR_SAFETY_RUNS", 5)
-	totalRuns, totalDeleted, totalChurn, totalInvisible, totalUnattributed := 0, 0, 0, 0, 0
+	totalRuns, totalDeleted, totalChurn, totalInvisible, totalUnattributed, totalIdle := 0, 0, 0, 0, 0, 0
 	var bc *bytesCheck
 	gens := newGenerations() // one for all scenarios: the figures count every write
 	for s := 0; s < scenarios; s++ {
 		sseed := seed + int64(s)
 		w := &safetyWorld{t: t, rng: rand.New(rand.NewSource(sseed)), pods: map[string]*podLife{},
 			deleted: map[string]time.Time{}, uids: map[string]string{}, truth: map[string]truthClaim{}, late: map[string]bool{},
-			invisible: map[string]bool{}, unattributed: map[string]bool{}, gens: gens, deletedObj: map[string]*corev1.PersistentVolumeClaim{}}
+			invisible: map[string]bool{}, unattributed: map[string]bool{}, gens: gens, deletedObj: map[string]*corev1.PersistentVolumeClaim{},
+			broken: map[string]bool{}}
 		w.f = fixtures(t)
 		w.ns = env.Namespace(t)
 		if bc == nil {
@@ -142,6 +148,13 @@ func TestRandomizedSafety(t *testing.T) {
 		fail := func(format string, a ...any) {
 			t.Fatalf("seed %d (scenario %d, PVC_JANITOR_SEED=%d reproduces): %s", seed, s, seed, fmt.Sprintf(format, a...))
 		}
+		runJanitor := func(extra ...string) (int, string, string) {
+			var outBuf, errBuf bytes.Buffer
+			code := runWith(append(append(reapArgs("run", w.ns, "--yes", "--max-deletion-percent", "100", "--max-deletions", "1000",
+				"--snapshot-timeout", "8s", "--snapshot-error-grace", "1s", "--snapshot-attempts", "2", "--concurrency", "4"),
+				"--kubeconfig", kubeconfig, "--log-format", "json"), extra...), &outBuf, &errBuf)
+			return code, outBuf.String(), errBuf.String()
+		}
 		w.build(fail)
 		stopWatch := w.watchDeletions(fail)
 		for r := 0; r < runs; r++ {
@@ -161,11 +174,7 @@ func TestRandomizedSafety(t *testing.T) {
 					}
 				}
 			}()
-			var outBuf, errBuf bytes.Buffer
-			code := runWith(append(reapArgs("run", w.ns, "--yes", "--max-deletion-percent", "100", "--max-deletions", "1000",
-				"--snapshot-timeout", "8s", "--snapshot-error-grace", "1s", "--snapshot-attempts", "2", "--concurrency", "4"),
-				"--kubeconfig", kubeconfig, "--log-format", "json"), &outBuf, &errBuf)
-			out, stderr := outBuf.String(), errBuf.String()
+			code, out, stderr := runJanitor()
 			close(done)
 			<-stopped
 			if code != 0 && code != 4 {
@@ -175,6 +184,7 @@ func TestRandomizedSafety(t *testing.T) {
 			w.check(fail, r)
 			totalRuns++
 		}
+		totalIdle += w.quiet(fail, runs, runJanitor)
 		stopWatch()
 		w.checkBytes(fail, bc)
 		w.mu.Lock()
@@ -185,8 +195,8 @@ func TestRandomizedSafety(t *testing.T) {
 		w.mu.Unlock()
 	}
 	fig := bc.figures(gens)
-	t.Logf("safety: seed %d, %d scenarios, %d runs, %d claims deleted (%d without their DELETE seen), %d pod churn operations, %d uses no one could see, 0 violations",
-		seed, scenarios, totalRuns, totalDeleted, totalUnattributed, totalChurn, totalInvisible)
+	t.Logf("safety: seed %d, %d scenarios, %d runs, %d claims deleted (%d without their DELETE seen; %d idle at the quiet ends, all deleted), %d pod churn operations, %d uses no one could see, 0 violations",
+		seed, scenarios, totalRuns, totalDeleted, totalUnattributed, totalIdle, totalChurn, totalInvisible)
 	t.Logf("safety bytes: %d generations written in %s (%d writes on claims already gone), %d reaped claims restored in %s (%d not sampled), %d bytes compared, %d holding the last generation written, %d newer than required, %d without a required generation, %d whose last held write was lost in the second of the cut, %d mismatches",
 		fig.GenerationsWritten, fig.WriteTime, fig.WritesFailed, fig.Restores, fig.Time, fig.NotSampled, fig.Bytes, fig.Last, fig.Newer, fig.NoGeneration, fig.CutSecond, fig.Mismatches)
 	// At least one deletion in the whole test: a janitor that never
@@ -212,13 +222,22 @@ func (w *safetyWorld) build(fail func(string, ...any)) {
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("ws-%02d", i)
 		handle := w.ns + "-" + name
+		// Slow, flaky and broken volumes: a fault that cannot be set fails
+		// the test rather than leaving a plain volume in its place.
+		var fault *csidriver.Fault
 		switch w.rng.Intn(6) {
 		case 0:
-			_ = csidriver.SetFault(env.DriverStateDir, handle, csidriver.Fault{ReadyAfter: time.Duration(1+w.rng.Intn(3)) * time.Second})
+			fault = &csidriver.Fault{ReadyAfter: time.Duration(1+w.rng.Intn(3)) * time.Second}
 		case 1:
-			_ = csidriver.SetFault(env.DriverStateDir, handle, csidriver.Fault{TransientFailures: 1 + w.rng.Intn(2)})
+			fault = &csidriver.Fault{TransientFailures: 1 + w.rng.Intn(2)}
 		case 2:
-			_ = csidriver.SetFault(env.DriverStateDir, handle, csidriver.Fault{PermanentError: "broken " + name})
+			fault = &csidriver.Fault{PermanentError: "broken " + name}
+			w.broken[name] = true
+		}
+		if fault != nil {
+			if err := csidriver.SetFault(env.DriverStateDir, handle, *fault); err != nil {
+				fail("set the driver fault of %s: %v", name, err)
+			}
 		}
 		labels := map[string]string{"app.kubernetes.io/part-of": "demo-workspaces", "workspace": fmt.Sprintf("w%d", i%5)}
 		c, err := w.f.BoundClaim(ctx, testenv.ClaimSpec{Namespace: w.ns, Name: name, Labels: labels, VolumeHandle: handle})
@@ -274,17 +293,118 @@ func (w *safetyWorld) churn(k int) {
 			}
 			continue
 		}
-		// The use writes its generation while it is surely live: before
-		// the delete's recorded start.
-		w.gens.write(w.f, w.ns, victimClaim, victim)
-		start := time.Now()
-		if err := w.f.ForceDeletePod(ctx, w.ns, victim); err == nil {
-			w.mu.Lock()
-			w.pods[victim].deleteStart = start
-			w.pods[victim].deleted = time.Now() // after the call: the pod may count until then
-			w.mu.Unlock()
+		w.endPod(victim, victimClaim)
+	}
+}
+
+// endPod ends the churn's pod victim, a use of claim. Called without w.mu.
+func (w *safetyWorld) endPod(victim, claim string) {
+	// The use writes its generation while it is surely live: before
+	// the delete's recorded start.
+	w.gens.write(w.f, w.ns, claim, victim)
+	start := time.Now()
+	if err := w.f.ForceDeletePod(context.Background(), w.ns, victim); err == nil {
+		w.mu.Lock()
+		w.pods[victim].deleteStart = start
+		w.pods[victim].deleted = time.Now() // after the call: the pod may count until then
+		w.mu.Unlock()
+	}
+}
+
+// quietRuns bounds the runs of a scenario's quiet end.
+const quietRuns = 5
+
+// quiet ends a scenario without churn: every claim that no pod references
+// and whose volume is not broken (idle) must be deleted within quietRuns
+// runs of the janitor, run with --clock-skew 0s (one host, one clock: a
+// rescue need not wait out a skew). It is the scenario's deletion floor,
+// from ground truth: a janitor that deletes nothing, or leaves an idle
+// claim behind, fails here, whatever the churn interrupted before. When no
+// claim is idle, the pods of one claim that is not broken end first, so
+// the floor is not zero while such a claim is left. It returns how many
+// claims were idle; run is one janitor run, the first numbered from.
+func (w *safetyWorld) quiet(fail func(string, ...any), from int, run func(extra ...string) (int, string, string)) int {
+	idle := w.idle()
+	if len(idle) == 0 {
+		w.mu.Lock()
+		var victims []string
+		claim := ""
+		for _, name := range claimNames(w.truth) {
+			if _, gone := w.deleted[name]; !gone && !w.broken[name] {
+				claim = name
+				break
+			}
+		}
+		for name, p := range w.pods {
+			if p.claim == claim && p.deleted.IsZero() {
+				victims = append(victims, name)
+			}
+		}
+		w.mu.Unlock()
+		sort.Strings(victims)
+		for _, v := range victims {
+			w.endPod(v, claim)
+		}
+		idle = w.idle()
+	}
+	deletedAll := func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, name := range idle {
+			if _, ok := w.deleted[name]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	r := 0
+	for ; r < quietRuns && !deletedAll(); r++ {
+		code, out, stderr := run("--clock-skew", "0s")
+		if code != 0 && code != 4 {
+			fail("quiet run %d: exit %d\n%s\n%s", r, code, out, stderr)
+		}
+		w.syncDeletions()
+		w.check(fail, from+r)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, name := range idle {
+		if _, ok := w.deleted[name]; !ok {
+			fail("the quiet end: %s was idle (no pod, its volume not broken) through %d runs and is not deleted: the deletion floor of the scenario is its %d idle claims",
+				name, r, len(idle))
 		}
 	}
+	return len(idle)
+}
+
+// claimNames are the scenario's claims, sorted.
+func claimNames(m map[string]truthClaim) []string {
+	out := make([]string, 0, len(m))
+	for name := range m {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// idle lists the claims not deleted, not broken and referenced by no pod
+// that has not ended. Called without w.mu.
+func (w *safetyWorld) idle() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	used := map[string]bool{}
+	for _, p := range w.pods {
+		if p.deleted.IsZero() {
+			used[p.claim] = true
+		}
+	}
+	var out []string
+	for _, name := range claimNames(w.truth) {
+		if _, gone := w.deleted[name]; !gone && !w.broken[name] && !used[name] {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // watchDeletions records when each claim was first seen being deleted.
