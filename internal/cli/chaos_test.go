@@ -326,11 +326,14 @@ func newChaosTest(t *testing.T) *chaosTest {
 	w.req.attach(c.p)
 	w.bin, w.kubeconfig = c.bin, c.p.Kubeconfig
 	// Controller manager pauses need the condition to matter, and the
-	// pid file of the test's own stack.
+	// pid file of the test's own stack: one that cannot be read fails the
+	// run rather than silently turning every pause off.
 	if w.f.UnusedCondition {
-		if pid, err := controllerManagerPID(); err == nil {
-			c.cmPID = pid
+		pid, err := controllerManagerPID()
+		if err != nil {
+			t.Fatalf("the controller manager's pauses: %v", err)
 		}
+		c.cmPID = pid
 	}
 	t.Cleanup(func() {
 		if c.cmPID > 0 {
@@ -481,6 +484,7 @@ func (c *chaosTest) runDuring(it chaosIteration) []chaosProc {
 	w.discardRun = it.discard
 	w.mu.Unlock()
 	done, stopped := make(chan struct{}), make(chan struct{})
+	var signalErr error // a pause that could not be made or ended: read once stopped
 	go func() {
 		defer close(stopped)
 		var paused, resumed <-chan time.Time
@@ -502,12 +506,16 @@ func (c *chaosTest) runDuring(it chaosIteration) []chaosProc {
 				return
 			case <-paused:
 				paused = nil
-				if syscall.Kill(c.cmPID, syscall.SIGSTOP) == nil {
-					resumed = time.After(it.pause)
+				if err := syscall.Kill(c.cmPID, syscall.SIGSTOP); err != nil {
+					signalErr = fmt.Errorf("pause the controller manager (pid %d): %w", c.cmPID, err)
+					continue
 				}
+				resumed = time.After(it.pause)
 			case <-resumed:
 				resumed = nil
-				_ = syscall.Kill(c.cmPID, syscall.SIGCONT)
+				if err := syscall.Kill(c.cmPID, syscall.SIGCONT); err != nil {
+					signalErr = fmt.Errorf("resume the controller manager (pid %d): %w", c.cmPID, err)
+				}
 			case <-actor:
 				actor = nil
 				w.secondActor()
@@ -528,6 +536,9 @@ func (c *chaosTest) runDuring(it chaosIteration) []chaosProc {
 	wg.Wait()
 	close(done)
 	<-stopped
+	if signalErr != nil {
+		c.t.Fatal(signalErr) // a disturbance drawn and not made is no disturbance
+	}
 	return results
 }
 
