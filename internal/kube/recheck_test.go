@@ -52,6 +52,17 @@ func TestReadNamespaceForTheRecheck(t *testing.T) {
 	if len(nr.Claims) != 2 || nr.ServerTime.IsZero() {
 		t.Fatalf("claims %v (want the two selected), server time %s", nr.Claims, nr.ServerTime)
 	}
+	// The claims as read, for a rescue's template (issue 43): the two
+	// selected, across pages, with their UIDs, without managedFields.
+	for _, cl := range nr.Claims {
+		p := nr.Objects[cl.Name]
+		if p == nil || p.UID != cl.UID || len(p.ManagedFields) != 0 || p.Spec.VolumeName == "" {
+			t.Errorf("object of %s: %+v", cl.Name, p)
+		}
+	}
+	if len(nr.Objects) != 2 {
+		t.Errorf("%d objects, want the two selected claims", len(nr.Objects))
+	}
 	if r := nr.PodRefs["ws-a"]; len(r) != 1 || r[0].Name != "ide" || r[0].Kind != "Pod" {
 		t.Errorf("ws-a referrers %v", r)
 	}
