@@ -116,7 +116,7 @@ func (p *plan) deleteBatch(ctx context.Context, c *kube.Clients, batch []*classi
 	pods, err := listPods(ctx, c, ns)
 	if err != nil {
 		for _, x := range todo {
-			outs = append(outs, x.fail(err))
+			outs = append(outs, x.unchecked(err))
 		}
 		return outs, nil
 	}
@@ -164,7 +164,7 @@ func rereadRescues(ctx context.Context, c *kube.Clients, ns string, todo []*dele
 	vss, err := kube.ListSnapshots(ctx, c, ns, 0)
 	if err != nil {
 		for _, x := range todo {
-			failed = append(failed, x.fail(err))
+			failed = append(failed, x.unchecked(err))
 		}
 		return nil, failed
 	}
@@ -188,7 +188,7 @@ func rereadRescues(ctx context.Context, c *kube.Clients, ns string, todo []*dele
 			continue
 		}
 		if err != nil {
-			failed = append(failed, x.fail(err))
+			failed = append(failed, x.unchecked(err))
 			continue
 		}
 		ok = append(ok, x)
@@ -202,4 +202,13 @@ func rereadOne(ctx context.Context, c *kube.Clients, claim *inventory.Claim, ev 
 	return c.Retry.Do(ctx, "read the rescue of claim "+claim.Namespace+"/"+claim.Name+" again", func(ctx context.Context) error {
 		return justified(ctx, c, ev, snap)
 	})
+}
+
+// unchecked reports a claim whose checks could not be made (err): not
+// deleted, failed; skipped when the run was interrupted.
+func (x *deleter) unchecked(err error) Outcome {
+	if x.ctx.Err() != nil {
+		return x.skip("interrupted before deleting")
+	}
+	return x.fail(err)
 }

@@ -844,3 +844,29 @@ func TestRetryChecksForItself(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchInterruptedWhileChecking: a run interrupted during a batch's
+// checks deletes nothing and reports its claims skipped, not failed.
+func TestBatchInterruptedWhileChecking(t *testing.T) {
+	s, ds := world(t, "ws-a", "ws-b")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := s.clients(t)
+	o := Options{MaxDeletions: 100, MaxDeletionPercent: 100,
+		// The second claim's turn comes after the cancel: the batch's
+		// lists then fail on the cancelled context.
+		BeforeDelete: func(context.Context, inventory.Key) { cancel() }}
+	cands := map[inventory.Key]bool{{Namespace: "ws", Name: "ws-a"}: true, {Namespace: "ws", Name: "ws-b"}: true}
+	res, err := planOf(ds, cands, o, t0).execute(ctx, c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ws-a", "ws-b"} {
+		if out := outcome(t, res, name); out.Action != ActionSkipped || !strings.Contains(out.Message, "interrupted") {
+			t.Errorf("%s: %s (%s), want skipped, interrupted", name, out.Action, out.Message)
+		}
+	}
+	if n := s.count("DELETE"); n != 0 {
+		t.Errorf("%d DELETEs, want none", n)
+	}
+}
