@@ -174,14 +174,18 @@ func TestMarksOnlyPreviewShowsWhatRunWouldDo(t *testing.T) {
 
 	rec, kc := startWriteRecorder(t)
 	const grace = 3 * time.Second
-	preview := func() map[string]any {
+	preview := func(command string) map[string]any {
 		t.Helper()
 		var out, errOut bytes.Buffer
-		code := runWith([]string{"run", "--marks-only", "-n", ns, "-l", wsSel, "--workspace-label", "workspace",
-			"--min-age", "0s", "--grace-period", grace.String(), "--max-deletion-percent", "100", "-o", "json",
-			"--lock-namespace", ns, "--kubeconfig", kc, "--log-format", "json"}, &out, &errOut)
+		args := []string{command, "--marks-only", "-n", ns, "-l", wsSel, "--workspace-label", "workspace",
+			"--min-age", "0s", "--grace-period", grace.String(), "-o", "json",
+			"--lock-namespace", ns, "--kubeconfig", kc, "--log-format", "json"}
+		if command == "run" {
+			args = append(args, "--max-deletion-percent", "100") // one claim of three
+		}
+		code := runWith(args, &out, &errOut)
 		if code != 0 {
-			t.Fatalf("run --marks-only: exit %d: %s\n%s", code, out.String(), lastLines(errOut.String(), 10))
+			t.Fatalf("%s --marks-only: exit %d: %s\n%s", command, code, out.String(), lastLines(errOut.String(), 10))
 		}
 		var r map[string]any
 		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
@@ -207,7 +211,7 @@ func TestMarksOnlyPreviewShowsWhatRunWouldDo(t *testing.T) {
 		return "", ""
 	}
 
-	first := preview()
+	first := preview("run")
 	cl, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "ws-a", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +236,7 @@ func TestMarksOnlyPreviewShowsWhatRunWouldDo(t *testing.T) {
 	// The grace period passes on the API server's clock (this host's).
 	time.Sleep(time.Until(since.Add(grace + time.Second)))
 
-	second := preview()
+	second := preview("run")
 	if st, act := claimOf(second, "ws-a"); st != "Orphaned" || act != rescue.ActionWould {
 		t.Errorf("ws-a on the second preview: %s %q, want Orphaned %q (run would rescue it)", st, act, rescue.ActionWould)
 	}
@@ -241,6 +245,11 @@ func TestMarksOnlyPreviewShowsWhatRunWouldDo(t *testing.T) {
 	}
 	if st, act := claimOf(second, "ws-b"); st != "InUse" || act != "" {
 		t.Errorf("ws-b: %s %q, want InUse and no action", st, act)
+	}
+
+	// scan --marks-only writes no more than run's.
+	if st, _ := claimOf(preview("scan"), "ws-a"); st != "Orphaned" {
+		t.Errorf("ws-a on scan --marks-only: %s, want Orphaned", st)
 	}
 
 	bad, patches := marksOnlyViolations(rec.recorded(), ns)
