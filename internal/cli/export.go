@@ -50,14 +50,21 @@ func newExportCommand(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   commandExport + " FILE",
 		Short: "Write the copies holding each workspace's newest data to a bundle, their contents Retain",
-		Long: `export writes, to FILE, a bundle (docs/spec.md#export-and-import) of the copies that
-hold the newest data of every workspace in scope: per claim that is gone, its
-only copy (as guard lists it), and per Rescued claim, its rescue. Each copy's
-VolumeSnapshotContent is set to Retain first, so that a teardown keeps the
-storage snapshot; that needs patch on volumesnapshotcontents, and without it
-export exits 2 and writes nothing. A copy that is not intact cannot be
-exported (exit 4, the others are). janitor import FILE recreates the copies in
-another cluster. --dry-run writes nothing and lists what it would export.`,
+		Long: `export writes, to FILE, a bundle (docs/spec.md#export-and-import) of the
+copies that hold the newest data of every workspace in scope:
+
+  - per claim that is gone, its only copy (as guard lists it);
+  - per Rescued claim, its rescue.
+
+Each copy's VolumeSnapshotContent is set to Retain first, so that a teardown
+keeps the storage snapshot. It never deletes anything, and never changes a
+content other than to Retain. janitor import FILE recreates the copies in
+another cluster.
+
+  - Without patch on volumesnapshotcontents: exit 2, and nothing is written
+    (no content, no file).
+  - A copy that is not intact cannot be exported: exit 4, the others are.
+  - --dry-run writes nothing and lists what it would export.`,
 		Example: `  janitor export bundle.yaml -A -l app=ide --workspace-label workspace-id
   janitor guard --export bundle.yaml -A -l app=ide --workspace-label workspace-id`,
 		Args: oneFile,

@@ -38,17 +38,25 @@ func newImportCommand(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   commandImport + " FILE",
 		Short: "Recreate a bundle's copies as the janitor's rescues, for restore",
-		Long: `import reads a bundle written by janitor export (docs/spec.md#export-and-import) and
-creates, per copy, a pre-provisioned VolumeSnapshotContent of its storage
-snapshot (deletionPolicy Retain) and the VolumeSnapshot bound to it, labelled
-as the janitor's rescue with its workspace and data time: janitor restore
---workspace W then restores from it as in the old cluster. Each copy goes to
-its own namespace, or all to -n NAMESPACE. A bundle of another version, or one
-whose checksum does not match (edited by hand), is refused: exit 2, nothing
-written. A copy is refused (exit 4, with the reason; the others are imported)
-when the cluster has no CSIDriver of its driver, its storage snapshot is bound
-to another snapshot here, or its name is taken. A second import changes
-nothing. It waits --api-timeout for the snapshots to be ready.`,
+		Long: `import reads a bundle written by janitor export
+(docs/spec.md#export-and-import) and creates, per copy:
+
+  - a pre-provisioned VolumeSnapshotContent of its storage snapshot
+    (deletionPolicy Retain);
+  - the VolumeSnapshot bound to it, labelled as the janitor's rescue with
+    its workspace and data time.
+
+janitor restore --workspace W then restores from it as in the old cluster.
+Each copy goes to its own namespace, or all to -n NAMESPACE.
+
+It never deletes or changes an object that is there, and a second import
+changes nothing. It waits --api-timeout for the snapshots to be ready.
+
+  - A bundle of another version, or one whose checksum does not match
+    (edited by hand), is refused: exit 2, nothing written.
+  - A copy is refused, with exit 4 and the reason (the others are imported),
+    when the cluster has no CSIDriver of its driver, its storage snapshot is
+    bound to another snapshot here, or its name is taken.`,
 		Example: `  janitor import bundle.yaml --workspace-label workspace-id
   janitor import bundle.yaml -n workspaces-new --dry-run
   janitor restore -n workspaces-new --workspace abc --workspace-label workspace-id`,

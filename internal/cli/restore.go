@@ -27,18 +27,30 @@ func newRestoreCommand(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   config.CommandRestore + " [NAMESPACE/CLAIM | CLAIM]",
 		Short: "Recreate a claim from its rescue (by claim, by workspace, or from a named snapshot)",
-		Long: `restore recreates a claim from a rescue (docs/spec.md#restore): by claim name, from the
-newest intact rescue of that name; with --workspace, from the rescue with the
-newest data of the workspace (with --volume-label, one claim per role of the
-workspace, each from its role's newest rescue); with --from, from a named
-VolumeSnapshot of the namespace. The new claim has the rescued claim's labels, annotations and spec
-(from the template every rescue records), a dataSourceRef to the snapshot and
-pvc-janitor.io/restored-from; never a mark of the janitor. It is refused (exit
-2, nothing written) when a claim of that name exists, the snapshot is not
-intact, or a claim of the workspace is in use or holds newer data (unless
---allow-older). It waits --restore-timeout for the claim to be Bound (exit 4 if
-it is not). --dry-run prints what it would create; -o yaml prints only the
-claim's manifest and creates nothing.`,
+		Long: `restore recreates a claim from a rescue (docs/spec.md#restore):
+
+  - CLAIM (NAMESPACE/CLAIM, or -n NS CLAIM): from the newest intact rescue
+    of that claim name.
+  - --workspace W: from the rescue with the newest data of the workspace;
+    with --volume-label, one claim per role, each from its role's newest
+    rescue.
+  - --from SNAPSHOT: from a named VolumeSnapshot of the namespace.
+
+The new claim has the rescued claim's labels, annotations and spec (from the
+template every rescue records), a dataSourceRef to the snapshot and
+pvc-janitor.io/restored-from. It never carries a mark of the janitor, and
+restore never overwrites or deletes a claim.
+
+Refused, with exit 2 and nothing written, when:
+  - a claim of that name exists (restore under another name with --as);
+  - the snapshot is not intact;
+  - a claim of the workspace is in use or holds newer data, or another
+    rescue of it is newer (--allow-older restores anyway).
+
+It waits --restore-timeout for the claim to be Bound: exit 4 if it is not.
+
+  --dry-run  prints what it would create, and creates nothing.
+  -o yaml    prints only the claim's manifest (for GitOps), creates nothing.`,
 		Example: `  # Bring a reaped claim back from its rescue, under its own name
   janitor restore workspaces/ws-abc
 
