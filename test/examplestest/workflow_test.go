@@ -28,6 +28,7 @@ type step struct {
 	Run             string            `yaml:"run"`
 	Uses            string            `yaml:"uses"`
 	Env             map[string]string `yaml:"env"`
+	With            map[string]string `yaml:"with"`
 	ContinueOnError any               `yaml:"continue-on-error"`
 }
 
@@ -35,7 +36,10 @@ type step struct {
 // teardown-gate.sh before the destroy step, nothing lets the destroy run
 // after a failed gate (continue-on-error on the gate, an `if:` with
 // always()/failure() on the destroy), the gate's settings are those of
-// workspace-platform.yaml, and the janitor version is the chart's. Then
+// workspace-platform.yaml, the janitor version is the chart's, and what the
+// gate writes (its report, GATE_REPORT, and the bundle it exports,
+// GATE_EXPORT, teardown-bundle.yaml by default) is uploaded as an artifact
+// after it, whether it passed or not. Then
 // actionlint lints the workflow (and, through shellcheck, its shell steps);
 // without actionlint the test fails (make tools installs both).
 func TestGitHubWorkflow(t *testing.T) {
@@ -109,6 +113,11 @@ func TestGitHubWorkflow(t *testing.T) {
 				if v, app := job.Env["JANITOR_VERSION"], chartAppVersion(t); v != app {
 					t.Errorf("job %s: JANITOR_VERSION %q, the chart's appVersion is %q", name, v, app)
 				}
+				for _, e := range gateFiles(g) {
+					if !uploaded(job.Steps[gate+1:], e.path) {
+						t.Errorf("job %s: the gate's %s (%s %q) is not uploaded by an actions/upload-artifact step with if: always() after the gate", name, e.what, e.env, e.path)
+					}
+				}
 			}
 			if gates == 0 {
 				t.Error("no job runs teardown-gate.sh")
@@ -131,4 +140,43 @@ func TestGitHubWorkflow(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gateFile is a file the gate step writes.
+type gateFile struct{ what, env, path string }
+
+// gateFiles lists what the gate step g writes: its report when GATE_REPORT
+// is set, and its bundle unless GATE_EXPORT is set empty (the gate's
+// default is teardown-bundle.yaml; teardown-gate.sh).
+func gateFiles(g step) []gateFile {
+	var out []gateFile
+	if p := g.Env["GATE_REPORT"]; p != "" {
+		out = append(out, gateFile{"report", "GATE_REPORT", p})
+	}
+	p, set := g.Env["GATE_EXPORT"]
+	if !set {
+		p = "teardown-bundle.yaml"
+	}
+	if p != "" {
+		out = append(out, gateFile{"bundle", "GATE_EXPORT", p})
+	}
+	return out
+}
+
+// uploaded reports whether one of steps uploads path as an artifact even
+// when a step before it failed (the gate shut: the report says why, and the
+// bundle holds what was exported).
+func uploaded(steps []step, path string) bool {
+	for _, s := range steps {
+		if !strings.HasPrefix(s.Uses, "actions/upload-artifact@") || !strings.Contains(s.If, "always()") {
+			continue
+		}
+		// path: one path a line.
+		for _, p := range strings.Split(s.With["path"], "\n") {
+			if strings.TrimSpace(p) == path {
+				return true
+			}
+		}
+	}
+	return false
 }
