@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/retry"
 )
 
 // Name is the Lease's name.
@@ -45,9 +46,12 @@ type Lease struct {
 	identity string
 	duration time.Duration
 
-	mu     sync.Mutex
-	lease  *coordv1.Lease
-	stop   chan struct{}
+	mu    sync.Mutex
+	lease *coordv1.Lease
+	// stop ends the renewal's context (Release): the renewal's waits are
+	// bound to it, not to the caller's context, so that a run cancelled
+	// by SIGTERM keeps its lease until it releases it.
+	stop   context.CancelFunc
 	done   chan struct{}
 	lost   chan struct{}
 	closed bool
@@ -98,7 +102,7 @@ func Identity() string {
 // renew), Lost() is closed and the caller must stop.
 func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Duration) (*Lease, error) {
 	l := &Lease{c: c, ns: ns, identity: Identity(), duration: duration,
-		stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
+		done: make(chan struct{}), lost: make(chan struct{})}
 	leases := c.Kube.CoordinationV1().Leases(ns)
 	for attempt := 0; attempt < 5; attempt++ {
 		var cur *coordv1.Lease
@@ -141,7 +145,9 @@ func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Dura
 				continue // changed under us: look again
 			}
 		}
-		go l.renew(zerolog.Ctx(ctx))
+		stopped, stop := context.WithCancel(context.WithoutCancel(ctx))
+		l.stop = stop
+		go l.renew(stopped, zerolog.Ctx(ctx))
 		return l, nil
 	}
 	return nil, fmt.Errorf("lease %s/%s: too many concurrent changes", ns, Name)
@@ -245,18 +251,14 @@ func (l *Lease) heldByOther(cur *coordv1.Lease, now time.Time) *HeldError {
 // cannot keep the run believing it holds the lease: once the deadline
 // passes without a successful renewal, or a renewal finds another holder,
 // the lease is lost and Lost() is closed.
-func (l *Lease) renew(log *zerolog.Logger) {
+func (l *Lease) renew(stopped context.Context, log *zerolog.Logger) {
 	defer close(l.done)
 	wait := l.duration / 3
 	var lastErr error
 	for {
 		deadline := l.lastOK.Add(RenewDeadline(l.duration))
-		t := time.NewTimer(max(min(wait, time.Until(deadline)), 0))
-		select {
-		case <-l.stop:
-			t.Stop()
+		if !retry.Sleep(stopped, max(min(wait, time.Until(deadline)), 0)) {
 			return
-		case <-t.C:
 		}
 		if Expired(l.lastOK, time.Now(), l.duration) {
 			l.lose(log, fmt.Errorf("lease %s/%s not renewed for %s (two thirds of --lock-duration %s): last error: %v",
@@ -367,7 +369,7 @@ func (l *Lease) Release() error {
 	}
 	l.closed = true
 	l.mu.Unlock()
-	close(l.stop)
+	l.stop()
 	<-l.done
 	select {
 	case <-l.lost:

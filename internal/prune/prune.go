@@ -21,6 +21,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/reap"
 	"github.com/pvc-janitor/pvc-janitor/internal/retention"
+	"github.com/pvc-janitor/pvc-janitor/internal/retry"
 )
 
 // Actions of the report's snapshots[] entries.
@@ -296,7 +297,7 @@ func pruneAll(ctx context.Context, c *kube.Clients, o Options, p *pass, contents
 		}
 		ready = append(ready, i)
 	}
-	if len(patched) > 0 && !sleepCtx(ctx, kube.ContentSettle) {
+	if len(patched) > 0 && !retry.Sleep(ctx, kube.ContentSettle) {
 		for _, i := range ready {
 			outs[i].Action, outs[i].Reason, outs[i].Err = ActionFailed, "interrupted before the delete: "+ctx.Err().Error(), ctx.Err()
 		}
@@ -438,7 +439,7 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, patched
 		}
 		// The snapshot controller's update after the content's patch:
 		// read again, check again, delete at the new resourceVersion.
-		if !sleepCtx(ctx, 300*time.Millisecond) {
+		if !retry.Sleep(ctx, 300*time.Millisecond) {
 			break
 		}
 		rv, why := reread(ctx, c, o, s)
@@ -520,17 +521,6 @@ func reread(ctx context.Context, c *kube.Clients, o Options, s inventory.Snapsho
 func event(ctx context.Context, c *kube.Clients, s inventory.Snapshot, msg string) error {
 	return c.EventOn(ctx, corev1.ObjectReference{Kind: "VolumeSnapshot", APIVersion: "snapshot.storage.k8s.io/v1",
 		Namespace: s.Namespace, Name: s.Name, UID: s.UID}, corev1.EventTypeNormal, "Pruned", msg)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func sortedKeys(m map[string][]rawRescue) []string {

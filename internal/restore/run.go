@@ -17,6 +17,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/retry"
 )
 
 // Options tune a restore.
@@ -216,29 +217,23 @@ func wait(ctx context.Context, c *kube.Clients, pvc *corev1.PersistentVolumeClai
 	if poll <= 0 {
 		poll = time.Second
 	}
-	deadline := time.Now().Add(timeout)
-	for {
+	err := retry.Poll(ctx, poll, time.Now().Add(timeout), func(ctx context.Context) (bool, error) {
 		cur, err := c.Kube.CoreV1().PersistentVolumeClaims(pvc.Namespace).Get(ctx, pvc.Name, metav1.GetOptions{})
-		if err == nil && cur.UID == pvc.UID && cur.Status.Phase == corev1.ClaimBound {
-			out.Bound = true
-			out.Message = "Bound to volume " + cur.Spec.VolumeName
-			return out, nil
+		if err != nil || cur.UID != pvc.UID || cur.Status.Phase != corev1.ClaimBound {
+			return false, nil // a failed read is read again: only the deadline ends the wait
 		}
-		if time.Now().After(deadline) {
-			why := lastFailure(ctx, c, pvc)
-			if why == "" {
-				why = "no event from the provisioner"
-			}
-			return out, &ProvisionError{Msg: fmt.Sprintf("claim %s/%s created but not Bound after %s: %s", pvc.Namespace, pvc.Name, timeout, why)}
+		out.Bound = true
+		out.Message = "Bound to volume " + cur.Spec.VolumeName
+		return true, nil
+	})
+	if errors.Is(err, retry.ErrDeadline) {
+		why := lastFailure(ctx, c, pvc)
+		if why == "" {
+			why = "no event from the provisioner"
 		}
-		t := time.NewTimer(poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return out, ctx.Err()
-		case <-t.C:
-		}
+		return out, &ProvisionError{Msg: fmt.Sprintf("claim %s/%s created but not Bound after %s: %s", pvc.Namespace, pvc.Name, timeout, why)}
 	}
+	return out, err
 }
 
 // wffc reports whether the claim's StorageClass binds on first use.
