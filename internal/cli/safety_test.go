@@ -64,6 +64,8 @@ type safetyWorld struct {
 	// broken are the claims whose volume cannot be snapshotted (a
 	// permanent fault): never rescued, never deleted.
 	broken map[string]bool
+	// workspace is each claim's workspace label.
+	workspace map[string]string
 }
 
 // saw reports whether a janitor pod list surely saw pod p: its creation
@@ -124,7 +126,7 @@ func TestRandomizedSafety(t *testing.T) {
 		w := &safetyWorld{t: t, rng: rand.New(rand.NewSource(sseed)), pods: map[string]*podLife{},
 			deleted: map[string]time.Time{}, uids: map[string]string{}, truth: map[string]truthClaim{}, late: map[string]bool{},
 			invisible: map[string]bool{}, unattributed: map[string]bool{}, gens: gens, deletedObj: map[string]*corev1.PersistentVolumeClaim{},
-			broken: map[string]bool{}}
+			broken: map[string]bool{}, workspace: map[string]string{}}
 		w.f = fixtures(t)
 		w.ns = env.Namespace(t)
 		if bc == nil {
@@ -246,6 +248,7 @@ func (w *safetyWorld) build(fail func(string, ...any)) {
 		}
 		w.uids[name] = string(c.UID)
 		w.truth[name] = truthOf(c, handle)
+		w.workspace[name] = labels["workspace"]
 	}
 	w.churn(n / 2)
 }
@@ -388,7 +391,10 @@ func claimNames(m map[string]truthClaim) []string {
 }
 
 // idle lists the claims not deleted, not broken and referenced by no pod
-// that has not ended. Called without w.mu.
+// that has not ended, and whose workspace has no such broken claim: a
+// broken claim with no pod is never rescued, and its workspace's other
+// claims wait for it (docs/spec.md#reap-workspace-first). Called without
+// w.mu.
 func (w *safetyWorld) idle() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -398,9 +404,15 @@ func (w *safetyWorld) idle() []string {
 			used[p.claim] = true
 		}
 	}
+	waits := map[string]bool{}
+	for _, name := range claimNames(w.truth) {
+		if _, gone := w.deleted[name]; !gone && w.broken[name] && !used[name] {
+			waits[w.workspace[name]] = true
+		}
+	}
 	var out []string
 	for _, name := range claimNames(w.truth) {
-		if _, gone := w.deleted[name]; !gone && !w.broken[name] && !used[name] {
+		if _, gone := w.deleted[name]; !gone && !w.broken[name] && !used[name] && !waits[w.workspace[name]] {
 			out = append(out, name)
 		}
 	}

@@ -242,6 +242,11 @@ func (w *World) JanitorRun(o Run) {
 		if ReapAsksRunStart && !reap.Reapable(d, discard, pol.GracePeriod, start) {
 			continue
 		}
+		// planOf also waits for the workspace's other orphans to be
+		// rescued (docs/spec.md#reap-workspace-first).
+		if d.State == classify.Rescued && classify.WorkspaceUnrescuedReason(ds, d) != "" {
+			continue
+		}
 		c := w.claimByUID(d.Claim.UID)
 		if ev := reap.EvidenceOf(d); ev != nil {
 			s := w.snapByUID(ev.UID)

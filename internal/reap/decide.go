@@ -248,3 +248,14 @@ func podClaims(p *corev1.Pod) []string {
 	}
 	return out
 }
+
+// workspaceWaits says why the Rescued claim of d waits for its workspace
+// (docs/spec.md#reap-workspace-first): another claim of its workspace is
+// an orphan not yet rescued. "" when it need not wait; ds are the
+// decisions of the same read.
+func workspaceWaits(ds []classify.Decision, d *classify.Decision) string {
+	if d.State != classify.Rescued {
+		return ""
+	}
+	return classify.WorkspaceUnrescuedReason(ds, d)
+}

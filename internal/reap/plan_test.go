@@ -100,3 +100,42 @@ func TestNoticeNeverEndsInItsOwnRun(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanWaitsForTheWorkspace is docs/spec.md#reap-workspace-first as
+// the reap asks it: a Rescued claim whose workspace has another orphan not
+// yet rescued is skipped, with that claim named; a sibling in use, or
+// rescued too, is no reason to wait. The decisions are the re-read's.
+func TestPlanWaitsForTheWorkspace(t *testing.T) {
+	policy := classify.Policy{MinAge: 10 * time.Minute, GracePeriod: 30 * time.Minute, ClockSkew: 2 * time.Second, WorkspaceLabel: "workspace"}
+	now := t0
+	for _, c := range []struct {
+		name    string
+		sibling classify.State
+		deleted bool
+	}{
+		{name: "a sibling in its grace period", sibling: classify.Grace},
+		{name: "a sibling orphaned, not yet snapshotted", sibling: classify.Orphaned},
+		{name: "a sibling being snapshotted", sibling: classify.Snapshotting},
+		{name: "a sibling whose rescue failed", sibling: classify.SnapshotFailed},
+		{name: "a sibling in use", sibling: classify.InUse, deleted: true},
+		{name: "a sibling rescued too", sibling: classify.Rescued, deleted: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ds := classify.Classify(rescuedInventory(now, nil), policy, now)
+			if len(ds) != 1 || ds[0].State != classify.Rescued {
+				t.Fatalf("the claim: %+v, want one Rescued", ds)
+			}
+			ds[0].Workspace = "w1"
+			sib := classify.Decision{Claim: &inventory.Claim{Namespace: "ws", Name: "ws-a-data", UID: "uid-data"}, Workspace: "w1", State: c.sibling}
+			ds = append(ds, sib)
+			k := inventory.Key{Namespace: "ws", Name: "ws-a"}
+			pl := planOf(ds, map[inventory.Key]bool{k: true}, Options{Policy: policy, RunStart: now}, now)
+			if got := len(pl.del) == 1; got != c.deleted {
+				t.Fatalf("deleted %v, want %v (skipped %+v)", got, c.deleted, pl.skipped)
+			}
+			if !c.deleted && (len(pl.skipped) != 1 || !strings.Contains(pl.skipped[0].Message, "ws-a-data ("+string(c.sibling)+")")) {
+				t.Errorf("skipped %+v, want one naming ws-a-data (%s)", pl.skipped, c.sibling)
+			}
+		})
+	}
+}
