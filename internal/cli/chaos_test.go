@@ -1880,7 +1880,8 @@ func (w *chaosWorld) collectContents() {
 
 // converged judges convergence from ground truth after a final run: every
 // workspace claim still there (not deleted, not retired by the test) must
-// be on a volume whose driver always fails, or belong to a workspace that
+// be on a volume whose driver always fails, or in a workspace with such a
+// claim (it waits for it), or belong to a workspace that
 // the test knows holds newer data elsewhere (a newer claim, or its intact
 // rescue: the claim is then Superseded and kept by the default policy).
 // Every other claim must have been deleted, which check judges. The final
@@ -1902,8 +1903,17 @@ func (w *chaosWorld) converged(t *testing.T, fail func(string, ...any), final ch
 	}
 	w.mu.Lock()
 	var left []*chaosClaim
+	// A claim on a volume whose driver always fails is never rescued,
+	// and the other claims of its workspace wait for it
+	// (docs/spec.md#reap-workspace-first).
+	waits := map[string]bool{}
 	for _, c := range w.aliveLocked() {
-		if c.outsider || c.permanent {
+		if c.permanent && !c.outsider {
+			waits[c.workspace] = true
+		}
+	}
+	for _, c := range w.aliveLocked() {
+		if c.outsider || c.permanent || waits[c.workspace] {
 			continue
 		}
 		if _, ok := w.newerDataLocked(c, snaps); ok {
