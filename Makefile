@@ -58,7 +58,7 @@ test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration
 	@echo "the contract suite on the oldest supported minor, $(OLDEST_KUBE_VERSION)"
 	$(MAKE) --no-print-directory contract KUBE_VERSION=$(OLDEST_KUBE_VERSION)
 	@echo "safety and chaos (short) on a control plane with --feature-gates=$(GATED_FEATURE_GATES)"
-	JANITOR_CLUSTER_FEATURE_GATES='$(GATED_FEATURE_GATES)' $(GOTEST) $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestRandomizedSafety|TestChaos)$$' ./internal/cli/
+	JANITOR_CLUSTER_FEATURE_GATES='$(GATED_FEATURE_GATES)' $(GOTEST) $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestRandomizedSafety|TestChaos)$$' ./test/e2e/
 	$(MAKE) --no-print-directory node-test
 	$(MAKE) --no-print-directory sanity
 	$(MAKE) --no-print-directory fuzz
@@ -101,7 +101,7 @@ CONTRACT_TESTS ?= ^(TestRandomizedSafety|TestChaos|TestBadInputExitsTwoAndWrites
 contract: control-plane ## the contract suite on one minor: make contract KUBE_VERSION=v1.35.4 (default: versions.sh's)
 	@start=$$SECONDS; v="$${JANITOR_KUBE_VERSION:-}"; \
 	JANITOR_KUBE_VERSION="$$v" bash scripts/cluster/build.sh kube && \
-	JANITOR_KUBE_VERSION="$$v" $(GOTEST) $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '$(CONTRACT_TESTS)' ./internal/cli/ && \
+	JANITOR_KUBE_VERSION="$$v" $(GOTEST) $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '$(CONTRACT_TESTS)' ./test/e2e/ && \
 	echo "contract suite passed on Kubernetes $${v:-(default)} in $$((SECONDS - start)) s"
 
 matrix: control-plane ## the contract suite and the node tests on every supported minor (KUBE_VERSIONS in scripts/cluster/versions.sh), with the wall time of each
@@ -149,7 +149,7 @@ RACE_SAFETY_ENV := PVC_JANITOR_SAFETY_SCENARIOS=1 PVC_JANITOR_SAFETY_RUNS=3 PVC_
 
 race: control-plane ## the race detector (cgo on) over every unit test and the rescue, reap, lease and fleet cluster tests
 	CGO_ENABLED=1 $(GOTEST) -race -count=1 ./...
-	$(RACE_SAFETY_ENV) CGO_ENABLED=1 $(GOTEST) $(INTEGRATION) -race -count=1 -timeout $(TEST_TIMEOUT) -run '$(RACE_CLUSTER_TESTS)' ./internal/cli/
+	$(RACE_SAFETY_ENV) CGO_ENABLED=1 $(GOTEST) $(INTEGRATION) -race -count=1 -timeout $(TEST_TIMEOUT) -run '$(RACE_CLUSTER_TESTS)' ./test/e2e/
 
 lint: ## repocheck (no tracked binaries, every relative link resolves), go vet (with and without the integration tag), gofmt and the pinned staticcheck (built into the cache on first use)
 	go run ./scripts/lint/repocheck

@@ -7,51 +7,13 @@ import (
 	"io"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
-	"unsafe"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/config"
 	"github.com/pvc-janitor/pvc-janitor/internal/exitcode"
 	"github.com/pvc-janitor/pvc-janitor/internal/term"
+	"github.com/pvc-janitor/pvc-janitor/test/ptytest"
 )
-
-// OpenPTY lets the cluster tests (package cli_test) drive a command from a
-// real terminal.
-var OpenPTY = openPTY
-
-// openPTY opens a pseudo-terminal pair through /dev/ptmx: the master is the
-// keyboard, the slave the janitor's stdin. The test makes its own terminal
-// (posix_openpt, then unlockpt and ptsname by ioctl: grantpt has nothing to
-// do on Linux's devpts), so a host without one fails the test rather than
-// skipping what it checks.
-func openPTY(t *testing.T) (master, slave *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatalf("open a pseudo-terminal: %v", err)
-	}
-	var unlock int32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
-		m.Close()
-		t.Fatalf("unlockpt (TIOCSPTLCK): %v", e)
-	}
-	var n uint32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
-		m.Close()
-		t.Fatalf("ptsname (TIOCGPTN): %v", e)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		m.Close()
-		t.Fatalf("open the pseudo-terminal's slave: %v", err)
-	}
-	t.Cleanup(func() { s.Close(); m.Close() })
-	if !term.IsTerminal(s) {
-		t.Fatalf("%s is not a terminal", s.Name())
-	}
-	return m, s
-}
 
 // TestConfirmYesAndDryRunNeedNoPrompt: --yes and --dry-run never prompt,
 // whatever the input.
@@ -113,7 +75,7 @@ func TestConfirmPromptsOnATerminal(t *testing.T) {
 		{"end of input", "", true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			master, slave := openPTY(t)
+			master, slave := ptytest.Open(t)
 			var errOut bytes.Buffer
 			confirm, err := confirmer(Streams{In: slave, ErrOut: &errOut}, &config.Config{}, "reap")
 			if err != nil || confirm == nil {
@@ -157,7 +119,7 @@ func TestConfirmLogFormatAutoFollowsTheTerminal(t *testing.T) {
 		t.Errorf("off a terminal: %q is not the JSON line (%v)", buf.String(), err)
 	}
 
-	master, slave := openPTY(t)
+	master, slave := ptytest.Open(t)
 	log = newLogger(cfg, slave)
 	log.Info().Str("claim", "ws-a").Msg("hello")
 	got := make([]byte, 4096)
@@ -185,7 +147,7 @@ func TestStreamsThatAreNotFilesAreLocked(t *testing.T) {
 	if out, errOut := lockWriters(&buf, &other); out == errOut {
 		t.Error("two buffers share one lock")
 	}
-	_, slave := openPTY(t)
+	_, slave := ptytest.Open(t)
 	if out, _ := lockWriters(slave, slave); out != io.Writer(slave) || !term.IsTerminal(out) {
 		t.Errorf("a terminal came back as %T", out)
 	}

@@ -37,7 +37,7 @@ import (
 // sends (the pod check and the rescue's re-read right before each delete,
 // the preconditions, the settling reads) and what it makes of the answers.
 // How the real API server answers is tested against a real one (the
-// cluster tests of internal/cli).
+// cluster tests of test/e2e).
 type apiStub struct {
 	mu       sync.Mutex
 	claims   map[string]*corev1.PersistentVolumeClaim // namespace ws, by name

@@ -21,7 +21,7 @@ import (
 // that records requests and injects failures, not a model of the API
 // server or of the snapshot controller: each test pins what the loop
 // makes of one kind of answer. The real controller is met by the cluster
-// tests (internal/cli, make bench).
+// tests (test/e2e, make bench).
 
 // loopOptions are a rescue's options with bounds short enough for a test.
 func loopOptions() Options {

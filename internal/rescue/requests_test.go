@@ -35,7 +35,7 @@ import (
 // content with a handle, as soon as it is created; a watch delivers that
 // state at once), accepts patches and Events, and records every request as
 // "VERB resource". How the real API server and controller answer is tested
-// against real ones (the cluster tests of internal/cli, make bench).
+// against real ones (the cluster tests of test/e2e, make bench).
 type countStub struct {
 	mu       sync.Mutex
 	claims   map[string]*corev1.PersistentVolumeClaim

@@ -34,7 +34,7 @@ export PVC_JANITOR_CHAOS_ARGS=${CHAOS_ARGS:-}
 echo "chaos: $runs iterations on a control plane with ${gates:+--feature-gates=}${gates:-the default feature gates}; log in $out/log.txt"
 start=$(date +%s)
 status=0
-go test -tags integration -count=1 -timeout "${CHAOS_TIMEOUT:-180m}" -v -run '^TestChaos$' ./internal/cli/ >"$out/log.txt" 2>&1 || status=$?
+go test -tags integration -count=1 -timeout "${CHAOS_TIMEOUT:-180m}" -v -run '^TestChaos$' ./test/e2e/ >"$out/log.txt" 2>&1 || status=$?
 echo "chaos: ended after $(( $(date +%s) - start ))s with status $status"
 if [[ $status -ne 0 ]]; then
 	grep -E 'PVC_JANITOR_CHAOS_SEED=|--- FAIL' "$out/log.txt" | head -20 || true

@@ -271,3 +271,12 @@ func TestMarksOnlyPreviewShowsWhatRunWouldDo(t *testing.T) {
 		}
 	}
 }
+
+// lastLines is the tail of a command's log, for a failure message.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/lock"
 	"github.com/pvc-janitor/pvc-janitor/internal/reap"
 	"github.com/pvc-janitor/pvc-janitor/test/csidriver"
+	"github.com/pvc-janitor/pvc-janitor/test/ptytest"
 	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
@@ -586,7 +587,7 @@ func TestBehaviourReapPromptOnTerminal(t *testing.T) {
 	if code, _, stderr := run(t, snapArgs(ns)...); code != 0 {
 		t.Fatalf("snapshot exit %d: %s", code, stderr)
 	}
-	master, slave := cli.OpenPTY(t)
+	master, slave := ptytest.Open(t)
 	reapOn := func(typed string) (int, report, string) {
 		if _, err := master.Write([]byte(typed)); err != nil {
 			t.Fatal(err)
