@@ -68,11 +68,13 @@ func (w *world) settled(name, content, by string) {
 	}
 }
 
-// TestSafetyV3Finding7KilledPruneIsSettled (docs/spec.md#retention-intent):
+// TestKilledPruneIsSettled (docs/spec.md#retention-intent):
 // a prune killed between setting a rescue's content to Delete and deleting
 // the rescue leaves its intent on the rescue; the next prune, or the next
 // scan, puts Retain back and clears the intent.
-func TestSafetyV3Finding7KilledPruneIsSettled(t *testing.T) {
+//
+// Safety v3 (issue 23), finding 7.
+func TestKilledPruneIsSettled(t *testing.T) {
 	w := newWorld(t)
 	retain := testenv.SnapshotClassRetain
 	// The only rescue of each workspace: --keep-last 1 keeps it.
@@ -119,13 +121,15 @@ func TestSafetyV3Finding7KilledPruneIsSettled(t *testing.T) {
 	}
 }
 
-// TestSafetyV3Finding8RestoreProtectsItsSource (docs/spec.md#restore-protects-source):
+// TestRestoreProtectsItsSource (docs/spec.md#restore-protects-source):
 // prune has read the namespace and decided to delete x1; before its delete
 // a restore from x1 begins. Prune keeps x1: a restore marks its source
 // before it creates the claim, and prune reads each rescue and the claims
 // again right before its delete. A mark older than inventory.RestoringFor
 // does not keep it on its own.
-func TestSafetyV3Finding8RestoreProtectsItsSource(t *testing.T) {
+//
+// Safety v3 (issue 23), finding 8.
+func TestRestoreProtectsItsSource(t *testing.T) {
 	del := testenv.SnapshotClassDelete
 	none, group := "no-such-class", "snapshot.storage.k8s.io"
 	pending := func(w *world, name, from string) *corev1.PersistentVolumeClaim {

@@ -48,10 +48,12 @@ func actorScope(t *testing.T, ns string) kube.Scope {
 	return kube.Scope{Namespaces: []string{ns}, Selector: sel, WorkspaceLabel: "workspace"}
 }
 
-// TestSafetyV3Finding5RescueDeletedBeforeReap (docs/spec.md#reap-rescue-reread):
+// TestRescueDeletedBeforeReapStopsTheReap (docs/spec.md#reap-rescue-reread):
 // reap decides ws-a is Rescued; before its delete someone deletes the
 // rescue. The claim is not deleted, and the outcome says why.
-func TestSafetyV3Finding5RescueDeletedBeforeReap(t *testing.T) {
+//
+// Safety v3 (issue 23), finding 5.
+func TestRescueDeletedBeforeReapStopsTheReap(t *testing.T) {
 	f := fixtures(t)
 	ns := env.Namespace(t)
 	rescued(t, f, ns)

@@ -23,7 +23,7 @@ import (
 // orphaned-since (docs/spec.md#rule-clock-skew).
 const defaultClockSkew = 2 * time.Second
 
-// TestSafetyV3Finding1StaleConditionAfterSeenUse: ws-a is rescued (R1).
+// TestUnusedConditionBeforeASeenUseIsNotTrusted: ws-a is rescued (R1).
 // The controller manager goes down (SIGSTOP: an upgrade, a restart), so the
 // claim's Unused condition stays True at its old time while pod p uses the
 // claim and writes to it. A scan sees p (InUse) and removes the mark. p
@@ -31,7 +31,9 @@ const defaultClockSkew = 2 * time.Second
 // the orphan by that stale condition: R1, cut before p's writes, is no
 // rescue, and the claim is deleted only on a rescue cut after p went
 // (docs/spec.md#rule-last-used).
-func TestSafetyV3Finding1StaleConditionAfterSeenUse(t *testing.T) {
+//
+// Safety v3 (issue 23), finding 1.
+func TestUnusedConditionBeforeASeenUseIsNotTrusted(t *testing.T) {
 	w := newPathWorld(t)
 	w.claim("ws-a", "a", "", nil)
 	w.run(snapArgs(w.ns), 0)
@@ -73,14 +75,16 @@ func TestSafetyV3Finding1StaleConditionAfterSeenUse(t *testing.T) {
 	w.mustRescue("ws-a", "the run after the fresh mark rescues the claim with p's writes")
 }
 
-// TestSafetyV3Finding6StorageClockBehind: the storage system's clock is
+// TestStorageClockBehindTheAPIServer: the storage system's clock is
 // behind the API server's. A rescue whose cut is within --clock-skew of
 // orphaned-since is never reported Rescued nor left Orphaned in silence:
 // it is SnapshotFailed, says why, and is taken again; none of it lets the
 // claim be reaped (docs/spec.md#rescue-behind-clock). A storage clock behind
 // by less than the skew is absorbed by the create's wait: the fresh rescue
 // counts (docs/spec.md#rescue-after-orphaned-since).
-func TestSafetyV3Finding6StorageClockBehind(t *testing.T) {
+//
+// Safety v3 (issue 23), finding 6.
+func TestStorageClockBehindTheAPIServer(t *testing.T) {
 	w := newPathWorld(t)
 	w.claim("ws-a", "a", "", nil)
 	w.claim("ws-b", "b", "", nil)
@@ -114,7 +118,7 @@ func TestSafetyV3Finding6StorageClockBehind(t *testing.T) {
 	w.noDataLost("once the storage clock is right")
 }
 
-// TestSafetyV3Finding6StorageClockAhead: the storage system's clock is 8 s
+// TestStorageClockAheadOfTheAPIServer: the storage system's clock is 8 s
 // ahead of the API server's and the controller manager's, within
 // --clock-skew 10s. A backup tool's snapshot is cut while pod p still uses
 // the claim; p writes after it, then goes. On the storage clock that cut
@@ -123,7 +127,9 @@ func TestSafetyV3Finding6StorageClockBehind(t *testing.T) {
 // With it, the janitor takes a rescue of its own (after orphaned-since plus
 // twice the skew) and reaps on that one (docs/spec.md#rule-clock-skew).
 // Ground truth takes the offset back out of every cut time.
-func TestSafetyV3Finding6StorageClockAhead(t *testing.T) {
+//
+// Safety v3 (issue 23), finding 6.
+func TestStorageClockAheadOfTheAPIServer(t *testing.T) {
 	const ahead, skew = 8 * time.Second, 10 * time.Second
 	ctx := context.Background()
 	w := newPathWorld(t)

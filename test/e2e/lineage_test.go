@@ -58,14 +58,14 @@ func restoreOlderBesideNewer(t *testing.T, f *testenv.Fixtures, ns string) {
 	}
 }
 
-// TestSafetyV3Finding2RestoredOlderCopyIsNotNewerData is issue 23's
+// TestRestoredOlderCopyIsNotNewerData is issue 23's
 // finding 2 on a real cluster (docs/spec.md#restore-refusals,
 // docs/spec.md#retention-last-copy, docs/spec.md#rule-restored-data-time): alice-2 holds
 // the workspace's newest data and is reaped (rescue R2) after alice-1
 // (rescue R1). `restore ns/alice-1` must refuse: R2 is newer data of the
 // workspace. With --allow-older it restores R1 beside it, recording its
 // provenance; the restored claim in use does not make R2 prunable.
-func TestSafetyV3Finding2RestoredOlderCopyIsNotNewerData(t *testing.T) {
+func TestRestoredOlderCopyIsNotNewerData(t *testing.T) {
 	ctx := context.Background()
 	f := fixtures(t)
 	ns := env.Namespace(t)
@@ -126,12 +126,12 @@ func TestSafetyV3Finding2RestoredOlderCopyIsNotNewerData(t *testing.T) {
 	}
 }
 
-// TestSafetyV3Finding4ForeignDeleteSnapshotKeepsGateShut is issue 23's
+// TestForeignDeleteSnapshotKeepsGateShut is issue 23's
 // finding 4 on a real cluster (docs/spec.md#guard-only-copies): a backup tool's
 // snapshot with deletionPolicy Delete rescues the claim; guard exits 3
 // before the reap and, the claim reaped on it, still exits 3: that
 // snapshot is now its only copy and would go with the cluster.
-func TestSafetyV3Finding4ForeignDeleteSnapshotKeepsGateShut(t *testing.T) {
+func TestForeignDeleteSnapshotKeepsGateShut(t *testing.T) {
 	ctx := context.Background()
 	f := fixtures(t)
 	ns := env.Namespace(t)
@@ -168,13 +168,13 @@ func TestSafetyV3Finding4ForeignDeleteSnapshotKeepsGateShut(t *testing.T) {
 	}
 }
 
-// TestSafetyV3Finding2RestoredClaimInUseDoesNotSupersede is the other half
+// TestRestoredClaimInUseDoesNotSupersede is the other half
 // of issue 23's finding 2 on a real cluster (docs/spec.md#rule-superseded,
 // docs/spec.md#rule-durable-evidence): alice-2 holds the newest data and is
 // orphaned; alice-old, restored from alice-1's older rescue with
 // --allow-older, is mounted. alice-2 is not Superseded, and `run
 // --superseded discard` rescues it before it deletes it.
-func TestSafetyV3Finding2RestoredClaimInUseDoesNotSupersede(t *testing.T) {
+func TestRestoredClaimInUseDoesNotSupersede(t *testing.T) {
 	ctx := context.Background()
 	f := fixtures(t)
 	ns := env.Namespace(t)
@@ -196,13 +196,13 @@ func TestSafetyV3Finding2RestoredClaimInUseDoesNotSupersede(t *testing.T) {
 	}
 }
 
-// TestSafetyV3Finding3ArchiveNeverShieldsItselfOverARescue is issue 23's
+// TestArchiveNeverShieldsItselfOverARescue is issue 23's
 // finding 3 on a real cluster (docs/spec.md#retention-archives): a lingering pod
 // keeps session 1 (alice-1) in use past the end of session 2 (alice-2).
 // `run --superseded archive --sessions-carry-data` archives alice-1
 // (superseded by the newer claim) with the later data time and rescues alice-2; `prune --keep-last 1`
 // must keep alice-2's rescue, which the archive does not hold.
-func TestSafetyV3Finding3ArchiveNeverShieldsItselfOverARescue(t *testing.T) {
+func TestArchiveNeverShieldsItselfOverARescue(t *testing.T) {
 	ctx := context.Background()
 	f := fixtures(t)
 	ns := env.Namespace(t)
