@@ -26,7 +26,7 @@ func TestAttemptRecord(t *testing.T) {
 		{"due", map[string]string{a: "2", n: earlier}, 2, "", true, true},
 		{"a count without a time never holds back, and counts", map[string]string{a: "3"}, 3, "", true, false},
 		{"a time without a count never holds back", map[string]string{n: later}, 0, "", true, false},
-		{"zero attempts: due, yet scheduled", map[string]string{a: "0", n: later}, 0, "", true, true},
+		{"zero attempts: due, nothing scheduled", map[string]string{a: "0", n: later}, 0, "", true, false},
 		{"a count that does not parse", map[string]string{a: "x", n: later}, 0, a, true, false},
 		{"a negative count", map[string]string{a: "-1", n: later}, 0, a, true, false},
 		{"a time that does not parse keeps the count", map[string]string{a: "4", n: "tomorrow"}, 4, n, true, false},
@@ -39,12 +39,28 @@ func TestAttemptRecord(t *testing.T) {
 				c.name, r, r.Attempts, r.Invalid, r.Due(now), sched, c.attempts, c.invalid, c.due, c.scheduled)
 		}
 		// SnapshotFailed's hold is the rescue's rule: held back exactly
-		// when a run may not try.
-		cl := &inventory.Claim{}
-		cl.Annotations = c.ann
-		k, next, ok := attemptRecord(cl)
-		if held := ok && k > 0 && now.Before(next); held == r.Due(now) {
-			t.Errorf("%s: SnapshotFailed's hold %v, but Due %v", c.name, held, r.Due(now))
+		// when a run may not try; and explain's next attempt is the
+		// record's schedule.
+		opts := []claimOpt{marked(now.Add(-2 * time.Hour))}
+		for k, v := range c.ann {
+			opts = append(opts, annot(k, v))
+		}
+		pol := defaultPolicy()
+		ds := Classify(build(claims(pvc("a", opts...))), pol, now)
+		if held := ds[0].State == SnapshotFailed; held == r.Due(now) {
+			t.Errorf("%s: SnapshotFailed %v (%s), but Due %v", c.name, held, ds[0].Reason, r.Due(now))
+		}
+		// With a failed snapshot of its own, the claim is SnapshotFailed
+		// whatever the record says; explain dates the next attempt only
+		// when the record schedules one (a record of 0 attempts does not:
+		// the rescue tries at once).
+		failedOwn := snaps(ownSnap("a-rescue", "a", failed("boom"), snapAt(now.Add(-time.Hour))))
+		e, ok := Explain(build(claims(pvc("a", opts...)), failedOwn), pol, now, ds[0].Claim.Key())
+		switch {
+		case !ok || e.State != SnapshotFailed:
+			t.Errorf("%s: with a failed own snapshot: %s (%v), want SnapshotFailed", c.name, e.State, ok)
+		case (e.Next.Earliest != nil) != c.scheduled:
+			t.Errorf("%s: explain's next attempt %v (%s), want one %v", c.name, e.Next.Earliest, e.Next.Action, c.scheduled)
 		}
 	}
 }

@@ -671,20 +671,23 @@ func hasAttemptRecord(cl *inventory.Claim) bool {
 }
 
 // AttemptRecord is a claim's record of the janitor's failed snapshot
-// attempts (docs/spec.md#rescue): pvc-janitor.io/rescue-attempts and
-// pvc-janitor.io/next-attempt, which the rescue writes when a run's
-// attempts fail. ReadAttempts is its one parser. The rescue and the
-// classifier ask it different questions, all here:
+// attempts (docs/spec.md#rescue-attempts): pvc-janitor.io/rescue-attempts
+// and pvc-janitor.io/next-attempt, which the rescue writes when a run's
+// attempts fail. ReadAttempts is its one parser, and Scheduled its one
+// meaning: a record holds the next attempt back to its time only when at
+// least one attempt failed and both keys parse. Everything else is asked
+// of that:
 //
 //   - Due: may a run try now. The rescue asks it before it tries, and
-//     SnapshotFailed's hold (copies.go) is the same rule: held back
-//     exactly when not due.
+//     SnapshotFailed's hold (copies.go) asks it too: held back exactly
+//     when not due.
+//   - Scheduled: the record as explain's Next for SnapshotFailed reports
+//     it, only when it holds something back (a record of 0 attempts,
+//     which the janitor never writes, schedules nothing: the rescue tries
+//     at once, and explain says so).
 //   - Attempts alone: the rescue numbers this run's attempts and counts
 //     the backoff from the failed ones even when next-attempt is missing
 //     or does not parse.
-//   - Scheduled: the record as explain's Next for SnapshotFailed reports
-//     it, only when both keys are present and parse, whatever the count
-//     (0 included, which the janitor never writes).
 //
 // A value that does not parse counts as absent and is named in Invalid:
 // an unreadable record must not stop the claim from ever being rescued.
@@ -696,8 +699,6 @@ type AttemptRecord struct {
 	Next *time.Time
 	// Invalid names a key whose value does not parse (the last one read).
 	Invalid string
-	// counted: rescue-attempts is present and parses.
-	counted bool
 }
 
 // ReadAttempts reads the attempt record from a claim's annotations, each
@@ -709,7 +710,7 @@ func ReadAttempts(ann map[string]string) AttemptRecord {
 		if err != nil || n < 0 {
 			r.Invalid = inventory.AnnotationRescueAttempts
 		} else {
-			r.Attempts, r.counted = n, true
+			r.Attempts = n
 		}
 	}
 	if v, ok := ann[inventory.AnnotationNextAttempt]; ok {
@@ -723,31 +724,21 @@ func ReadAttempts(ann map[string]string) AttemptRecord {
 	return r
 }
 
-// Due reports whether a run may attempt a rescue at now (the API server's
-// clock): only once the next attempt the failed ones set is due. A record
-// without attempts or without a time (written by hand, or half removed)
-// never holds a claim back.
-func (r AttemptRecord) Due(now time.Time) bool {
-	if r.Attempts <= 0 || r.Next == nil {
-		return true
-	}
-	return !now.Before(*r.Next)
-}
-
-// Scheduled is the failed attempts and the next attempt's time when both
-// keys are present and parse; ok is false otherwise.
+// Scheduled is the failed attempts and the time the record holds the next
+// attempt back to; ok is false when it holds nothing back: no failed
+// attempt, or no time (written by hand, half removed, or unparsable).
 func (r AttemptRecord) Scheduled() (n int, next time.Time, ok bool) {
-	if !r.counted || r.Next == nil {
+	if r.Attempts <= 0 || r.Next == nil {
 		return 0, time.Time{}, false
 	}
 	return r.Attempts, *r.Next, true
 }
 
-// attemptRecord is cl's attempt record as SnapshotFailed reads it
-// (AttemptRecord.Scheduled): ok is false when there is none or it does not
-// parse (then nothing is held back: a new attempt is the safe side).
-func attemptRecord(cl *inventory.Claim) (n int, next time.Time, ok bool) {
-	return ReadAttempts(cl.Annotations).Scheduled()
+// Due reports whether a run may attempt a rescue at now (the API server's
+// clock): when the record schedules nothing, or its time has come.
+func (r AttemptRecord) Due(now time.Time) bool {
+	_, next, ok := r.Scheduled()
+	return !ok || !now.Before(next)
 }
 
 // referrers returns what keeps cl in use: the referrers the reader found,

@@ -130,10 +130,11 @@ func (c *classifier) snapshotFailed(f *facts, d *Decision) bool {
 		c.buf = appendTime(c.buf, *f.since)
 		c.buf = append(c.buf, ": not trusted as the rescue; the next attempt takes a new one"...)
 	default:
-		n, next, ok := attemptRecord(cl)
-		if !ok || n <= 0 || !c.now.Before(next) {
+		rec := ReadAttempts(cl.Annotations)
+		if rec.Due(c.now) {
 			return false
 		}
+		n, next, _ := rec.Scheduled()
 		c.buf = append(c.buf[:0], strconv.Itoa(n)...)
 		c.buf = append(c.buf, " snapshot attempts failed; the next is due at "...)
 		c.buf = appendTime(c.buf, next)
@@ -144,7 +145,7 @@ func (c *classifier) snapshotFailed(f *facts, d *Decision) bool {
 }
 
 func (c *classifier) thenSnapshotFailed(d *Decision) Next {
-	if n, t, ok := attemptRecord(d.Claim); ok {
+	if n, t, ok := ReadAttempts(d.Claim.Annotations).Scheduled(); ok {
 		return Next{Action: fmt.Sprintf("another snapshot attempt (%d failed so far)", n), Earliest: c.at(t)}
 	}
 	return Next{Action: "the failed snapshot is deleted and the rescue tried again by the next snapshot or run"}

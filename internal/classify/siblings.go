@@ -27,7 +27,7 @@ func WorkspaceUnrescued(ds []Decision, d *Decision) []string {
 			o.Claim.UID == d.Claim.UID {
 			continue
 		}
-		if rule := RuleFor(o.State); rule.Idle && o.State != Rescued {
+		if rule := RuleFor(o.State); rule.Idle && rule.Snapshot != SnapRescue {
 			out = append(out, o.Claim.Name+" ("+string(o.State)+")")
 		}
 	}

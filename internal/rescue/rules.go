@@ -76,13 +76,10 @@ func retryBackoff(runs int, base time.Duration) time.Duration {
 }
 
 // nextAttempt is when the next run may try again after this one's attempts
-// failed, on the server's clock, to the second (the record is RFC 3339).
+// failed, on the server's clock, rounded up to the second (the record is
+// RFC 3339) by classify.CeilSecond, the rounding of every mark.
 func nextAttempt(now time.Time, failed, perRun int, base time.Duration) time.Time {
-	t := now.Add(retryBackoff(failedRuns(failed, perRun), base))
-	if t.Truncate(time.Second) != t {
-		t = t.Truncate(time.Second).Add(time.Second)
-	}
-	return t.UTC()
+	return classify.CeilSecond(now.Add(retryBackoff(failedRuns(failed, perRun), base)))
 }
 
 // clockWait says how long to wait until the API server's clock has passed

@@ -176,7 +176,7 @@ var mutants = []mutant{
 
 	// rescue: when a rescue counts, and when a run may try again.
 	{ID: "S01", File: "internal/classify/classify.go", Pkgs: rescuePkg,
-		Search: "return !now.Before(*r.Next)", Replace: "return !now.Add(time.Second).Before(*r.Next)",
+		Search: "return !ok || !now.Before(next)", Replace: "return !ok || !now.Add(time.Second).Before(next)",
 		Why: "a failed rescue tried again a second early"},
 	{ID: "S02", File: "internal/rescue/rules.go", Pkgs: rescuePkg,
 		Search: "if !cut.Before(orphanedSince.Add(skew)) {", Replace: "if !cut.Add(time.Second).Before(orphanedSince.Add(skew)) {",
@@ -224,7 +224,7 @@ var mutants = []mutant{
 	// A workspace is rescued before any of its claims is reaped (issue 41,
 	// docs/spec.md#reap-workspace-first).
 	{ID: "W01", File: "internal/classify/siblings.go", Pkgs: classifyPkg,
-		Search: "rule.Idle && o.State != Rescued", Replace: "rule.Idle && o.State == Orphaned",
+		Search: "rule.Idle && rule.Snapshot != SnapRescue", Replace: "rule.Idle && o.State == Orphaned",
 		Why: "a claim is reaped while another claim of its workspace is in its grace period, being snapshotted or failing"},
 	{ID: "W02", File: "internal/classify/siblings.go", Pkgs: classifyPkg,
 		Search: "o.Workspace != d.Workspace || o.Claim.Namespace != d.Claim.Namespace ||", Replace: "o.Workspace != d.Workspace ||",
