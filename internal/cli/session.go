@@ -78,7 +78,7 @@ func (sess *session) connect() error {
 	}
 	// Every single API call retries within --api-timeout, each attempt
 	// waiting at most --request-timeout for the response.
-	retry := kube.RetryPolicy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, MaxElapsed: cfg.APITimeout, Request: cfg.RequestTimeout}
+	retry := kube.NewRetry(cfg.APITimeout, cfg.RequestTimeout)
 	c, err := kube.NewClients(rc, kube.ClientOptions{QPS: cfg.QPS, Burst: cfg.Burst, UserAgent: userAgent(), Retry: retry})
 	if err != nil {
 		return exitcode.New(exitcode.Usage, err)

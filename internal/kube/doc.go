@@ -7,7 +7,8 @@
 //     of the uses a run saw;
 //   - api.go: the typed client of the built-in groups the janitor calls
 //     (not client-go's Clientset: why is there);
-//   - retry.go: the one retry policy (RetryPolicy, Transient);
+//   - retry.go: the API server's use of the one retry policy (RetryPolicy,
+//     retry.Policy with Transient, the classification of its errors);
 //   - read.go, list.go, storage.go, convert.go, referrers.go, owners.go:
 //     the scan's read (Read), described at the top of read.go;
 //   - recheck.go: the re-read of one namespace just before a rescue;

@@ -9,27 +9,32 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/net/http2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/retry"
 )
 
-// RetryPolicy is the one retry policy of the project: exponential backoff
-// with jitter around a single API call, bounded by the context and by
-// MaxElapsed. Every command uses it through Do.
-type RetryPolicy struct {
-	Initial    time.Duration // first wait
-	Max        time.Duration // cap on one wait
-	MaxElapsed time.Duration // cap on the total time spent on one call (--api-timeout)
-	// Request is how long one attempt may wait for the API server's
-	// response (--request-timeout, kubectl's name and meaning; a streamed
-	// list: each silence of its stream), within AttemptTimeout's bound.
-	Request time.Duration
+// RetryPolicy is the project's one retry policy (retry.Policy: initial
+// and longest wait, MaxElapsed, the cap on the total time spent on one call
+// (--api-timeout), and Request, how long one attempt may wait for the API
+// server's response (--request-timeout, kubectl's name and meaning; a
+// streamed list: each silence of its stream, within AttemptTimeout's
+// bound)) around a single API call, with the API server's classification
+// of its errors (Transient) and the bound of each attempt. Every command
+// uses it through Do.
+type RetryPolicy retry.Policy
+
+// NewRetry is the policy of a run's API calls (retry.API): within
+// maxElapsed (--api-timeout), each attempt within request
+// (--request-timeout).
+func NewRetry(maxElapsed, request time.Duration) RetryPolicy {
+	return RetryPolicy(retry.API(maxElapsed, request))
 }
 
 // DefaultRetry is used when no policy is configured.
-var DefaultRetry = RetryPolicy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, MaxElapsed: 2 * time.Minute, Request: 30 * time.Second}
+var DefaultRetry = NewRetry(2*time.Minute, 30*time.Second)
 
 // Do calls op until it succeeds, fails permanently, the context ends or the
 // policy's time is up. A 429's Retry-After is honoured (as the next wait,
@@ -65,20 +70,12 @@ func (p RetryPolicy) do(ctx context.Context, what string, bounded bool, op func(
 	if p.MaxElapsed <= 0 {
 		p = DefaultRetry
 	}
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = p.Initial
-	b.MaxInterval = p.Max
-	b.MaxElapsedTime = p.MaxElapsed
-	b.RandomizationFactor = 0.5
-	b.Reset()
 	// Each attempt ends by the policy's deadline: a server that accepts a
 	// request and never answers must not hold the run forever (an attempt
 	// gets AttemptTimeout, --request-timeout, so a retry is left for the
 	// case the server answers the next one).
 	deadline := time.Now().Add(p.MaxElapsed)
-	attempts := 0
-	for {
-		attempts++
+	attempt := func(ctx context.Context) error {
 		var actx context.Context
 		var cancel context.CancelFunc
 		if bounded {
@@ -87,30 +84,13 @@ func (p RetryPolicy) do(ctx context.Context, what string, bounded bool, op func(
 		} else {
 			actx, cancel = context.WithCancel(ctx)
 		}
-		err := op(actx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		transient, after := Transient(err)
-		if !transient {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		wait := b.NextBackOff()
-		if wait == backoff.Stop {
-			return fmt.Errorf("%s: gave up after %d attempts: %w", what, attempts, err)
-		}
-		if after > wait {
-			wait = after
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
-		case <-t.C:
-		}
+		defer cancel()
+		return op(actx)
 	}
+	if err := retry.Policy(p).Retry(ctx, Transient, attempt); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // Transient reports whether err is worth retrying, and the server's

@@ -1,9 +1,11 @@
-// Package retry is how the janitor waits on what is outside the API
-// server: one retry policy for every post a run publishes (the
-// --notify-webhook summary, the notification routes, the Pushgateway push),
-// one poll helper for a condition read again until it holds, and the one
-// context-bound sleep. The policy is cenkalti/backoff/v4's exponential
-// backoff, as kube.RetryPolicy's is for the API server's calls.
+// Package retry is how the janitor waits: the one retry policy (Policy,
+// exponential backoff on cenkalti/backoff/v4, and its loop, Retry) of
+// every call that is tried again, the one poll helper for a condition read
+// again until it holds, and the one context-bound sleep. A run's posts
+// (the --notify-webhook summary, the notification routes, the Pushgateway
+// push) are retried by Outbound's Do; the API server's calls by
+// kube.RetryPolicy, the same type with kube's classification of the API
+// server's errors (kube.Transient).
 package retry
 
 import (
@@ -17,12 +19,21 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// Policy is exponential backoff with jitter, every attempt and wait bound
-// by the context and by Budget, the total time of the call.
+// Policy is the project's one retry policy: exponential backoff with
+// jitter (cenkalti/backoff/v4: waits from Initial growing by half, each
+// randomized by ±50%, at most Max), every attempt and wait bound by the
+// context and by MaxElapsed, the total time of the call. The API server's
+// calls use it as kube.RetryPolicy (the same fields, with kube's
+// classification of its errors: kube.Transient); a run's posts use
+// Outbound.
 type Policy struct {
-	Initial time.Duration // first wait
-	Max     time.Duration // cap on one wait
-	Budget  time.Duration // cap on the whole call, retries included; 0: one try
+	Initial    time.Duration // first wait
+	Max        time.Duration // cap on one wait
+	MaxElapsed time.Duration // cap on the whole call, retries included; 0: one try
+	// Request bounds one attempt of an API call (--request-timeout, within
+	// kube.RetryPolicy.AttemptTimeout's bound). A post's attempts are
+	// bound by MaxElapsed only.
+	Request time.Duration
 }
 
 // DefaultBudget is how long a post may take, retries included, when its
@@ -30,10 +41,17 @@ type Policy struct {
 // default.
 const DefaultBudget = 20 * time.Second
 
-// Outbound is the policy of a post within budget: waits of 200ms doubling
+// Outbound is the policy of a post within budget: waits of 200ms growing
 // up to 5s.
 func Outbound(budget time.Duration) Policy {
-	return Policy{Initial: 200 * time.Millisecond, Max: 5 * time.Second, Budget: budget}
+	return Policy{Initial: 200 * time.Millisecond, Max: 5 * time.Second, MaxElapsed: budget}
+}
+
+// API is the policy of the API server's calls (kube.RetryPolicy): waits of
+// 200ms growing up to 10s, within maxElapsed (--api-timeout), each attempt
+// within request (--request-timeout).
+func API(maxElapsed, request time.Duration) Policy {
+	return Policy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, MaxElapsed: maxElapsed, Request: request}
 }
 
 // permanent marks an error that another try would only repeat.
@@ -50,43 +68,101 @@ func Permanent(err error) error {
 	return &permanent{err}
 }
 
-// Do calls op until it returns nil or a Permanent error, the context ends
-// or the budget is spent, and returns op's last error (unwrapped from
-// Permanent; with the context's error first when the caller's context
-// ended). Every attempt's context ends with the budget. A budget of zero or
-// less is one try.
+// Do is a post's retry: it calls op until it returns nil or a Permanent
+// error, the context ends or MaxElapsed is spent, and returns op's last
+// error (unwrapped from Permanent; with the context's error first when the
+// caller's context ended). Every attempt's context ends with MaxElapsed. A
+// MaxElapsed of zero or less is one try.
 func (p Policy) Do(ctx context.Context, op func(context.Context) error) error {
 	parent := ctx
-	var policy backoff.BackOff = &backoff.StopBackOff{}
-	if p.Budget > 0 {
-		b := backoff.NewExponentialBackOff()
-		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = p.Initial, p.Max, p.Budget
-		b.Reset()
-		policy = b
+	if p.MaxElapsed > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, p.Budget)
+		ctx, cancel = context.WithTimeout(ctx, p.MaxElapsed)
 		defer cancel()
 	}
-	var last error
 	start, answered := time.Now(), false
-	err := backoff.Retry(func() error {
-		last = op(ctx)
-		if pe := (*permanent)(nil); errors.As(last, &pe) {
-			last = pe.err
-			return backoff.Permanent(last)
+	err := p.Retry(ctx, func(err error) (bool, time.Duration) {
+		if errors.As(err, new(*permanent)) {
+			return false, 0
 		}
-		if answered = answered || !unanswered(last); !answered && time.Since(start) >= NeverAnsweredFor {
-			return backoff.Permanent(last)
-		}
-		return last
-	}, backoff.WithContext(policy, ctx))
+		answered = answered || !unanswered(err)
+		return answered || time.Since(start) < NeverAnsweredFor, 0
+	}, op)
+	var stopped *Stopped
+	var pe *permanent
 	switch {
-	case err == nil || last == nil:
-		return err
-	case parent.Err() != nil:
-		return fmt.Errorf("%w (last error: %v)", parent.Err(), last)
+	case errors.As(err, &stopped) && parent.Err() != nil:
+		return fmt.Errorf("%w (last error: %v)", parent.Err(), stopped.Last)
+	case stopped != nil:
+		return stopped.Last // the budget is spent: what the last try met
+	case errors.As(err, &pe):
+		return pe.err
 	}
-	return last // the budget is spent: what the last try met
+	return err
+}
+
+// Stopped is Retry's error when op's last error was worth another try but
+// none was made: the policy's time was spent, or the context ended
+// (Ended: its error).
+type Stopped struct {
+	Attempts int
+	Last     error // op's last error
+	Ended    error // the context's error, when it ended the call
+}
+
+func (s *Stopped) Error() string {
+	if s.Ended != nil {
+		return fmt.Sprintf("%v (last error: %v)", s.Ended, s.Last)
+	}
+	return fmt.Sprintf("gave up after %d attempts: %v", s.Attempts, s.Last)
+}
+
+// Unwrap is the context's error when it ended the call, else op's last.
+func (s *Stopped) Unwrap() error {
+	if s.Ended != nil {
+		return s.Ended
+	}
+	return s.Last
+}
+
+// Retry is the loop every retried call runs, a post's (Do) and an API
+// call's (kube.RetryPolicy.Do): op is called until it returns nil or again
+// reports its error not worth another try (returned as is), or no try is
+// left (*Stopped): the context ended, or the backoff's next wait would end
+// past MaxElapsed since the first try (zero or less: one try). A wait is
+// the backoff's, or the one again asks for (a 429's Retry-After) when
+// longer. Retry bounds no attempt: op's context is ctx.
+func (p Policy) Retry(ctx context.Context, again func(error) (bool, time.Duration), op func(context.Context) error) error {
+	b := p.backOff()
+	for attempts := 1; ; attempts++ {
+		err := op(ctx)
+		if err == nil {
+			return nil
+		}
+		retry, after := again(err)
+		if !retry {
+			return err
+		}
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			return &Stopped{Attempts: attempts, Last: err}
+		}
+		if !Sleep(ctx, max(wait, after)) {
+			return &Stopped{Attempts: attempts, Last: err, Ended: ctx.Err()}
+		}
+	}
+}
+
+// backOff is the policy's backoff, started now.
+func (p Policy) backOff() backoff.BackOff {
+	if p.MaxElapsed <= 0 {
+		return &backoff.StopBackOff{}
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = p.Initial, p.Max, p.MaxElapsed
+	b.RandomizationFactor = 0.5
+	b.Reset()
+	return b
 }
 
 // NeverAnsweredFor is how long Do tries an address that has refused every

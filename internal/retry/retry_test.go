@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-var fast = Policy{Initial: time.Millisecond, Max: time.Millisecond, Budget: time.Minute}
+var fast = Policy{Initial: time.Millisecond, Max: time.Millisecond, MaxElapsed: time.Minute}
 
 // TestDo: a transient error is tried again until it passes; a Permanent
 // one is returned at once, unwrapped; a budget of zero is one try; a
@@ -38,7 +38,7 @@ func TestDo(t *testing.T) {
 
 	calls = 0
 	once := fast
-	once.Budget = 0
+	once.MaxElapsed = 0
 	if err := once.Do(context.Background(), func(context.Context) error { calls++; return transient }); err != transient || calls != 1 {
 		t.Errorf("no budget: %v after %d calls, want %v after 1", err, calls, transient)
 	}
@@ -109,5 +109,45 @@ func TestPoll(t *testing.T) {
 	}
 	if Sleep(ctx, time.Hour) {
 		t.Error("Sleep on an ended context waited")
+	}
+}
+
+// TestRetry: the loop the API server's calls share with the posts. A wait
+// is at least what again asks for (a 429's Retry-After: 300ms here, where
+// the backoff would wait 1ms; a lower bound the code path sets, no upper
+// bound asserted); an error again calls final is returned as is; a
+// MaxElapsed of zero is one try, reported as Stopped.
+func TestRetry(t *testing.T) {
+	busy := errors.New("HTTP 429")
+	var at []time.Time
+	err := fast.Retry(context.Background(), func(error) (bool, time.Duration) { return true, 300 * time.Millisecond },
+		func(context.Context) error {
+			if at = append(at, time.Now()); len(at) == 1 {
+				return busy
+			}
+			return nil
+		})
+	if err != nil || len(at) != 2 {
+		t.Fatalf("%v after %d tries, want nil after 2", err, len(at))
+	}
+	if gap := at[1].Sub(at[0]); gap < 300*time.Millisecond {
+		t.Errorf("tried again after %s, before the 300ms asked for", gap)
+	}
+
+	final := errors.New("HTTP 404")
+	if err := fast.Retry(context.Background(), func(error) (bool, time.Duration) { return false, 0 },
+		func(context.Context) error { return final }); err != final {
+		t.Errorf("final: %v, want %v as is", err, final)
+	}
+
+	once := fast
+	once.MaxElapsed = 0
+	calls := 0
+	err = once.Retry(context.Background(), func(error) (bool, time.Duration) { return true, 0 },
+		func(context.Context) error { calls++; return busy })
+	var s *Stopped
+	if !errors.As(err, &s) || s.Attempts != 1 || s.Ended != nil || !errors.Is(err, busy) || calls != 1 ||
+		err.Error() != "gave up after 1 attempts: HTTP 429" {
+		t.Errorf("one try: %v after %d calls", err, calls)
 	}
 }
