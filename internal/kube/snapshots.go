@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/retry"
 )
 
 // GetSnapshot reads a VolumeSnapshot with retries; nil, and no error, when
@@ -26,27 +29,19 @@ func GetSnapshot(ctx context.Context, c *Clients, ns, name string) (*snapv1.Volu
 	return vs, err
 }
 
-// WaitSnapshotGone polls, every 200 ms until deadline, until the snapshot
-// with uid no longer exists (gone, or its name taken by another; any
-// snapshot of the name when uid is empty). A read that fails is tried
-// again until the deadline.
+// WaitSnapshotGone polls (retry.Poll), every 200 ms until deadline, until
+// the snapshot with uid no longer exists (gone, or its name taken by
+// another; any snapshot of the name when uid is empty). A read that fails
+// is tried again until the deadline.
 func WaitSnapshotGone(ctx context.Context, c *Clients, ns, name string, uid types.UID, deadline time.Time) error {
-	for {
+	err := retry.Poll(ctx, 200*time.Millisecond, deadline, func(ctx context.Context) (bool, error) {
 		vs, err := GetSnapshot(ctx, c, ns, name)
-		if err == nil && (vs == nil || (uid != "" && vs.UID != uid)) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("VolumeSnapshot %s/%s still exists at %s", ns, name, deadline.UTC().Format(time.RFC3339))
-		}
-		t := time.NewTimer(200 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
+		return err == nil && (vs == nil || (uid != "" && vs.UID != uid)), nil
+	})
+	if errors.Is(err, retry.ErrDeadline) {
+		return fmt.Errorf("VolumeSnapshot %s/%s still exists at %s", ns, name, deadline.UTC().Format(time.RFC3339))
 	}
+	return err
 }
 
 // GetContent reads one VolumeSnapshotContent by name (a get, with

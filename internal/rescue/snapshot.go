@@ -18,21 +18,15 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/internal/restore"
+	"github.com/pvc-janitor/pvc-janitor/internal/retry"
 )
 
 // The snapshots' I/O: create (or find) one, delete one, wait until one is
 // gone.
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+// sleep is retry.Sleep, the one context-bound sleep: the content's settle
+// below and the clock's wait of a round (claim.go).
+var sleep = retry.Sleep
 
 var errConflict = errors.New("name conflict")
 

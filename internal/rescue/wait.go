@@ -174,6 +174,8 @@ func (r *rescuer) wait(ctx context.Context, vs *snapv1.VolumeSnapshot, readAt ti
 	w := r.watchSnapshot(vs, readAt)
 	defer w.stop()
 	st := waitState{Started: r.now()}
+	// Not retry.Poll: each turn waits for the watch's next event (await),
+	// and the deadline is decide's, on the API server's clock.
 	for ctx.Err() == nil {
 		ob := w.observe(ctx)
 		if ob.ReadErr != nil && ctx.Err() != nil {

@@ -78,7 +78,8 @@ func (s *snapshotWatch) await(ctx context.Context, next time.Duration) bool {
 		}
 	}
 	events := s.events
-	// The server's clock advances in whole seconds: never spin on it.
+	// The server's clock advances in whole seconds: never spin on it. Not
+	// retry.Sleep: the wait ends on the first of an event, next and quiet.
 	t := time.NewTimer(min(max(next, 100*time.Millisecond), quiet))
 	defer t.Stop()
 	select {
