@@ -45,8 +45,8 @@ func Select(ds []classify.Decision, only []*inventory.Snapshot) []Candidate {
 		}
 	}
 	for i := range ds {
-		if d := &ds[i]; d.State == classify.Rescued && d.Snapshot != nil && d.Claim != nil {
-			add(Candidate{Snapshot: d.Snapshot, Claim: d.Claim.Name})
+		if d := &ds[i]; d.Rescue() != nil && d.Claim != nil {
+			add(Candidate{Snapshot: d.Rescue(), Claim: d.Claim.Name})
 		}
 	}
 	for _, s := range only {

@@ -150,7 +150,7 @@ func (r *GuardResult) Problems() []string {
 // deletionPolicy Delete (the teardown may delete the backing snapshot too)
 // unless allowDeletePolicy.
 func AtRisk(d *classify.Decision, inv *inventory.Inventory, allowDeletePolicy bool) (bool, string) {
-	if d.State == classify.Rescued {
+	if classify.RuleFor(d.State).Snapshot == classify.SnapRescue {
 		if d.Snapshot == nil {
 			return true, "rescued without a known snapshot"
 		}

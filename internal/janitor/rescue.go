@@ -113,7 +113,7 @@ func (r *RescueResult) rescued() map[inventory.Key]bool {
 		if !ok {
 			st = d.State
 		}
-		if st == classify.Rescued {
+		if classify.RuleFor(st).Snapshot == classify.SnapRescue {
 			keys[d.Claim.Key()] = true
 		}
 	}

@@ -203,7 +203,7 @@ func (w *World) JanitorRun(o Run) {
 			}
 		}
 		s := &Snap{Name: name, UID: w.uid("vs"), SourceName: c.Name, SourceUID: c.UID, Line: c.Line, Janitor: true,
-			Archive: d.State == classify.Superseded, Since: &since, Created: at, Cut: w.storageTime(at),
+			Archive: classify.RuleFor(d.State).Archive, Since: &since, Created: at, Cut: w.storageTime(at),
 			Retain: w.Cfg.RescueRetain, Data: copyData(c.Data)}
 		if c.Labeled {
 			s.Workspace = c.Line.User
@@ -244,7 +244,7 @@ func (w *World) JanitorRun(o Run) {
 		}
 		// planOf also waits for the workspace's other orphans to be
 		// rescued (docs/spec.md#reap-workspace-first).
-		if d.State == classify.Rescued && classify.WorkspaceUnrescuedReason(ds, d) != "" {
+		if reap.WorkspaceWaits(ds, d) != "" {
 			continue
 		}
 		c := w.claimByUID(d.Claim.UID)
@@ -260,7 +260,7 @@ func (w *World) JanitorRun(o Run) {
 		if d.Snapshot != nil {
 			why += " by " + d.Snapshot.Name
 		}
-		if d.State == classify.Superseded {
+		if classify.RuleFor(d.State).Reap == classify.ReapOnDiscard {
 			why += ", discarded: " + d.DiscardReason
 		}
 		w.say("janitor run %d reaps %s (%s)", run, c.Name, why)
@@ -328,9 +328,7 @@ func (w *World) pruneClaims(ds []classify.Decision) ([]retention.Claim, []corev1
 		if w.Cfg.Policy.WorkspaceLabel != "" {
 			rc.Workspace = d.Claim.Labels.Workspace
 		}
-		if d.State == classify.Rescued {
-			rc.Rescue = d.Snapshot
-		}
+		rc.Rescue = d.Rescue()
 		out = append(out, rc)
 		pvc := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: NS, Name: c.Name, UID: c.UID},
 			Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}

@@ -56,15 +56,14 @@ func Messages(r *report.Report, routes []config.Route, ownerLabel string) []mess
 }
 
 // news reports whether a claim's entry is news to its owner: an action of
-// this run that is not a skip, and for a mark only one of an idle or
-// superseded claim (a mark removed because the claim is in use again is
-// not worth a message).
+// this run that is not a skip, and for a mark only one of an orphan
+// (classify.StateRules' Orphan: idle or superseded; a mark removed because
+// the claim is in use again is not worth a message).
 func news(e *report.ClaimEntry) bool {
 	if quiet[e.Action] {
 		return false
 	}
-	st := classify.State(e.State)
-	return e.Action != "marked" || classify.RuleFor(st).Idle || st == classify.Superseded
+	return e.Action != "marked" || classify.RuleFor(classify.State(e.State)).Orphan
 }
 
 func matches(rt *config.Route, e *report.ClaimEntry) bool {

@@ -256,9 +256,7 @@ func namespaceClaims(ctx context.Context, c *kube.Clients, o Options, ns string,
 		}
 		if d, ok := byUID[p.UID]; ok {
 			rc.State, rc.OrphanedSince = d.State, d.OrphanedSince
-			if d.State == classify.Rescued {
-				rc.Rescue = d.Snapshot
-			}
+			rc.Rescue = d.Rescue()
 		} else {
 			// Not classified (outside the selector): counted as in use,
 			// the safe side for every rule.

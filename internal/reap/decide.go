@@ -15,9 +15,10 @@ import (
 )
 
 // Reapable reports whether a decision allows deleting the claim at now (the
-// API server's clock of the read the decision comes from): the claim is
-// Rescued (or Superseded, with discard), and its orphaned-since is known and
-// at least grace old (docs/spec.md#reap). The grace period is checked here and not
+// API server's clock of the read the decision comes from): its state may be
+// reaped (stateReaps: Rescued, or Superseded with discard), and its
+// orphaned-since is known and at least grace old (docs/spec.md#reap). The
+// grace period is checked here and not
 // left to the classifier's state because Rescued takes precedence over
 // Grace: a snapshot someone else took a minute after the claim was marked
 // would otherwise end the grace period at once.
@@ -26,13 +27,28 @@ import (
 // or the owner's snooze: a decision whose notice begins now, or whose end
 // is not known, is not reapable.
 func Reapable(d *classify.Decision, discard bool, grace time.Duration, now time.Time) bool {
-	if d.State != classify.Rescued && !(discard && d.State == classify.Superseded && d.Discard) {
+	if !stateReaps(d, discard) {
 		return false
 	}
 	if !noticeOver(d, now) {
 		return false
 	}
 	return d.OrphanedSince != nil && !now.IsZero() && classify.GraceOver(*d.OrphanedSince, grace, now)
+}
+
+// stateReaps reports whether d's state lets the reap delete the claim at
+// all, by the reap column of classify.StateRules (docs/spec.md#reap-only-rescued):
+// on its intact rescue, or, for a discard (discard: --superseded=discard),
+// only on the decision's durable evidence of newer data.
+func stateReaps(d *classify.Decision, discard bool) bool {
+	switch classify.RuleFor(d.State).Reap {
+	case classify.ReapOnRescue:
+		return true
+	case classify.ReapOnDiscard:
+		return discard && d.Discard
+	case classify.NotReaped:
+	}
+	return false
 }
 
 // noticeOver reports whether the owner's notice of d (or the owner's
@@ -62,10 +78,11 @@ func noticeRunReason(d *classify.Decision, start time.Time) string {
 
 // notReapableReason says why Reapable refused a decision, for the report.
 func notReapableReason(d *classify.Decision, discard bool, grace time.Duration, now time.Time) string {
-	if discard && d.State == classify.Superseded && !d.Discard {
+	onDiscard := discard && classify.RuleFor(d.State).Reap == classify.ReapOnDiscard
+	if onDiscard && !d.Discard {
 		return "superseded, but not discarded: " + d.DiscardReason
 	}
-	if d.State != classify.Rescued && !(discard && d.State == classify.Superseded) {
+	if !onDiscard && !stateReaps(d, discard) {
 		return "changed since the scan: now " + string(d.State) + ": " + d.Reason
 	}
 	if d.OrphanedSince == nil {
@@ -249,12 +266,13 @@ func podClaims(p *corev1.Pod) []string {
 	return out
 }
 
-// workspaceWaits says why the Rescued claim of d waits for its workspace
-// (docs/spec.md#reap-workspace-first): another claim of its workspace is
-// an orphan not yet rescued. "" when it need not wait; ds are the
-// decisions of the same read.
-func workspaceWaits(ds []classify.Decision, d *classify.Decision) string {
-	if d.State != classify.Rescued {
+// WorkspaceWaits says why the claim of d, reaped on its rescue, waits for
+// its workspace (docs/spec.md#reap-workspace-first): another claim of its
+// workspace is an orphan not yet rescued. "" when it need not wait (a
+// discard does not: its evidence is newer data); ds are the decisions of
+// the same read.
+func WorkspaceWaits(ds []classify.Decision, d *classify.Decision) string {
+	if classify.RuleFor(d.State).Reap != classify.ReapOnRescue {
 		return ""
 	}
 	return classify.WorkspaceUnrescuedReason(ds, d)

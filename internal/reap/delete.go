@@ -239,10 +239,14 @@ func (x *deleter) retryable(rv string, cur *corev1.PersistentVolumeClaim) (Outco
 func (x *deleter) deleted(note string) Outcome {
 	d, out := x.d, x.out
 	why := "rescued"
-	if d.Snapshot != nil && d.State == classify.Rescued {
-		why = "rescued by VolumeSnapshot " + d.Snapshot.Name
-	} else if d.State == classify.Superseded {
+	switch classify.RuleFor(d.State).Reap {
+	case classify.ReapOnRescue:
+		if d.Snapshot != nil {
+			why = "rescued by VolumeSnapshot " + d.Snapshot.Name
+		}
+	case classify.ReapOnDiscard:
 		why = "superseded, discarded without a snapshot (--superseded=discard): " + d.DiscardReason
+	case classify.NotReaped:
 	}
 	out.Action = ActionDeleted
 	out.Message = "deleted (deletion accepted): " + why + note

@@ -31,19 +31,20 @@ type Evidence struct {
 // discard whose durable evidence is a claim in use). snaps are the
 // snapshots of the claim's namespace in the read d comes from.
 //
-// A Rescued claim relies on its rescue (d.Snapshot). A discard relies on
-// the intact rescue its DiscardReason names, which need not be d.Snapshot
-// (the newer snapshot that made it Superseded): it is found among snaps by
-// that name. The decision has no field for it (classify owns Decision).
+// What a state relies on is its reap column (classify.StateRules): a
+// claim reaped on its rescue relies on d.Snapshot; a discard on
+// d.Durable, the intact rescue its DiscardReason names, which need not be
+// d.Snapshot (the newer snapshot that made it Superseded).
 func EvidenceOf(d *classify.Decision) *Evidence {
 	var s *inventory.Snapshot
-	switch d.State {
-	case classify.Rescued:
+	switch classify.RuleFor(d.State).Reap {
+	case classify.ReapOnRescue:
 		s = d.Snapshot
-	case classify.Superseded:
+	case classify.ReapOnDiscard:
 		if d.Discard {
 			s = d.Durable
 		}
+	case classify.NotReaped:
 	}
 	if s == nil {
 		return nil

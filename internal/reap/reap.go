@@ -184,7 +184,7 @@ func planOf(ds []classify.Decision, candidates map[inventory.Key]bool, o Options
 				Message: noticeRunReason(d, o.RunStart)})
 			continue
 		}
-		if why := workspaceWaits(p.ds, d); why != "" {
+		if why := WorkspaceWaits(p.ds, d); why != "" {
 			// docs/spec.md#reap-workspace-first: the whole workspace is
 			// rescued before any of its claims goes.
 			p.skipped = append(p.skipped, Outcome{Namespace: k.Namespace, Name: k.Name, Action: ActionSkipped, State: d.State, Message: why})

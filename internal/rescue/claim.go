@@ -165,7 +165,7 @@ func (c *claimRescue) snapshotName(ctx context.Context, fd *classify.Decision, s
 	cl := c.cl
 	name := Name(cl.Name, cl.UID, since)
 	if own := fd.Snapshot; own != nil && own.ManagedByJanitor && own.SourceUID == cl.UID &&
-		(fd.State == classify.Snapshotting || fd.State == classify.SnapshotFailed || fd.State == classify.Rescued) {
+		classify.RuleFor(fd.State).Snapshot != classify.SnapOther {
 		log := zerolog.Ctx(ctx)
 		if ownFor(own, since) {
 			// Ours for this orphaned-since: wait for it, recreate it under
@@ -190,7 +190,7 @@ func (c *claimRescue) snapshotName(ctx context.Context, fd *classify.Decision, s
 // createAndWait creates the snapshot, or finds the one an earlier round or
 // run made, and waits for it. done is false when another round must follow.
 func (c *claimRescue) createAndWait(ctx context.Context, fd *classify.Decision, name string) (Outcome, bool) {
-	archive := fd.State == classify.Superseded
+	archive := classify.RuleFor(fd.State).Archive
 	at := time.Now() // before the create, or the read of the one found
 	vs, isNew, err := c.r.ensure(ctx, fd, name, c.class, archive, c.attempt(), c.from)
 	if errors.Is(err, errDeleting) {

@@ -126,14 +126,14 @@ type Outcome struct {
 // action that failed, not a claim skipped by rule.
 func (o Outcome) Failed() bool { return o.Action == ActionFailed || o.Action == ActionConflict }
 
-// Targets returns the indexes of the decisions a rescue acts on: Orphaned
-// claims, claims whose own snapshot is pending or failed, and Superseded
-// claims under the archive policy.
+// Targets returns the indexes of the decisions a rescue acts on, by the
+// table (classify.StateRule.Targeted): Orphaned claims, claims whose own
+// snapshot is pending or failed, and Superseded claims under the archive
+// policy.
 func Targets(ds []classify.Decision, superseded string) []int {
 	var out []int
 	for i := range ds {
-		st := ds[i].State
-		if classify.RuleFor(st).Rescue || (st == classify.Superseded && superseded == SupersededArchive) {
+		if classify.RuleFor(ds[i].State).Targeted(superseded) {
 			out = append(out, i)
 		}
 	}

@@ -122,17 +122,13 @@ func stillTarget(ds []classify.Decision, uid types.UID, superseded string) (*cla
 		if d.Claim.UID != uid {
 			continue
 		}
-		switch {
-		case classify.RuleFor(d.State).Rescue:
+		switch r := classify.RuleFor(d.State); {
+		case r.Targeted(superseded):
 			return d, true, ""
-		case d.State == classify.Rescued:
+		case r.Snapshot == classify.SnapRescue:
 			// By its own snapshot, which became ready since the scan: the
 			// wait for it (no create) verifies that it is intact.
 			if s := d.Snapshot; s != nil && s.ManagedByJanitor && s.SourceUID == uid {
-				return d, true, ""
-			}
-		case d.State == classify.Superseded:
-			if superseded == SupersededArchive {
 				return d, true, ""
 			}
 		}

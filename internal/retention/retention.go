@@ -221,7 +221,7 @@ func judge(rescues []Rescue, contents map[string]inventory.Content, claims []Cla
 	}
 	for i := range claims {
 		c := &claims[i]
-		if c.State != classify.Rescued || c.Rescue == nil || mine[c.Rescue.UID] {
+		if classify.RuleFor(c.State).Snapshot != classify.SnapRescue || c.Rescue == nil || mine[c.Rescue.UID] {
 			continue
 		}
 		cp := snapCopy(c.Rescue, contents, copies, byUID)
@@ -294,7 +294,7 @@ func protected(p Policy, r *Rescue, last bool, byUID map[types.UID]*Claim, conte
 		}
 	}
 	if src, ok := byUID[r.SourceUID]; ok && r.SourceUID != "" {
-		newer := src.State == classify.Rescued && src.Rescue != nil && src.Rescue.UID != r.UID &&
+		newer := classify.RuleFor(src.State).Snapshot == classify.SnapRescue && src.Rescue != nil && src.Rescue.UID != r.UID &&
 			classify.DataTime(src.Rescue, nil).After(classify.DataTime(&r.Snapshot, nil))
 		if !newer {
 			return "its source claim " + src.Name + " exists and is not rescued by a newer snapshot"
