@@ -289,7 +289,8 @@ func newChaosTest(t *testing.T) *chaosTest {
 		rescued: map[string]bool{}, bytesDone: map[string]bool{}, gens: newGenerations(),
 		presentAt: map[string]time.Time{}, actorDel: map[string]actorDeletion{}, actorJudged: map[string]string{},
 		cutOffset: map[string]time.Duration{}, foreign: map[string]bool{}, seenReady: map[types.UID]seenSnap{},
-		restoredOnce: map[string]bool{}, restores: map[string]int{}}
+		restoredOnce: map[string]bool{}, restores: map[string]int{},
+		specials: map[string]string{}, specialWrites: map[string]int{}, deletedContents: map[string]bool{}}
 	c.w = w
 	w.f = fixtures(t)
 	w.ns = env.Namespace(t)
@@ -321,9 +322,11 @@ func newChaosTest(t *testing.T) *chaosTest {
 	for i := 0; i < 3; i++ {
 		w.addClaim(c.fail, true)
 	}
+	w.addSpecials(c.fail)
 	w.churn(4)
 	c.p = env.StartFaultProxy(t, c.seed)
 	w.req.attach(c.p)
+	w.oracle.attach(c.p)
 	w.bin, w.kubeconfig = c.bin, c.p.Kubeconfig
 	// Controller manager pauses need the condition to matter, and the
 	// pid file of the test's own stack: one that cannot be read fails the
@@ -370,10 +373,14 @@ type chaosIteration struct {
 func (c *chaosTest) iteration(i int) {
 	c.arrange(i)
 	it := c.draw()
+	scope := c.w.inScope()
 	results := c.runDuring(it)
 	lockHeld := c.judgeExits(i, results)
 	c.stats.Runs++
 	c.w.syncDeletions()
+	c.judgeRequests(fmt.Sprintf("iteration %d", i), it.args, results, scope)
+	c.w.checkSpecials(c.fail, fmt.Sprintf("iteration %d", i))
+	c.w.checkContents(c.fail, fmt.Sprintf("iteration %d", i), false)
 	if lockHeld {
 		time.Sleep(time.Second) // a dead holder's lease lasts --lock-duration
 	}
@@ -466,6 +473,12 @@ func (c *chaosTest) draw() chaosIteration {
 		// an intact snapshot of its own like any rescue.
 		it.args = append(slices.Clone(it.args), "--superseded", "archive", "--sessions-carry-data")
 		c.stats.ArchiveRuns++
+	}
+	// Grace periods, min-ages and blast radii that bite (the oracle's G1
+	// and G2), and a third of the iterations with --delete-contents (G8).
+	it.args = c.drawLimits(it.args)
+	if c.rng.Intn(3) == 0 && !slices.Contains(it.args, "--delete-contents") {
+		it.args = append(slices.Clone(it.args), "--delete-contents")
 	}
 	// A fifth of the iterations end with a restore (maybeRestore).
 	c.w.mu.Lock()
@@ -674,9 +687,12 @@ func (w *chaosWorld) settleDeletions(t *testing.T) {
 		t.Logf("settle deletions: %v", err)
 		return
 	}
+	w.mu.Lock()
+	specials := maps.Clone(w.specials)
+	w.mu.Unlock()
 	for _, c := range l.Items {
-		if c.DeletionTimestamp == nil {
-			continue
+		if c.DeletionTimestamp == nil || specials[c.Name] != "" {
+			continue // the Terminating special claim stays so
 		}
 		if err := w.f.WaitClaimGone(context.Background(), w.ns, c.Name); err != nil {
 			t.Logf("claim %s is still Terminating: %v", c.Name, err)
@@ -696,9 +712,12 @@ func (c *chaosTest) converge() {
 		c.w.settleDeletions(c.t)
 		var last chaosProc
 		for attempt := 0; ; attempt++ {
+			scope := c.w.inScope()
 			last = startChaosProc(c.bin, c.base, 0)
 			c.stats.Processes++
 			c.stats.Exits[strconv.Itoa(last.code)]++
+			c.w.syncDeletions()
+			c.judgeRequests(fmt.Sprintf("final run %d", final), c.base, []chaosProc{last}, scope)
 			if last.code != 5 || attempt == 10 {
 				break
 			}
@@ -709,7 +728,8 @@ func (c *chaosTest) converge() {
 		if last.code != 0 && last.code != 4 {
 			c.fail("final run %d without faults: exit %d\n%s", final, last.code, last.stderr)
 		}
-		c.w.syncDeletions()
+		c.w.checkSpecials(c.fail, fmt.Sprintf("final run %d", final))
+		c.w.checkContents(c.fail, fmt.Sprintf("final run %d", final), last.code == 0)
 		c.w.check(c.fail, fmt.Sprintf("final run %d", final))
 		if c.w.converged(c.t, c.fail, last, final == 3, c.stats.FinalStates) {
 			return
@@ -735,6 +755,13 @@ func (c *chaosTest) report() {
 	stats.Discards = len(w.discards)
 	stats.PrunedOnNewer = len(w.prunedOnNewer)
 	stats.ClaimsReaped = len(w.deleted) - len(w.retired)
+	for name := range w.specials {
+		if _, ok := w.deleted[name]; ok {
+			stats.ClaimsReaped-- // the Terminating one: the test's own delete
+		}
+	}
+	stats.SpecialClaims = len(w.specials)
+	stats.KeptContentsRetain = w.keptContents
 	stats.KilledIterations, stats.FailedIterations = w.judgedKilled, w.judgedFailed
 	for name := range w.late {
 		if !w.retired[name] {
@@ -829,6 +856,19 @@ type chaosStats struct {
 	ActorDeletions int            `json:"rescuesDeletedBySecondActor"`
 	ActorJudged    map[string]int `json:"reapsAroundASecondActorsDelete"`
 	Bytes          bytesFigures   `json:"bytes"` // the restores of reaped claims' rescues
+	// The oracle of chaos_oracle_test.go: iterations with a grace period
+	// and min-age of seconds, the deletions they judged against it;
+	// iterations with a blast radius small enough to bite, and the runs
+	// it stopped; iterations in which two runs wrote; the Held,
+	// Terminating and Unbound claims of the mix; the kept rescues whose
+	// content was read back Retain after the final runs.
+	GraceIterations    int `json:"graceIterations"`
+	GraceDeletions     int `json:"deletionsJudgedAgainstAGracePeriod"`
+	SmallBlastRadius   int `json:"smallBlastRadiusIterations"`
+	BlastRadiusReached int `json:"runsStoppedByTheBlastRadius"`
+	WritingPairs       int `json:"iterationsWithTwoWritingRuns"`
+	SpecialClaims      int `json:"heldTerminatingUnboundClaims"`
+	KeptContentsRetain int `json:"keptRescuesReadBackRetain"`
 	MaxRate        float64        `json:"maxRate"`
 	Args           string         `json:"extraArgs,omitempty"`
 	Duration       string         `json:"duration"`
@@ -1039,6 +1079,17 @@ type chaosWorld struct {
 	restores     map[string]int
 	bin          string // the janitor binary
 	kubeconfig   string // through the fault proxy
+
+	// The oracle of chaos_oracle_test.go: every write of a janitor
+	// process as the proxy saw it; the special claims (G4) by name, with
+	// their kind, and the writes sent to them; the snapshots whose last
+	// delete came from a run with --delete-contents (G8: its content must
+	// not be left); the kept rescues whose content checkContents read.
+	oracle          oracleLog
+	specials        map[string]string
+	specialWrites   map[string]int
+	deletedContents map[string]bool
+	keptContents    int
 }
 
 // addClaim creates a bound claim: a workspace claim (sometimes of a
@@ -1559,7 +1610,12 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 		if w.archived[name] || w.retired[name] {
 			continue
 		}
-		switch {
+		switch kind := w.specials[name]; {
+		case kind == specialTerminating:
+			continue // the test deleted it; a foreign finalizer holds it
+		case kind != "":
+			bad("%s: %s, %s, was deleted", when, name, kind)
+			continue
 		case c == nil:
 			bad("%s: unknown claim %s deleted", when, name)
 			continue
@@ -1728,7 +1784,7 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 	w.checkBytes(fail, when, snaps)
 	w.maybeRestore(snaps)
 	w.archive(snaps)
-	w.collectContents()
+	w.collectContents(fail, when)
 }
 
 // checkBytes restores (a sample of) the claims reaped since the last check
@@ -1841,7 +1897,7 @@ func (w *chaosWorld) archive(snaps []truthSnap) {
 // Retain class its content stays (the snapshot controller marks it
 // volumesnapshot-being-deleted). They are counted, then removed so that
 // hundreds of iterations list about as much as the first ones.
-func (w *chaosWorld) collectContents() {
+func (w *chaosWorld) collectContents(fail func(string, ...any), when string) {
 	ctx := context.Background()
 	l, err := w.f.Snap.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -1869,6 +1925,15 @@ func (w *chaosWorld) collectContents() {
 		if byActor && d.snap.UID == c.Spec.VolumeSnapshotRef.UID {
 			_ = w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(ctx, c.Name, metav1.DeleteOptions{})
 			continue // the second actor's, not the janitor's
+		}
+		w.mu.Lock()
+		withContents := w.deletedContents[c.Spec.VolumeSnapshotRef.Name]
+		w.mu.Unlock()
+		if withContents {
+			// G8: a run with --delete-contents sets the content to
+			// Delete before it deletes its snapshot.
+			fail("%s: content %s (%s) of snapshot %s outlived it, deleted by a run with --delete-contents", when, c.Name,
+				c.Spec.DeletionPolicy, c.Spec.VolumeSnapshotRef.Name)
 		}
 		if w.f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(ctx, c.Name, metav1.DeleteOptions{}) == nil {
 			w.mu.Lock()

@@ -1,0 +1,574 @@
+//go:build integration
+
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pvc-janitor/pvc-janitor/test/testenv"
+)
+
+// The oracle's judges of issue 40 (G1 to G5, G8): what every janitor
+// process sent through the fault proxy, judged per run against the flags
+// that run had and against ground truth (the pods the test created and
+// deleted, the claims it made, the API server's objects), never against
+// the janitor's own marks or report.
+
+// oracleSlack is the margin of the time rules (grace period, min-age): the
+// janitor reads time on the API server's clock, which the proxy moves by up
+// to half a second, its Dates and the Unused condition's time are whole
+// seconds, and the mark is rounded up to the next one. A deletion sooner
+// than the rule minus this after the moment the test knows is a violation.
+const oracleSlack = 3 * time.Second
+
+// oracleRequest is one request of a janitor process (named by the pid in
+// its User-Agent) as the fault proxy saw it: attempted (every write that
+// reached the proxy, whether a fault answered it or not) or answered by the
+// API server (code, and when it was sent to the server and answered).
+type oracleRequest struct {
+	pid                             int
+	verb, group, resource, ns, name string
+	at                              time.Time // reached the proxy
+	sent, done                      time.Time // sent to and answered by the server (answered only)
+	code                            int       // answered only
+	body                            []byte    // the patch or update of a claim
+}
+
+// lease reports whether the request is of the janitor's Lease.
+func (r oracleRequest) lease() bool { return r.resource == "leases" }
+
+// oracleLog records every write of a janitor process, attempted and
+// answered, for the judges of one iteration (take empties it).
+type oracleLog struct {
+	mu       sync.Mutex
+	attempts []oracleRequest
+	answered []oracleRequest
+}
+
+// attach chains the log after the proxy's callbacks already set (the
+// janitorRequests'); call once, before any janitor runs.
+func (l *oracleLog) attach(p *testenv.FaultProxy) {
+	prevReq, prevAns := p.OnRequest, p.OnAnswer
+	p.OnRequest = func(r *http.Request) {
+		if prevReq != nil {
+			prevReq(r)
+		}
+		info := testenv.ParseRequest(r)
+		pid := uaPID(r.UserAgent())
+		if pid == 0 || isRead(info.Verb) {
+			return
+		}
+		q := oracleRequest{pid: pid, verb: info.Verb, group: info.Group, resource: info.Resource, ns: info.Namespace,
+			name: info.Name, at: time.Now()}
+		if info.Resource == "persistentvolumeclaims" && (info.Verb == "patch" || info.Verb == "update") && r.Body != nil {
+			// The body is read here and given back whole to the
+			// proxy, which forwards it.
+			b, err := io.ReadAll(r.Body)
+			_ = r.Body.Close()
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			if err == nil {
+				q.body = b
+			}
+		}
+		l.mu.Lock()
+		l.attempts = append(l.attempts, q)
+		l.mu.Unlock()
+	}
+	p.OnAnswer = func(r *http.Request, a testenv.Answer) {
+		if prevAns != nil {
+			prevAns(r, a)
+		}
+		info := testenv.ParseRequest(r)
+		pid := uaPID(r.UserAgent())
+		if pid == 0 || isRead(info.Verb) {
+			return
+		}
+		q := oracleRequest{pid: pid, verb: info.Verb, group: info.Group, resource: info.Resource, ns: info.Namespace,
+			name: info.Name, sent: a.Sent, done: a.Done, code: a.Code}
+		l.mu.Lock()
+		l.answered = append(l.answered, q)
+		l.mu.Unlock()
+	}
+}
+
+func isRead(verb string) bool {
+	return verb == "get" || verb == "list" || verb == "watch" || verb == "head"
+}
+
+// take returns and forgets what was recorded so far.
+func (l *oracleLog) take() (attempts, answered []oracleRequest) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	attempts, answered = l.attempts, l.answered
+	l.attempts, l.answered = nil, nil
+	return attempts, answered
+}
+
+// runLimits are the flags of a run that the oracle judges it by: the last
+// value of each flag in its arguments wins, as for the CLI.
+type runLimits struct {
+	grace, minAge  time.Duration
+	maxDeletions   int
+	maxPercent     float64
+	deleteContents bool
+}
+
+func limitsOf(args []string) runLimits {
+	l := runLimits{grace: 30 * time.Minute, minAge: time.Hour, maxDeletions: 50, maxPercent: 25}
+	for i := 0; i+1 < len(args); i++ {
+		v := args[i+1]
+		switch args[i] {
+		case "--grace-period":
+			l.grace, _ = time.ParseDuration(v)
+		case "--min-age":
+			l.minAge, _ = time.ParseDuration(v)
+		case "--max-deletions":
+			l.maxDeletions, _ = strconv.Atoi(v)
+		case "--max-deletion-percent":
+			l.maxPercent, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	l.deleteContents = slices.Contains(args, "--delete-contents")
+	return l
+}
+
+// drawLimits gives some iterations a grace period and a min-age of several
+// seconds (G1: every deletion then comes a grace period after the claim's
+// last use the test knows was seen, and never on a claim younger than
+// min-age; the claims arrange just added are Young), and some a blast
+// radius small enough to be reached (G2).
+func (c *chaosTest) drawLimits(args []string) []string {
+	args = slices.Clone(args)
+	if c.rng.Intn(3) == 0 {
+		grace := time.Duration(8+c.rng.Intn(10)) * time.Second
+		minAge := time.Duration(6+c.rng.Intn(8)) * time.Second
+		args = append(args, "--grace-period", grace.String(), "--min-age", minAge.String())
+		c.stats.GraceIterations++
+	}
+	switch c.rng.Intn(6) {
+	case 0:
+		args = append(args, "--max-deletions", strconv.Itoa(1+c.rng.Intn(2)))
+		c.stats.SmallBlastRadius++
+	case 1:
+		args = append(args, "--max-deletion-percent", strconv.Itoa(5+c.rng.Intn(10)))
+		c.stats.SmallBlastRadius++
+	}
+	return args
+}
+
+// inScope counts the claims of the runs' selector in the namespace now: no
+// claim is created while the runs go (arrange made them before), so the
+// count before the runs bounds what any run of the iteration finds in
+// scope, and its percentage limit (G2).
+func (w *chaosWorld) inScope() int {
+	l, err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).List(context.Background(), metav1.ListOptions{LabelSelector: wsSel})
+	if err != nil {
+		w.t.Fatalf("count the claims in scope: %v", err)
+	}
+	return len(l.Items)
+}
+
+// judgeRequests judges what the processes of one iteration (or one final
+// run) sent, from the proxy's log; args are their flags and scope the
+// claims in scope before they started. Every write of any janitor process
+// (restores too) is judged for G4 and G5.
+func (c *chaosTest) judgeRequests(when string, args []string, results []chaosProc, scope int) {
+	w := c.w
+	lim := limitsOf(args)
+	attempts, answered := w.oracle.take()
+	ours := map[int]chaosProc{}
+	for _, r := range results {
+		ours[r.pid] = r
+	}
+	var violations []string
+	bad := func(format string, a ...any) { violations = append(violations, fmt.Sprintf(when+": "+format, a...)) }
+
+	w.mu.Lock()
+	for _, q := range attempts {
+		// G5: on a claim, only pvc-janitor.io/ keys.
+		if q.resource == "persistentvolumeclaims" && (q.verb == "patch" || q.verb == "update") {
+			if why := foreignKeys(q.verb, q.body); why != "" {
+				bad("run %d sent %s of claim %s that %s: %s", q.pid, strings.ToUpper(q.verb), q.name, why, q.body)
+			}
+		}
+		// G4: Held, Terminating and Unbound claims are never written.
+		if q.resource == "persistentvolumeclaims" && q.name != "" {
+			if kind, special := w.specials[q.name]; special {
+				w.specialWrites[kind]++
+				bad("run %d sent %s of claim %s, which is %s: the janitor may do nothing to it", q.pid, strings.ToUpper(q.verb), q.name, kind)
+			}
+		}
+		r, mine := ours[q.pid]
+		if !mine {
+			continue
+		}
+		// G3: a run refused by the Lease writes nothing but the Lease.
+		if r.code == 5 && !q.lease() {
+			bad("run %d exited 5 (the Lease held) and sent %s %s/%s", q.pid, strings.ToUpper(q.verb), q.resource, q.name)
+		}
+		// G4: a claim younger than --min-age is never written (unless a
+		// pod used it: InUse comes first and writes a use down).
+		if cl := w.claims[q.name]; cl != nil && q.resource == "persistentvolumeclaims" && q.at.Sub(cl.created) < lim.minAge-oracleSlack &&
+			!w.usedBeforeLocked(cl.name, q.at) {
+			bad("run %d sent %s of claim %s %s after its create began, under --min-age %s: it was Young", q.pid,
+				strings.ToUpper(q.verb), q.name, q.at.Sub(cl.created).Round(time.Millisecond), lim.minAge)
+		}
+	}
+
+	// G3: a run writes only once it holds the Lease, and no two runs'
+	// writes interleave.
+	type span struct {
+		first, last time.Time
+		leaseAt     time.Time // its first Lease write the server accepted
+		n           int
+	}
+	spans := map[int]*span{}
+	deletes := map[int]map[string]oracleRequest{} // the claims each run deleted, first applied DELETE
+	for _, q := range answered {
+		if _, mine := ours[q.pid]; !mine {
+			continue
+		}
+		s := spans[q.pid]
+		if s == nil {
+			s = &span{}
+			spans[q.pid] = s
+		}
+		if q.lease() {
+			if q.code/100 == 2 && (q.verb == "create" || q.verb == "update") && (s.leaseAt.IsZero() || q.done.Before(s.leaseAt)) {
+				s.leaseAt = q.done
+			}
+			continue
+		}
+		if s.n == 0 || q.sent.Before(s.first) {
+			s.first = q.sent
+		}
+		if s.n == 0 || q.done.After(s.last) {
+			s.last = q.done
+		}
+		s.n++
+		if q.resource == "persistentvolumeclaims" && q.verb == "delete" && q.code/100 == 2 {
+			if deletes[q.pid] == nil {
+				deletes[q.pid] = map[string]oracleRequest{}
+			}
+			if d, ok := deletes[q.pid][q.name]; !ok || q.sent.Before(d.sent) {
+				deletes[q.pid][q.name] = q
+			}
+		}
+	}
+	pids := make([]int, 0, len(spans))
+	for pid, s := range spans {
+		if s.n > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	sort.Ints(pids)
+	for i, a := range pids {
+		sa := spans[a]
+		if sa.leaseAt.IsZero() || sa.first.Before(sa.leaseAt) {
+			bad("run %d wrote (first at %s) before the server had accepted its Lease (%s)", a,
+				sa.first.Format("15:04:05.000"), sa.leaseAt.Format("15:04:05.000"))
+		}
+		for _, b := range pids[i+1:] {
+			sb := spans[b]
+			if sa.first.Before(sb.last) && sb.first.Before(sa.last) {
+				bad("the writes of runs %d [%s, %s] and %d [%s, %s] interleave: two runs wrote at once", a,
+					sa.first.Format("15:04:05.000"), sa.last.Format("15:04:05.000"), b, sb.first.Format("15:04:05.000"), sb.last.Format("15:04:05.000"))
+			}
+		}
+	}
+	if len(pids) > 1 {
+		c.stats.WritingPairs++
+	}
+	// G8: the snapshots each run deleted, and whether it had
+	// --delete-contents (collectContents fails a content such a delete left).
+	for _, q := range answered {
+		if _, mine := ours[q.pid]; mine && q.resource == "volumesnapshots" && q.verb == "delete" && q.code/100 == 2 {
+			w.deletedContents[q.name] = lim.deleteContents
+		}
+	}
+
+	// G2: each run's deletions within its blast radius.
+	for pid, ds := range deletes {
+		n := len(ds)
+		if n > lim.maxDeletions {
+			bad("run %d deleted %d claims, over --max-deletions %d", pid, n, lim.maxDeletions)
+		}
+		if float64(100*n) > lim.maxPercent*float64(scope)+1e-9 {
+			bad("run %d deleted %d claims of at most %d in scope, over --max-deletion-percent %g", pid, n, scope, lim.maxPercent)
+		}
+	}
+	for _, r := range results {
+		if strings.Contains(r.stderr, "blast radius: ") {
+			c.stats.BlastRadiusReached++
+		}
+	}
+
+	// G1: every deletion a grace period after the last use the test knows
+	// a janitor pod list (of a run that lived to write it down) or the
+	// controller manager saw end, and never of a claim younger than
+	// --min-age.
+	for pid, ds := range deletes {
+		for name, d := range ds {
+			cl := w.claims[name]
+			if cl == nil {
+				continue // a special claim: judged above and by check
+			}
+			if age := d.done.Sub(cl.created); age < lim.minAge-oracleSlack {
+				bad("run %d deleted %s %s after its create began, under --min-age %s", pid, name, age.Round(time.Millisecond), lim.minAge)
+			}
+			if lim.grace <= 0 {
+				continue
+			}
+			c.stats.GraceDeletions++
+			end, by := w.lastSeenUseLocked(cl, d.sent)
+			if !end.IsZero() && d.done.Before(end.Add(lim.grace-oracleSlack)) {
+				bad("run %d deleted %s at %s, %s after its last use ended (%s, %s), under --grace-period %s", pid, name,
+					d.done.Format("15:04:05.000"), d.done.Sub(end).Round(time.Millisecond), end.Format("15:04:05.000"), by, lim.grace)
+			}
+		}
+	}
+	w.mu.Unlock()
+	if len(violations) > 0 {
+		sort.Strings(violations)
+		c.fail("%d violations:\n%s", len(violations), strings.Join(violations, "\n"))
+	}
+}
+
+// usedBeforeLocked reports whether a pod of the churn used the claim
+// before t. Called with mu held.
+func (w *chaosWorld) usedBeforeLocked(claim string, t time.Time) bool {
+	for _, p := range w.pods {
+		if p.claim == claim && p.created.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// lastSeenUseLocked is when the claim's last use before t that someone
+// saw surely ended: a pod that a janitor pod list (of a run not blind)
+// surely showed, gone by the start of its delete; or, on a stack with the
+// Unused condition, the condition's time on the claim as it was deleted.
+// Called with mu held.
+func (w *chaosWorld) lastSeenUseLocked(c *chaosClaim, before time.Time) (time.Time, string) {
+	var end time.Time
+	by := ""
+	for name, p := range w.pods {
+		if p.claim != c.name || p.deleteStart.IsZero() || !p.deleteStart.Before(before) {
+			continue
+		}
+		if seen, ok := w.janitorSaw(p); ok && p.deleteStart.After(end) {
+			end, by = p.deleteStart, fmt.Sprintf("pod %s, seen by a janitor pod list at %s", name, seen.Format("15:04:05.000"))
+		}
+	}
+	if obj := w.deletedObj[c.name]; obj != nil {
+		for _, cond := range obj.Status.Conditions {
+			if cond.Type == "Unused" && cond.Status == corev1.ConditionTrue && cond.LastTransitionTime.Time.After(end) {
+				end, by = cond.LastTransitionTime.Time, "the Unused condition"
+			}
+		}
+	}
+	return end, by
+}
+
+// foreignKeys says what a janitor's write of a claim touches beyond its own
+// keys (docs/spec.md#marks: labels and annotations under pvc-janitor.io/,
+// with the uid and resourceVersion preconditions), "" when nothing.
+func foreignKeys(verb string, body []byte) string {
+	if verb != "patch" {
+		return "replaces the whole claim"
+	}
+	var jp []struct {
+		Op   string `json:"op"`
+		Path string `json:"path"`
+	}
+	if json.Unmarshal(body, &jp) == nil {
+		for _, op := range jp {
+			ok := false
+			for _, pre := range []string{"/metadata/labels/pvc-janitor.io~1", "/metadata/annotations/pvc-janitor.io~1"} {
+				ok = ok || strings.HasPrefix(op.Path, pre)
+			}
+			if !ok && op.Op != "test" {
+				return "changes " + op.Path
+			}
+		}
+		return ""
+	}
+	var mp map[string]json.RawMessage
+	if err := json.Unmarshal(body, &mp); err != nil {
+		return "cannot be read: " + err.Error()
+	}
+	for k := range mp {
+		if k != "metadata" {
+			return "changes " + k
+		}
+	}
+	var meta map[string]json.RawMessage
+	if err := json.Unmarshal(mp["metadata"], &meta); err != nil {
+		return "has a metadata that cannot be read"
+	}
+	for k, v := range meta {
+		switch k {
+		case "uid", "resourceVersion":
+		case "labels", "annotations":
+			var keys map[string]any
+			if err := json.Unmarshal(v, &keys); err != nil {
+				return "has " + k + " that cannot be read"
+			}
+			for key := range keys {
+				if !strings.HasPrefix(key, "pvc-janitor.io/") {
+					return "writes the " + strings.TrimSuffix(k, "s") + " " + key
+				}
+			}
+		default:
+			return "changes metadata." + k
+		}
+	}
+	return ""
+}
+
+// Special claims of the mix (G4), in scope (the selector's labels) and each
+// its own workspace: two Held (by label, by annotation), one Terminating (a
+// foreign finalizer holds it), one Unbound (Pending). The janitor must never
+// write, snapshot or delete them; they are not in w.claims, so check fails
+// any snapshot of them and any deletion but the test's own of the
+// Terminating one.
+const (
+	specialHeld        = "Held"
+	specialTerminating = "Terminating"
+	specialUnbound     = "Unbound"
+	chaosFinalizer     = "chaos.example.com/keep"
+)
+
+func (w *chaosWorld) addSpecials(fail func(string, ...any)) {
+	ctx := context.Background()
+	claims := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns)
+	labels := func(ws string, extra map[string]string) map[string]string {
+		l := map[string]string{"workspace": ws, "app.kubernetes.io/part-of": "demo-workspaces"}
+		for k, v := range extra {
+			l[k] = v
+		}
+		return l
+	}
+	specs := []struct {
+		spec testenv.ClaimSpec
+		kind string
+	}{
+		{testenv.ClaimSpec{Name: "held-000", Labels: labels("w-held-0", map[string]string{"pvc-janitor.io/hold": "true"})}, specialHeld},
+		{testenv.ClaimSpec{Name: "held-001", Labels: labels("w-held-1", nil), Annotations: map[string]string{"pvc-janitor.io/hold": "True"}}, specialHeld},
+		{testenv.ClaimSpec{Name: "term-000", Labels: labels("w-term-0", nil)}, specialTerminating},
+		{testenv.ClaimSpec{Name: "unbound-000", Labels: labels("w-unbound-0", nil), Unbound: true}, specialUnbound},
+	}
+	for _, s := range specs {
+		s.spec.Namespace = w.ns
+		w.mu.Lock()
+		w.specials[s.spec.Name] = s.kind
+		w.mu.Unlock()
+		if _, err := w.f.BoundClaim(ctx, s.spec); err != nil {
+			fail("create the %s claim %s: %v", s.kind, s.spec.Name, err)
+		}
+		if s.kind != specialTerminating {
+			continue
+		}
+		patch := []byte(`{"metadata":{"finalizers":["` + chaosFinalizer + `"]}}`)
+		if _, err := claims.Patch(ctx, s.spec.Name, "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+			fail("hold %s with a finalizer: %v", s.spec.Name, err)
+		}
+		name := s.spec.Name
+		w.t.Cleanup(func() {
+			_, _ = claims.Patch(context.Background(), name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		})
+		if err := claims.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			fail("delete %s: %v", name, err)
+		}
+	}
+}
+
+// checkSpecials: the special claims are all still there as made (G4).
+func (w *chaosWorld) checkSpecials(fail func(string, ...any), when string) {
+	w.mu.Lock()
+	specials := make(map[string]string, len(w.specials))
+	for k, v := range w.specials {
+		specials[k] = v
+	}
+	w.mu.Unlock()
+	for name, kind := range specials {
+		c, err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			fail("%s: the %s claim %s: %v", when, kind, name, err)
+			return
+		}
+		for k := range c.Annotations {
+			if strings.HasPrefix(k, "pvc-janitor.io/") && k != "pvc-janitor.io/hold" {
+				fail("%s: the %s claim %s was marked: %s", when, kind, name, k)
+			}
+		}
+		for k := range c.Labels {
+			if strings.HasPrefix(k, "pvc-janitor.io/") && k != "pvc-janitor.io/hold" {
+				fail("%s: the %s claim %s was labelled: %s", when, kind, name, k)
+			}
+		}
+		if (kind == specialTerminating) != (c.DeletionTimestamp != nil) {
+			fail("%s: the %s claim %s has deletionTimestamp %v", when, kind, name, c.DeletionTimestamp)
+		}
+	}
+}
+
+// checkContents (G8) between runs: every snapshot the janitor made that
+// is there and not being deleted has a Retain content, or carries prune's
+// intent (a run stopped between the intent, the content's Delete and the
+// delete: the next writing run settles it, docs/spec.md#retention-intent).
+// After a final run that succeeded (final), nothing is left unsettled: a
+// content that prune set to Delete and whose rescue it kept after all is
+// Retain again (docs/spec.md#retention-contents).
+func (w *chaosWorld) checkContents(fail func(string, ...any), when string, final bool) {
+	ctx := context.Background()
+	l, err := w.f.Snap.SnapshotV1().VolumeSnapshots(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		fail("%s: list snapshots: %v", when, err)
+	}
+	w.mu.Lock()
+	foreign := maps.Clone(w.foreign)
+	w.mu.Unlock()
+	for i := range l.Items {
+		s := &l.Items[i]
+		if foreign[s.Name] || s.DeletionTimestamp != nil {
+			continue
+		}
+		intent, pending := s.Annotations["pvc-janitor.io/prune-intent"]
+		if pending && final {
+			fail("%s: snapshot %s still carries prune-intent %s after a final run that succeeded", when, s.Name, intent)
+		}
+		if s.Status == nil || s.Status.BoundVolumeSnapshotContentName == nil {
+			continue
+		}
+		cn := *s.Status.BoundVolumeSnapshotContentName
+		content, err := w.f.Snap.SnapshotV1().VolumeSnapshotContents().Get(ctx, cn, metav1.GetOptions{})
+		if err != nil {
+			continue // judged by check (a rescue without its content is not intact)
+		}
+		if final {
+			w.mu.Lock()
+			w.keptContents++
+			w.mu.Unlock()
+		}
+		if content.Spec.DeletionPolicy != "Retain" && !pending {
+			fail("%s: snapshot %s is kept, without prune's intent, and its content %s is %s, not Retain", when, s.Name, cn, content.Spec.DeletionPolicy)
+		}
+	}
+}
