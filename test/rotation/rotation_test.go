@@ -224,11 +224,12 @@ func TestRotateClusterAcrossTeardown(t *testing.T) {
 // up, detached, with JANITOR_CLUSTER_STORAGE), stops it with localcluster
 // down when the test ends (a second down is harmless), and returns it as
 // localcluster's own commands see it: DriverStateDir is dir's csi-state.
-func clusterUp(t *testing.T, work, dir, storage string) *testenv.Cluster {
+// env is added to localcluster's environment (JANITOR_CLUSTER_NODE=1: a node).
+func clusterUp(t *testing.T, work, dir, storage string, env ...string) *testenv.Cluster {
 	t.Helper()
 	bin := localcluster(t, work)
 	t.Cleanup(func() { _ = exec.Command(bin, "down", "--dir", dir).Run() })
-	if r := run(t, localclusterEnv(storage), bin, "up", "--dir", dir); r.code != 0 {
+	if r := run(t, append(localclusterEnv(storage), env...), bin, "up", "--dir", dir); r.code != 0 {
 		t.Fatalf("JANITOR_CLUSTER_STORAGE=%s localcluster up: exit %d\n%s%s", storage, r.code, r.stdout, r.stderr)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
@@ -300,18 +301,27 @@ func createNamespace(t *testing.T, c *testenv.Cluster, name string) {
 // buildJanitor builds cmd/janitor into work/bin.
 func buildJanitor(t *testing.T, work string) string {
 	t.Helper()
-	root, err := testenv.RepoRoot()
+	bin, err := goBuild(work, "janitor", "./cmd/janitor")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(work, "bin", "janitor")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/janitor")
+	return bin
+}
+
+// goBuild builds the package pkg (static) into work/bin/name.
+func goBuild(work, name, pkg string) (string, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(work, "bin", name)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/janitor: %v\n%s", err, out)
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
-	return bin
+	return bin, nil
 }
 
 func gateScript(t *testing.T) string {
