@@ -862,16 +862,16 @@ type chaosStats struct {
 	// it stopped; iterations in which two runs wrote; the Held,
 	// Terminating and Unbound claims of the mix; the kept rescues whose
 	// content was read back Retain after the final runs.
-	GraceIterations    int `json:"graceIterations"`
-	GraceDeletions     int `json:"deletionsJudgedAgainstAGracePeriod"`
-	SmallBlastRadius   int `json:"smallBlastRadiusIterations"`
-	BlastRadiusReached int `json:"runsStoppedByTheBlastRadius"`
-	WritingPairs       int `json:"iterationsWithTwoWritingRuns"`
-	SpecialClaims      int `json:"heldTerminatingUnboundClaims"`
-	KeptContentsRetain int `json:"keptRescuesReadBackRetain"`
-	MaxRate        float64        `json:"maxRate"`
-	Args           string         `json:"extraArgs,omitempty"`
-	Duration       string         `json:"duration"`
+	GraceIterations    int     `json:"graceIterations"`
+	GraceDeletions     int     `json:"deletionsJudgedAgainstAGracePeriod"`
+	SmallBlastRadius   int     `json:"smallBlastRadiusIterations"`
+	BlastRadiusReached int     `json:"runsStoppedByTheBlastRadius"`
+	WritingPairs       int     `json:"iterationsWithTwoWritingRuns"`
+	SpecialClaims      int     `json:"heldTerminatingUnboundClaims"`
+	KeptContentsRetain int     `json:"keptRescuesReadBackRetain"`
+	MaxRate            float64 `json:"maxRate"`
+	Args               string  `json:"extraArgs,omitempty"`
+	Duration           string  `json:"duration"`
 }
 
 func envFloat(name string, def float64) float64 {
