@@ -138,15 +138,21 @@ func (sess *session) restoreRequest(args []string) (restore.Request, error) {
 	return req, nil
 }
 
+// restoreOptions are restore's options: the policy every command
+// classifies by (session.policy, the notice and the snooze included).
+func (sess *session) restoreOptions() restore.Options {
+	cfg := sess.cfg
+	return restore.Options{Policy: sess.policy(), DryRun: cfg.DryRun, Manifest: cfg.Output == config.OutputYAML,
+		Timeout: cfg.RestoreTimeout, PageSize: cfg.PageSize}
+}
+
 // restore runs the restore and reports it: the manifests alone under -o
 // yaml, else one report entry per claim (one per role with --workspace
 // and --volume-label, docs/spec.md#restore-roles).
 func (sess *session) restore(req restore.Request) error {
 	cfg := sess.cfg
 	manifest := cfg.Output == config.OutputYAML
-	outs, err := restore.DoAll(sess.ctx, sess.clients, req, restore.Options{
-		Policy: sess.policy(),
-		DryRun: cfg.DryRun, Manifest: manifest, Timeout: cfg.RestoreTimeout, PageSize: cfg.PageSize})
+	outs, err := restore.DoAll(sess.ctx, sess.clients, req, sess.restoreOptions())
 	var refusal *restore.Refusal
 	var readErr *kube.ReadError
 	created := false
