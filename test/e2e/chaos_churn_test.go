@@ -113,6 +113,11 @@ func (w *chaosWorld) backupTool() {
 // and went (retention pruned it, on newer data of its workspace).
 func (w *chaosWorld) watchSnapshots(ctx context.Context) {
 	record := func(s *snapv1.VolumeSnapshot) {
+		if s.Status != nil && s.Status.Error != nil {
+			w.mu.Lock()
+			w.snapErred[s.UID] = true // never intact since (G7)
+			w.mu.Unlock()
+		}
 		if s.Spec.Source.PersistentVolumeClaimName == nil || s.Status == nil || s.Status.ReadyToUse == nil || !*s.Status.ReadyToUse {
 			return
 		}

@@ -58,6 +58,9 @@ type oracleLog struct {
 	mu       sync.Mutex
 	attempts []oracleRequest
 	answered []oracleRequest
+	// podLists are the janitor's pod lists answered whole in one
+	// response (streamed, not paginated) and heard.
+	podLists []oracleRequest
 }
 
 // attach chains the log after the proxy's callbacks already set (the
@@ -95,6 +98,13 @@ func (l *oracleLog) attach(p *testenv.FaultProxy) {
 		}
 		info := testenv.ParseRequest(r)
 		pid := uaPID(r.UserAgent())
+		if pid != 0 && info.Verb == "list" && info.Resource == "pods" && a.Heard && a.Code == http.StatusOK && r.URL.Query().Get("limit") == "" {
+			// A whole list in one answer (not paginated: a first page
+			// heard may still be dropped when a continuation fails).
+			l.mu.Lock()
+			l.podLists = append(l.podLists, oracleRequest{pid: pid, verb: info.Verb, resource: info.Resource, sent: a.Sent, done: a.Done, code: a.Code})
+			l.mu.Unlock()
+		}
 		if pid == 0 || isRead(info.Verb) {
 			return
 		}
@@ -111,12 +121,12 @@ func isRead(verb string) bool {
 }
 
 // take returns and forgets what was recorded so far.
-func (l *oracleLog) take() (attempts, answered []oracleRequest) {
+func (l *oracleLog) take() (attempts, answered, podLists []oracleRequest) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	attempts, answered = l.attempts, l.answered
-	l.attempts, l.answered = nil, nil
-	return attempts, answered
+	attempts, answered, podLists = l.attempts, l.answered, l.podLists
+	l.attempts, l.answered, l.podLists = nil, nil, nil
+	return attempts, answered, podLists
 }
 
 // runLimits are the flags of a run that the oracle judges it by: the last
@@ -190,7 +200,7 @@ func (w *chaosWorld) inScope() int {
 func (c *chaosTest) judgeRequests(when string, args []string, results []chaosProc, scope int) {
 	w := c.w
 	lim := limitsOf(args)
-	attempts, answered := w.oracle.take()
+	attempts, answered, podLists := w.oracle.take()
 	ours := map[int]chaosProc{}
 	for _, r := range results {
 		ours[r.pid] = r
@@ -318,6 +328,51 @@ func (c *chaosTest) judgeRequests(when string, args []string, results []chaosPro
 		}
 	}
 
+	// G11: no run deletes a claim that one of its own pod lists showed in
+	// use: judged by the pods the API server held (the test's own
+	// creates and deletes, by when they returned and began) when a list
+	// the proxy forwarded whole was sent and answered, not by what the
+	// janitor made of it. A claim in use at the scan is no candidate, and
+	// one that a later list shows in use is not deleted
+	// (docs/spec.md#reap-reread).
+	for pid, ds := range deletes {
+		for name, d := range ds {
+			judged := false
+			for _, l := range podLists {
+				if l.pid != pid || !l.done.Before(d.sent) {
+					continue
+				}
+				judged = true
+				for pod, p := range w.pods {
+					if p.claim == name && p.createdDone.Before(l.sent) && (p.deleteStart.IsZero() || p.deleteStart.After(l.done)) {
+						bad("run %d deleted %s (DELETE sent %s) after its own pod list [%s, %s] showed pod %s [%s, %s] using it", pid, name,
+							d.sent.Format("15:04:05.000"), l.sent.Format("15:04:05.000"), l.done.Format("15:04:05.000"), pod,
+							p.createdDone.Format("15:04:05.000"), p.deleteStart.Format("15:04:05.000"))
+					}
+				}
+			}
+			if judged {
+				c.stats.DeletionsJudgedByOwnLists++
+			}
+		}
+	}
+
+	// G7: the janitor never deletes an intact rescue of a claim that is
+	// still there, unless a newer snapshot of it was ready
+	// (docs/spec.md#retention-never), nor anyone else's snapshot.
+	for _, q := range answered {
+		if _, mine := ours[q.pid]; !mine || q.resource != "volumesnapshots" || q.verb != "delete" || q.code/100 != 2 {
+			continue
+		}
+		if w.foreign[q.name] {
+			bad("run %d deleted %s, the backup tool's snapshot", q.pid, q.name)
+			continue
+		}
+		if why := w.liveRescueLocked(q.name, q.sent); why != "" {
+			bad("run %d deleted snapshot %s at %s: %s", q.pid, q.name, q.sent.Format("15:04:05.000"), why)
+		}
+	}
+
 	// G1: every deletion a grace period after the last use the test knows
 	// a janitor pod list (of a run that lived to write it down) or the
 	// controller manager saw end, and never of a claim younger than
@@ -347,6 +402,45 @@ func (c *chaosTest) judgeRequests(when string, args []string, results []chaosPro
 		sort.Strings(violations)
 		c.fail("%d violations:\n%s", len(violations), strings.Join(violations, "\n"))
 	}
+}
+
+// liveRescueLocked says why deleting snapshot name at t deleted a live
+// claim's rescue ("" when it did not): the watch saw it ready and never
+// with an error (a failed attempt is deleted to be taken again), its claim
+// had been neither reaped (no applied DELETE of it, none seen) nor retired
+// by then, and no newer snapshot of the claim was seen ready. Called with
+// mu held.
+func (w *chaosWorld) liveRescueLocked(name string, t time.Time) string {
+	var snap seenSnap
+	found := false
+	for uid, s := range w.seenReady {
+		if s.name == name && s.created.Before(t) && (!found || s.created.After(snap.created)) {
+			snap, found = s, !w.snapErred[uid]
+		}
+	}
+	if !found {
+		return "" // never ready, or with an error: a failed attempt
+	}
+	c := w.claims[snap.source]
+	if c == nil || c.outsider || w.retired[c.name] || snap.created.Before(c.truth.Created) {
+		return ""
+	}
+	if at, gone := w.deleted[c.name]; gone && at.Before(t) {
+		return ""
+	}
+	w.req.mu.Lock()
+	d, reaped := w.req.deletes[c.name]
+	w.req.mu.Unlock()
+	if reaped && d.sent.Before(t) {
+		return ""
+	}
+	for _, s := range w.seenReady {
+		if s.source == c.name && s.name != name && s.created.After(snap.created) {
+			return "" // a newer copy of the claim was ready
+		}
+	}
+	return fmt.Sprintf("it was a ready rescue (created %s) of %s, which was still there, and no newer snapshot of it was ready",
+		snap.created.Format("15:04:05"), c.name)
 }
 
 // usedBeforeLocked reports whether a pod of the churn used the claim

@@ -290,7 +290,7 @@ func newChaosTest(t *testing.T) *chaosTest {
 		presentAt: map[string]time.Time{}, actorDel: map[string]actorDeletion{}, actorJudged: map[string]string{},
 		cutOffset: map[string]time.Duration{}, foreign: map[string]bool{}, seenReady: map[types.UID]seenSnap{},
 		restoredOnce: map[string]bool{}, restores: map[string]int{},
-		specials: map[string]string{}, specialWrites: map[string]int{}, deletedContents: map[string]bool{}}
+		specials: map[string]string{}, specialWrites: map[string]int{}, deletedContents: map[string]bool{}, snapErred: map[types.UID]bool{}}
 	c.w = w
 	w.f = fixtures(t)
 	w.ns = env.Namespace(t)
@@ -862,16 +862,19 @@ type chaosStats struct {
 	// it stopped; iterations in which two runs wrote; the Held,
 	// Terminating and Unbound claims of the mix; the kept rescues whose
 	// content was read back Retain after the final runs.
-	GraceIterations    int     `json:"graceIterations"`
-	GraceDeletions     int     `json:"deletionsJudgedAgainstAGracePeriod"`
-	SmallBlastRadius   int     `json:"smallBlastRadiusIterations"`
-	BlastRadiusReached int     `json:"runsStoppedByTheBlastRadius"`
-	WritingPairs       int     `json:"iterationsWithTwoWritingRuns"`
-	SpecialClaims      int     `json:"heldTerminatingUnboundClaims"`
-	KeptContentsRetain int     `json:"keptRescuesReadBackRetain"`
-	MaxRate            float64 `json:"maxRate"`
-	Args               string  `json:"extraArgs,omitempty"`
-	Duration           string  `json:"duration"`
+	GraceIterations int `json:"graceIterations"`
+	GraceDeletions  int `json:"deletionsJudgedAgainstAGracePeriod"`
+	// DeletionsJudgedByOwnLists: claim deletions checked against every
+	// whole pod list of the run that deleted them (G11).
+	DeletionsJudgedByOwnLists int     `json:"deletionsJudgedAgainstTheRunsPodLists"`
+	SmallBlastRadius          int     `json:"smallBlastRadiusIterations"`
+	BlastRadiusReached        int     `json:"runsStoppedByTheBlastRadius"`
+	WritingPairs              int     `json:"iterationsWithTwoWritingRuns"`
+	SpecialClaims             int     `json:"heldTerminatingUnboundClaims"`
+	KeptContentsRetain        int     `json:"keptRescuesReadBackRetain"`
+	MaxRate                   float64 `json:"maxRate"`
+	Args                      string  `json:"extraArgs,omitempty"`
+	Duration                  string  `json:"duration"`
 }
 
 func envFloat(name string, def float64) float64 {
@@ -1090,6 +1093,7 @@ type chaosWorld struct {
 	specialWrites   map[string]int
 	deletedContents map[string]bool
 	keptContents    int
+	snapErred       map[types.UID]bool // snapshots seen with status.error
 }
 
 // addClaim creates a bound claim: a workspace claim (sometimes of a
