@@ -336,17 +336,20 @@ func TestWhoCallsTheAPIServer(t *testing.T) {
 	}
 }
 
-// onlyIn names, for a package outside the module, the only production
-// packages that may import it: flags and the command line are cli's (and
-// the option table's, config), the terminal is term's, the logger is not
-// the classifier's.
+// onlyIn names, for a package (outside the module, but for the loop
+// tests' API stub), the only production packages that may import it: flags
+// and the command line are cli's (and the option table's, config), the
+// terminal is term's, the logger is not the classifier's, a REST config
+// is kube's (and the API stub's, whose clients connect to it); the API
+// stub is the tests' only (none).
 var onlyIn = map[string][]string{
+	module + "/internal/apistub":       nil,
 	"github.com/spf13/cobra":           {"internal/cli"},
 	"github.com/spf13/pflag":           {"internal/cli", "internal/config"},
 	"github.com/spf13/viper":           {"internal/config"},
 	"github.com/mattn/go-isatty":       {"internal/term"},
 	"golang.org/x/term":                {"internal/term"},
-	"k8s.io/client-go/rest":            {"internal/kube", "internal/kube/wire"},
+	"k8s.io/client-go/rest":            {"internal/kube", "internal/kube/wire", "internal/apistub"},
 	"k8s.io/client-go/metadata":        {"internal/kube"},
 	"k8s.io/client-go/tools/clientcmd": {"internal/kube", "internal/fleet"},
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/apistub"
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
@@ -65,7 +66,7 @@ func TestPruneSendsChecksThenPreconditions(t *testing.T) {
 	if res.Rescues != 2 || res.Blocked != "" || len(res.Snapshots["ws"]) != 2 || res.Now.IsZero() {
 		t.Errorf("result: %d rescues, blocked %q, %d snapshots read, now %v", res.Rescues, res.Blocked, len(res.Snapshots["ws"]), res.Now)
 	}
-	checkRequests(t, "requests", s.requests(),
+	apistub.CheckRequests(t, "requests", s.Requests(),
 		"LIST volumesnapshots",
 		"LIST persistentvolumeclaims",
 		"GET volumesnapshots/a1",
@@ -123,7 +124,7 @@ func TestPruneDeletesNothingWhenItMustNot(t *testing.T) {
 			if !c.o.DryRun { // the intent of a3 is settled all the same: its content back to Retain
 				want = []string{"PATCH volumesnapshotcontents/content-a3 deletionPolicy=Retain", "PATCH volumesnapshots/a3 -" + inventory.AnnotationPruneIntent}
 			}
-			checkRequests(t, "writes", s.writes(), want...)
+			apistub.CheckRequests(t, "writes", s.Writes(), want...)
 			if len(s.snaps) != 3 {
 				t.Errorf("%d rescues left, want 3", len(s.snaps))
 			}
@@ -136,8 +137,8 @@ func TestPruneDeletesNothingWhenItMustNot(t *testing.T) {
 		_, err := Prune(context.Background(), s.clients(t), Options{Scope: kube.Scope{Namespaces: []string{"ws"}}, Policy: stubPolicy,
 			Retention: retention.Policy{KeepLast: 1}, MaxDeletions: 10, MaxDeletionPercent: 100,
 			Confirm: func(int) (bool, error) { return false, errors.New("no terminal") }})
-		if err == nil || !strings.Contains(err.Error(), "no terminal") || s.count("DELETE") != 0 {
-			t.Errorf("err %v, %d DELETEs; want the prompt's error and none", err, s.count("DELETE"))
+		if err == nil || !strings.Contains(err.Error(), "no terminal") || s.Count("DELETE") != 0 {
+			t.Errorf("err %v, %d DELETEs; want the prompt's error and none", err, s.Count("DELETE"))
 		}
 	})
 }
@@ -160,7 +161,7 @@ func TestPruneReadErrors(t *testing.T) {
 			if !errors.As(err, &re) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err %v, want a ReadError: %s", err, c.want)
 			}
-			checkRequests(t, "writes", s.writes())
+			apistub.CheckRequests(t, "writes", s.Writes())
 		})
 	}
 }
@@ -189,7 +190,7 @@ func TestPruneKeepsTheSourceClaimsRescue(t *testing.T) {
 	if o := byName(res)["c1"]; o.Action != ActionKept || !strings.Contains(o.Reason, "its source claim src-c exists") {
 		t.Errorf("c1: %s (%s), want kept: its source claim exists", o.Action, o.Reason)
 	}
-	checkRequests(t, "writes", s.writes())
+	apistub.CheckRequests(t, "writes", s.Writes())
 }
 
 // TestPruneReleasesRetainContents (docs/spec.md#retention,
@@ -209,7 +210,7 @@ func TestPruneReleasesRetainContents(t *testing.T) {
 		if o := got["a1"]; o.Action != ActionKept || !strings.Contains(o.Reason, "is Retain") || o.DeletionPolicy != "Retain" {
 			t.Errorf("a1: %s (%s), want kept", o.Action, o.Reason)
 		}
-		checkRequests(t, "writes", s.writes())
+		apistub.CheckRequests(t, "writes", s.Writes())
 	})
 	for _, c := range []struct {
 		name   string
@@ -245,8 +246,8 @@ func TestPruneReleasesRetainContents(t *testing.T) {
 			if o := got["a1"]; o.Action != ActionPruned || o.LeakedContent != c.leaked || o.DeletionPolicy != "Retain" {
 				t.Errorf("a1: %s (%s), leaked %q; want pruned, leaked %q", o.Action, o.Reason, o.LeakedContent, c.leaked)
 			}
-			all := s.requests()
-			checkRequests(t, "requests after the scan's", all[2:], c.want...)
+			all := s.Requests()
+			apistub.CheckRequests(t, "requests after the scan's", all[2:], c.want...)
 			if _, ok := s.snaps["a1"]; ok {
 				t.Error("a1 is still there")
 			}
@@ -342,12 +343,12 @@ func TestPruneKeepsWhatChanged(t *testing.T) {
 			if o.Action != c.action || !strings.Contains(o.Reason, c.reason) || (c.action == ActionFailed) != (o.Err != nil) {
 				t.Errorf("a1: %s (%s, %v), want %s (%s)", o.Action, o.Reason, o.Err, c.action, c.reason)
 			}
-			for _, w := range s.writes() {
+			for _, w := range s.Writes() {
 				if !strings.HasPrefix(w, "DELETE volumesnapshots/a1 uid=uid-a1 rv=1") {
 					t.Errorf("write %q, want none but the refused delete", w)
 				}
 			}
-			if n := s.count("POST events"); n != 0 {
+			if n := s.Count("POST events"); n != 0 {
 				t.Errorf("%d Events, want none", n)
 			}
 		})
@@ -441,7 +442,7 @@ func TestPruneSetsKeptContentsBack(t *testing.T) {
 			if o.Action != c.action || !strings.Contains(o.Reason, c.reason) {
 				t.Errorf("a1: %s (%s), want %s (%s)", o.Action, o.Reason, c.action, c.reason)
 			}
-			checkRequests(t, "writes", s.writes(), c.writes...)
+			apistub.CheckRequests(t, "writes", s.Writes(), c.writes...)
 			if vc := s.contents["content-a1"]; vc == nil || vc.Spec.DeletionPolicy != c.policy {
 				t.Errorf("content-a1: %+v, want %s", vc, c.policy)
 			}
@@ -477,8 +478,8 @@ func TestPruneInterruptedBeforeTheDelete(t *testing.T) {
 	if o := got["a2"]; o.Action != ActionFailed {
 		t.Errorf("a2: %s (%s), want failed", o.Action, o.Reason)
 	}
-	if n := s.count("DELETE"); n != 0 {
-		t.Errorf("%d DELETEs, want none: %v", n, s.requests())
+	if n := s.Count("DELETE"); n != 0 {
+		t.Errorf("%d DELETEs, want none: %v", n, s.Requests())
 	}
 	if p := s.contents["content-a1"].Spec.DeletionPolicy; p != snapshotv1.VolumeSnapshotContentRetain {
 		t.Errorf("content-a1 is %s, want Retain again", p)
@@ -517,7 +518,7 @@ func TestPruneSettlesIntents(t *testing.T) {
 			if got["a1"].Action != ActionKept {
 				t.Errorf("a1: %+v, want kept", got["a1"])
 			}
-			checkRequests(t, "writes", s.writes(), c.writes...)
+			apistub.CheckRequests(t, "writes", s.Writes(), c.writes...)
 			if _, ok := s.snaps["a1"].Annotations[inventory.AnnotationPruneIntent]; ok != c.intentLeft {
 				t.Errorf("a1's intent there: %v, want %v", ok, c.intentLeft)
 			}
@@ -546,8 +547,8 @@ func TestPruneLostResponse(t *testing.T) {
 			if o.Action != ActionPruned || !strings.Contains(o.Reason, "the response to the delete was lost") || o.Err != nil {
 				t.Errorf("a1: %s (%s, %v), want pruned: the response was lost", o.Action, o.Reason, o.Err)
 			}
-			all := s.requests()
-			checkRequests(t, "requests after the scan's", all[2:], c.want...)
+			all := s.Requests()
+			apistub.CheckRequests(t, "requests after the scan's", all[2:], c.want...)
 		})
 	}
 }

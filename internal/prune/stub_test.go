@@ -1,13 +1,9 @@
 package prune
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,11 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/apistub"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 )
@@ -37,17 +32,16 @@ import (
 // every request in order and injects failures. The tests pin what prune
 // sends and what it makes of the answers; how the real API server answers
 // is tested against a real one (prune_test.go, actors_test.go, contents_test.go).
-// reap's stub (internal/reap/stub_test.go) is internal to package reap,
-// hence this one.
+// What every stub of the loop tests shares is package apistub's.
 type apiStub struct {
 	mu       sync.Mutex
 	claims   map[string]*corev1.PersistentVolumeClaim // namespace ws, by name
 	snaps    map[string]*snapshotv1.VolumeSnapshot    // namespace ws, by name
 	contents map[string]*snapshotv1.VolumeSnapshotContent
 	rv       int
-	// log is every request of the prune, in order, as "VERB what"; the
+	// Log is every request of the prune, in order, as "VERB what"; the
 	// scan's lists (kube.Read) are left out of it and counted in scans.
-	log   []string
+	apistub.Log
 	scans int
 	// fail answers the next requests of a "VERB resource" with these
 	// statuses, in order, instead of serving them.
@@ -132,66 +126,6 @@ func (s *apiStub) change(name string, f func(*snapshotv1.VolumeSnapshot)) {
 	s.bump(&s.snaps[name].ObjectMeta)
 }
 
-func (s *apiStub) requests() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.log)
-}
-
-// writes are the requests that change something.
-func (s *apiStub) writes() []string {
-	var out []string
-	for _, l := range s.requests() {
-		if !strings.HasPrefix(l, "GET") && !strings.HasPrefix(l, "LIST") {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func (s *apiStub) count(prefix string) int {
-	n := 0
-	for _, l := range s.requests() {
-		if strings.HasPrefix(l, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeStatus(w http.ResponseWriter, err *apierrors.StatusError) {
-	st := err.Status()
-	st.Kind, st.APIVersion = "Status", "v1"
-	writeJSON(w, int(st.Code), &st)
-}
-
-// protoMagic starts every protobuf response of the API server.
-const protoMagic = "k8s\x00"
-
-// writeProtoList answers a list the scan streams as protobuf: the envelope
-// (runtime.Unknown) of kind and the list's bytes.
-func writeProtoList(w http.ResponseWriter, apiVersion, kind string, list interface{ Marshal() ([]byte, error) }) {
-	raw, err := list.Marshal()
-	if err != nil {
-		http.Error(w, err.Error(), 500)
-		return
-	}
-	env, err := (&runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: apiVersion, Kind: kind}, Raw: raw,
-		ContentType: "application/vnd.kubernetes.protobuf"}).Marshal()
-	if err != nil {
-		http.Error(w, err.Error(), 500)
-		return
-	}
-	w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
-	_, _ = w.Write(append([]byte(protoMagic), env...))
-}
-
 // coreKinds are the list kinds of the core lists the scan reads.
 var coreKinds = map[string][2]string{
 	"persistentvolumeclaims": {"v1", "PersistentVolumeClaimList"}, "persistentvolumes": {"v1", "PersistentVolumeList"},
@@ -201,124 +135,83 @@ var coreKinds = map[string][2]string{
 	"jobs": {"batch/v1", "JobList"}, "cronjobs": {"batch/v1", "CronJobList"},
 }
 
-var (
-	snapsGR    = schema.GroupResource{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshots"}
-	contentsGR = schema.GroupResource{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshotcontents"}
-)
+var snapsGR = apistub.SnapsGR
 
 func (s *apiStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r.URL.Path == "/version" {
 		s.scans++
-		writeJSON(w, 200, map[string]string{"gitVersion": "v1.37.2"})
+		apistub.WriteJSON(w, 200, map[string]string{"gitVersion": "v1.37.2"})
 		return
 	}
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	var resource, name string
-	switch {
-	case len(parts) >= 5 && parts[0] == "api" && parts[2] == "namespaces":
-		resource = parts[4]
-		if len(parts) > 5 {
-			name = parts[5]
-		}
-	case len(parts) >= 6 && parts[0] == "apis" && parts[3] == "namespaces":
-		resource = parts[5]
-		if len(parts) > 6 {
-			name = parts[6]
-		}
-	case len(parts) == 3 && parts[0] == "api":
-		resource = parts[2]
-	case len(parts) >= 4 && parts[0] == "apis":
-		resource = parts[3]
-		if len(parts) > 4 {
-			name = parts[4]
-		}
-	default:
+	q, ok := apistub.Parse(r)
+	if !ok {
 		http.Error(w, "the stub does not serve "+r.URL.Path, http.StatusNotImplemented)
 		return
 	}
-	verb := r.Method
-	if verb == http.MethodGet && name == "" {
-		verb = "LIST"
-	}
-	q := r.URL.Query()
-	body, _ := io.ReadAll(r.Body)
 	// The scan's lists: streamed, protobuf for core kinds.
-	if verb == "LIST" && (!strings.Contains(r.Header.Get("Accept"), "json") || q.Get("labelSelector") == "" && q.Get("fieldSelector") == "" && resource != "persistentvolumeclaims") ||
-		verb == "LIST" && resource == "persistentvolumeclaims" && !strings.Contains(r.Header.Get("Accept"), "json") {
+	acceptsJSON := strings.Contains(r.Header.Get("Accept"), "json")
+	if q.Verb == "LIST" && (!acceptsJSON || q.Query.Get("labelSelector") == "" && q.Query.Get("fieldSelector") == "" && q.Resource != "persistentvolumeclaims") {
 		s.scans++
-		s.scanList(w, resource)
+		s.scanList(w, q.Resource)
 		return
 	}
-	entry := verb + " " + resource
-	if name != "" {
-		entry += "/" + name
-	}
-	var opts metav1.DeleteOptions
+	entry := q.Entry()
+	opts := q.DeleteOptions()
 	switch {
-	case verb == http.MethodDelete:
-		_ = json.Unmarshal(body, &opts)
-		if p := opts.Preconditions; p != nil && p.UID != nil && p.ResourceVersion != nil {
-			entry += " uid=" + string(*p.UID) + " rv=" + *p.ResourceVersion
-		} else {
-			entry += " without preconditions"
-		}
-	case verb == "LIST" && q.Get("fieldSelector") != "":
-		entry += " " + q.Get("fieldSelector")
-	case verb == http.MethodPatch:
-		entry += " " + patchSummary(r.Header.Get("Content-Type"), body)
-	case verb == http.MethodPost && resource == "events":
-		if ev, err := decodeEvent(body); err == nil {
+	case q.Verb == http.MethodDelete:
+		entry += apistub.Preconditions(opts)
+	case q.Verb == "LIST" && q.Query.Get("fieldSelector") != "":
+		entry += " " + q.Query.Get("fieldSelector")
+	case q.Verb == http.MethodPatch:
+		entry += " " + apistub.PatchSummary(r.Header.Get("Content-Type"), q.Body)
+	case q.Verb == http.MethodPost && q.Resource == "events":
+		if ev, err := apistub.DecodeEvent(q.Body); err == nil {
 			entry += " " + ev.Reason
 		}
 	}
-	s.log = append(s.log, entry)
+	s.Add(entry)
 	if s.before != nil {
 		s.before(s, entry)
 	}
-	if codes := s.fail[verb+" "+resource]; len(codes) > 0 {
-		s.fail[verb+" "+resource] = codes[1:]
-		writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: int32(codes[0]),
-			Reason: metav1.StatusReasonForbidden, Message: "injected by the stub"}})
+	if apistub.Inject(w, s.fail, q.Key(), metav1.StatusReasonForbidden, "injected by the stub") {
 		return
 	}
-	switch {
+	s.serve(w, q)
+}
+
+// serve answers a request the stub logged and did not fail.
+func (s *apiStub) serve(w http.ResponseWriter, q *apistub.Request) {
+	name := q.Name
+	switch verb, resource := q.Verb, q.Resource; {
 	case resource == "persistentvolumeclaims" && verb == "LIST":
 		l := &corev1.PersistentVolumeClaimList{TypeMeta: metav1.TypeMeta{Kind: "PersistentVolumeClaimList", APIVersion: "v1"}}
-		for _, p := range sortedValues(s.claims) {
+		for _, p := range apistub.SortedValues(s.claims) {
 			l.Items = append(l.Items, *p)
 		}
-		writeJSON(w, 200, l)
+		apistub.WriteJSON(w, 200, l)
 	case resource == "volumesnapshots" && verb == "LIST":
-		sel, err := labels.Parse(q.Get("labelSelector"))
+		sel, err := labels.Parse(q.Query.Get("labelSelector"))
 		if err != nil {
-			writeStatus(w, apierrors.NewBadRequest(err.Error()))
+			apistub.WriteStatus(w, apierrors.NewBadRequest(err.Error()))
 			return
 		}
-		writeJSON(w, 200, s.snapList(sel))
+		apistub.WriteJSON(w, 200, s.snapList(sel))
 	case resource == "volumesnapshots" && verb == http.MethodGet:
-		if vs, ok := s.snaps[name]; ok {
-			writeJSON(w, 200, vs)
-			return
-		}
-		writeStatus(w, apierrors.NewNotFound(snapsGR, name))
+		apistub.WriteGet(w, s.snaps, name, snapsGR)
 	case resource == "volumesnapshots" && verb == http.MethodPatch:
-		s.patchSnapshot(w, name, r.Header.Get("Content-Type"), body)
+		s.patchSnapshot(w, name, q.Header.Get("Content-Type"), q.Body)
 	case resource == "volumesnapshots" && verb == http.MethodDelete:
-		s.deleteSnapshot(w, name, opts)
+		s.deleteSnapshot(w, name, q.DeleteOptions())
 	case resource == "volumesnapshotcontents" && verb == "LIST":
-		l := &snapshotv1.VolumeSnapshotContentList{TypeMeta: metav1.TypeMeta{Kind: "VolumeSnapshotContentList", APIVersion: "snapshot.storage.k8s.io/v1"}}
-		if c, ok := s.contents[strings.TrimPrefix(q.Get("fieldSelector"), "metadata.name=")]; ok {
-			l.Items = append(l.Items, *c)
-		}
-		writeJSON(w, 200, l)
+		apistub.WriteJSON(w, 200, apistub.ContentList(s.contents, q.Query.Get("fieldSelector")))
 	case resource == "volumesnapshotcontents" && verb == http.MethodPatch:
-		s.patchContent(w, name, body)
+		s.patchContent(w, name, q.Body)
 	case resource == "events" && verb == http.MethodPost:
-		writeJSON(w, 201, &corev1.Event{TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "v1"}})
+		apistub.WriteJSON(w, 201, &corev1.Event{TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "v1"}})
 	default:
-		http.Error(w, "the stub does not serve "+entry, http.StatusNotImplemented)
+		http.Error(w, "the stub does not serve "+q.Entry(), http.StatusNotImplemented)
 	}
 }
 
@@ -327,32 +220,32 @@ func (s *apiStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *apiStub) scanList(w http.ResponseWriter, resource string) {
 	switch resource {
 	case "volumesnapshots":
-		writeJSON(w, 200, s.snapList(labels.Everything()))
+		apistub.WriteJSON(w, 200, s.snapList(labels.Everything()))
 	case "volumesnapshotcontents":
 		l := &snapshotv1.VolumeSnapshotContentList{TypeMeta: metav1.TypeMeta{Kind: "VolumeSnapshotContentList", APIVersion: "snapshot.storage.k8s.io/v1"}}
-		for _, c := range sortedValues(s.contents) {
+		for _, c := range apistub.SortedValues(s.contents) {
 			l.Items = append(l.Items, *c)
 		}
-		writeJSON(w, 200, l)
+		apistub.WriteJSON(w, 200, l)
 	case "persistentvolumeclaims":
 		l := &corev1.PersistentVolumeClaimList{}
-		for _, p := range sortedValues(s.claims) {
+		for _, p := range apistub.SortedValues(s.claims) {
 			l.Items = append(l.Items, *p)
 		}
-		writeProtoList(w, "v1", "PersistentVolumeClaimList", l)
+		apistub.WriteProtoList(w, "v1", "PersistentVolumeClaimList", l)
 	default:
 		k, ok := coreKinds[resource]
 		if !ok {
 			http.Error(w, "the stub does not list "+resource, http.StatusNotImplemented)
 			return
 		}
-		writeProtoList(w, k[0], k[1], &corev1.PodList{})
+		apistub.WriteProtoList(w, k[0], k[1], &corev1.PodList{})
 	}
 }
 
 func (s *apiStub) snapList(sel labels.Selector) *snapshotv1.VolumeSnapshotList {
 	l := &snapshotv1.VolumeSnapshotList{TypeMeta: metav1.TypeMeta{Kind: "VolumeSnapshotList", APIVersion: "snapshot.storage.k8s.io/v1"}}
-	for _, vs := range sortedValues(s.snaps) {
+	for _, vs := range apistub.SortedValues(s.snaps) {
 		if sel.Matches(labels.Set(vs.Labels)) {
 			l.Items = append(l.Items, *vs)
 		}
@@ -367,7 +260,7 @@ func (s *apiStub) snapList(sel labels.Selector) *snapshotv1.VolumeSnapshotList {
 func (s *apiStub) patchSnapshot(w http.ResponseWriter, name, ctype string, body []byte) {
 	vs, ok := s.snaps[name]
 	if !ok {
-		writeStatus(w, apierrors.NewNotFound(snapsGR, name))
+		apistub.WriteStatus(w, apierrors.NewNotFound(snapsGR, name))
 		return
 	}
 	if strings.HasPrefix(ctype, "application/merge-patch+json") {
@@ -379,15 +272,15 @@ func (s *apiStub) patchSnapshot(w http.ResponseWriter, name, ctype string, body 
 			} `json:"metadata"`
 		}
 		if err := json.Unmarshal(body, &p); err != nil {
-			writeStatus(w, apierrors.NewBadRequest(err.Error()))
+			apistub.WriteStatus(w, apierrors.NewBadRequest(err.Error()))
 			return
 		}
 		switch {
 		case p.Metadata.UID != "" && p.Metadata.UID != string(vs.UID):
-			writeStatus(w, apierrors.NewInvalid(schema.GroupKind{Group: snapsGR.Group, Kind: "VolumeSnapshot"}, name, nil))
+			apistub.WriteStatus(w, apierrors.NewInvalid(schema.GroupKind{Group: snapsGR.Group, Kind: "VolumeSnapshot"}, name, nil))
 			return
 		case p.Metadata.ResourceVersion != "" && p.Metadata.ResourceVersion != vs.ResourceVersion:
-			writeStatus(w, apierrors.NewConflict(snapsGR, name, fmt.Errorf("the object has been modified")))
+			apistub.WriteStatus(w, apierrors.NewConflict(snapsGR, name, fmt.Errorf("the object has been modified")))
 			return
 		}
 		if vs.Annotations == nil {
@@ -397,26 +290,26 @@ func (s *apiStub) patchSnapshot(w http.ResponseWriter, name, ctype string, body 
 			vs.Annotations[k] = v
 		}
 		s.bump(&vs.ObjectMeta)
-		writeJSON(w, 200, vs)
+		apistub.WriteJSON(w, 200, vs)
 		return
 	}
 	out := &snapshotv1.VolumeSnapshot{}
-	if !applyJSONPatch(w, vs, body, out) {
+	if !apistub.ApplyJSONPatch(w, vs, body, out) {
 		return
 	}
 	s.snaps[name] = out
 	s.bump(&out.ObjectMeta)
-	writeJSON(w, 200, out)
+	apistub.WriteJSON(w, 200, out)
 }
 
 func (s *apiStub) patchContent(w http.ResponseWriter, name string, body []byte) {
 	vc, ok := s.contents[name]
 	if !ok {
-		writeStatus(w, apierrors.NewNotFound(contentsGR, name))
+		apistub.WriteStatus(w, apierrors.NewNotFound(apistub.ContentsGR, name))
 		return
 	}
 	out := &snapshotv1.VolumeSnapshotContent{}
-	if !applyJSONPatch(w, vc, body, out) {
+	if !apistub.ApplyJSONPatch(w, vc, body, out) {
 		return
 	}
 	s.contents[name] = out
@@ -424,7 +317,7 @@ func (s *apiStub) patchContent(w http.ResponseWriter, name string, body []byte) 
 	if vs, ok := s.snaps[out.Spec.VolumeSnapshotRef.Name]; ok && s.controllerBump && vs.UID == out.Spec.VolumeSnapshotRef.UID {
 		s.bump(&vs.ObjectMeta)
 	}
-	writeJSON(w, 200, out)
+	apistub.WriteJSON(w, 200, out)
 }
 
 // deleteSnapshot checks the preconditions as the API server does (a
@@ -432,16 +325,9 @@ func (s *apiStub) patchContent(w http.ResponseWriter, name string, body []byte) 
 // and deletes the snapshot, with its content when that is Delete, as the
 // snapshot controller does (unless leak).
 func (s *apiStub) deleteSnapshot(w http.ResponseWriter, name string, opts metav1.DeleteOptions) {
-	vs, ok := s.snaps[name]
+	vs, ok := apistub.Deletable(w, s.snaps, name, snapsGR, opts)
 	if !ok {
-		writeStatus(w, apierrors.NewNotFound(snapsGR, name))
 		return
-	}
-	if pre := opts.Preconditions; pre != nil {
-		if (pre.UID != nil && *pre.UID != vs.UID) || (pre.ResourceVersion != nil && *pre.ResourceVersion != vs.ResourceVersion) {
-			writeStatus(w, apierrors.NewConflict(snapsGR, name, fmt.Errorf("the precondition failed")))
-			return
-		}
 	}
 	if s.finalized {
 		now := metav1.Now()
@@ -455,163 +341,15 @@ func (s *apiStub) deleteSnapshot(w http.ResponseWriter, name string, opts metav1
 			delete(s.contents, *cn)
 		}
 	}
-	if s.lose > 0 {
-		s.lose--
-		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("the response was lost")))
-		return
+	if !apistub.Lose(w, &s.lose) {
+		apistub.WriteSuccess(w)
 	}
-	writeJSON(w, 200, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess})
-}
-
-// applyJSONPatch applies the test, replace and remove operations of an RFC
-// 6902 patch to obj into out, or answers 422 when a test fails.
-func applyJSONPatch(w http.ResponseWriter, obj any, body []byte, out any) bool {
-	var ops []struct {
-		Op    string `json:"op"`
-		Path  string `json:"path"`
-		Value any    `json:"value"`
-	}
-	var doc map[string]any
-	b, err := json.Marshal(obj)
-	if err == nil {
-		err = json.Unmarshal(b, &doc)
-	}
-	if err == nil {
-		err = json.Unmarshal(body, &ops)
-	}
-	if err != nil {
-		writeStatus(w, apierrors.NewBadRequest(err.Error()))
-		return false
-	}
-	for _, o := range ops {
-		keys := strings.Split(strings.TrimPrefix(o.Path, "/"), "/")
-		parent := doc
-		for _, k := range keys[:len(keys)-1] {
-			next, _ := parent[unescape(k)].(map[string]any)
-			if next == nil {
-				next = map[string]any{}
-			}
-			parent = next
-		}
-		last := unescape(keys[len(keys)-1])
-		cur, exists := parent[last]
-		switch o.Op {
-		case "test":
-			if !exists || fmt.Sprint(cur) != fmt.Sprint(o.Value) {
-				writeStatus(w, apierrors.NewInvalid(schema.GroupKind{Kind: "Patch"}, o.Path, nil))
-				return false
-			}
-		case "replace":
-			if !exists {
-				writeStatus(w, apierrors.NewInvalid(schema.GroupKind{Kind: "Patch"}, o.Path, nil))
-				return false
-			}
-			parent[last] = o.Value
-		case "remove":
-			if !exists {
-				writeStatus(w, apierrors.NewInvalid(schema.GroupKind{Kind: "Patch"}, o.Path, nil))
-				return false
-			}
-			delete(parent, last)
-		default:
-			writeStatus(w, apierrors.NewBadRequest("the stub does not apply "+o.Op))
-			return false
-		}
-	}
-	b, _ = json.Marshal(doc)
-	if err := json.Unmarshal(b, out); err != nil {
-		writeStatus(w, apierrors.NewBadRequest(err.Error()))
-		return false
-	}
-	return true
-}
-
-func unescape(k string) string { return strings.NewReplacer("~1", "/", "~0", "~").Replace(k) }
-
-// patchSummary names what a patch does: "+key rv=N" (a merge patch of an
-// annotation, at a resourceVersion), "-key" (a JSON patch removing an
-// annotation), "deletionPolicy=X" (a JSON patch of a content's policy).
-func patchSummary(ctype string, body []byte) string {
-	if strings.HasPrefix(ctype, "application/merge-patch+json") {
-		var p struct {
-			Metadata struct {
-				ResourceVersion string            `json:"resourceVersion"`
-				Annotations     map[string]string `json:"annotations"`
-			} `json:"metadata"`
-		}
-		_ = json.Unmarshal(body, &p)
-		var keys []string
-		for k := range p.Metadata.Annotations {
-			keys = append(keys, "+"+k)
-		}
-		slices.Sort(keys)
-		return strings.Join(keys, " ") + " rv=" + p.Metadata.ResourceVersion
-	}
-	var ops []struct {
-		Op    string `json:"op"`
-		Path  string `json:"path"`
-		Value any    `json:"value"`
-	}
-	_ = json.Unmarshal(body, &ops)
-	var out []string
-	for _, o := range ops {
-		switch {
-		case o.Op == "remove" && strings.HasPrefix(o.Path, "/metadata/annotations/"):
-			out = append(out, "-"+strings.NewReplacer("~1", "/", "~0", "~").Replace(strings.TrimPrefix(o.Path, "/metadata/annotations/")))
-		case o.Op == "replace" && o.Path == "/spec/deletionPolicy":
-			out = append(out, fmt.Sprintf("deletionPolicy=%v", o.Value))
-		}
-	}
-	return strings.Join(out, " ")
-}
-
-// decodeEvent reads an Event the janitor posts in protobuf.
-func decodeEvent(body []byte) (*corev1.Event, error) {
-	ev := &corev1.Event{}
-	if !bytes.HasPrefix(body, []byte(protoMagic)) {
-		return ev, json.Unmarshal(body, ev)
-	}
-	var u runtime.Unknown
-	if err := u.Unmarshal(body[len(protoMagic):]); err != nil {
-		return nil, err
-	}
-	return ev, ev.Unmarshal(u.Raw)
-}
-
-func sortedValues[V any](m map[string]V) []V {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	out := make([]V, 0, len(m))
-	for _, k := range keys {
-		out = append(out, m[k])
-	}
-	return out
 }
 
 func ptr[T any](v T) *T { return &v }
 
 // clients connects the janitor's clients to the stub as the command does
-// (kube.NewClients: protobuf for core kinds, the server's clock from the
-// responses' Date), with a retry policy of milliseconds.
+// (apistub.Clients), with a retry policy of milliseconds.
 func (s *apiStub) clients(t *testing.T) *kube.Clients {
-	t.Helper()
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	c, err := kube.NewClients(&rest.Config{Host: srv.URL}, kube.ClientOptions{
-		Retry: kube.RetryPolicy{Initial: time.Millisecond, Max: 5 * time.Millisecond, MaxElapsed: 300 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// checkRequests compares the requests the stub saw with want, in order.
-func checkRequests(t *testing.T, what string, got []string, want ...string) {
-	t.Helper()
-	if !slices.Equal(got, want) {
-		t.Errorf("%s:\n  %s\nwant:\n  %s", what, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-	}
+	return apistub.Clients(t, s, apistub.Fast(300*time.Millisecond))
 }

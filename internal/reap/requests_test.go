@@ -2,38 +2,10 @@ package reap
 
 import (
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"testing"
+
+	"github.com/pvc-janitor/pvc-janitor/internal/apistub"
 )
-
-// byVerbAndResource counts the stub's requests as "VERB resource" (the
-// object's name and the options dropped): what a loopback proxy in front
-// of a real API server counts in make bench.
-func byVerbAndResource(log []string) map[string]int {
-	out := map[string]int{}
-	for _, l := range log {
-		verb, rest, _ := strings.Cut(l, " ")
-		resource, _, _ := strings.Cut(rest, " ")
-		resource, _, _ = strings.Cut(resource, "/")
-		out[verb+" "+resource]++
-	}
-	return out
-}
-
-// perClaim renders counts divided by n, most frequent first.
-func perClaim(counts map[string]int, n int) string {
-	keys := slices.Sorted(maps.Keys(counts))
-	slices.SortStableFunc(keys, func(a, b string) int { return counts[b] - counts[a] })
-	var parts []string
-	total := 0
-	for _, k := range keys {
-		total += counts[k]
-		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(counts[k])/float64(n)))
-	}
-	return fmt.Sprintf("%.2f per claim: %s", float64(total)/float64(n), strings.Join(parts, ", "))
-}
 
 // TestReapRequestsPerClaim counts what the delete loop sends per reaped
 // claim, against the stub of stub_test.go (a stub pinning what the
@@ -64,9 +36,9 @@ func TestReapRequestsPerClaim(t *testing.T) {
 			t.Fatalf("%s: %+v, want deleted", name, out)
 		}
 	}
-	counts := byVerbAndResource(s.requests())
+	counts := apistub.ByVerbAndResource(s.Requests())
 	t.Logf("reap of %d rescued claims in batches of %d: %s; pod objects read per claim: %d (all %d of the namespace per batch)",
-		n, batch, perClaim(counts, n), counts["LIST pods"]*len(s.pods)/n, len(s.pods))
+		n, batch, apistub.PerClaim(counts, n), counts["LIST pods"]*len(s.pods)/n, len(s.pods))
 	perClaimCeiling := map[string]int{
 		"DELETE persistentvolumeclaims": 1, // with Preconditions{UID, ResourceVersion}
 		"POST events":                   1, // Reaped

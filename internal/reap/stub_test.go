@@ -2,12 +2,9 @@ package reap
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,14 +13,12 @@ import (
 	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
-	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/clientset/versioned/typed/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/apistub"
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
@@ -46,8 +41,8 @@ type apiStub struct {
 	snaps    map[string]*snapshotv1.VolumeSnapshot
 	contents map[string]*snapshotv1.VolumeSnapshotContent
 	rv       int
-	// log is every request, in order, as "VERB what".
-	log []string
+	// Log is every request, in order, as "VERB what".
+	apistub.Log
 	// fail answers the next requests of a "VERB resource" with these
 	// statuses, in order, instead of serving them.
 	fail map[string][]int
@@ -84,156 +79,73 @@ func (s *apiStub) change(name string, f func(*corev1.PersistentVolumeClaim)) {
 	s.putClaim(p)
 }
 
-func (s *apiStub) requests() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.log)
-}
-
-func (s *apiStub) count(prefix string) int {
-	n := 0
-	for _, l := range s.requests() {
-		if strings.HasPrefix(l, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeStatus(w http.ResponseWriter, err *apierrors.StatusError) {
-	st := err.Status()
-	st.Kind, st.APIVersion = "Status", "v1"
-	writeJSON(w, int(st.Code), &st)
-}
-
 var (
-	claimsGR = schema.GroupResource{Resource: "persistentvolumeclaims"}
-	snapsGR  = schema.GroupResource{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshots"}
-	// contentsGR names contents in the stub's 404s.
-	contentsGR = schema.GroupResource{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshotcontents"}
+	claimsGR = apistub.ClaimsGR
+	snapsGR  = apistub.SnapsGR
 )
 
 func (s *apiStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	var resource, name string
-	switch {
-	case len(parts) >= 5 && parts[0] == "api" && parts[2] == "namespaces":
-		resource = parts[4]
-		if len(parts) > 5 {
-			name = parts[5]
-		}
-	case len(parts) >= 6 && parts[0] == "apis" && parts[3] == "namespaces":
-		resource = parts[5]
-		if len(parts) > 6 {
-			name = parts[6]
-		}
-	case (len(parts) == 4 || len(parts) == 5) && parts[0] == "apis":
-		resource = parts[3]
-		if len(parts) == 5 {
-			name = parts[4]
-		}
-	default:
+	q, ok := apistub.Parse(r)
+	if !ok {
 		http.Error(w, "the stub does not serve "+r.URL.Path, http.StatusNotImplemented)
 		return
 	}
-	verb := r.Method
-	if verb == http.MethodGet && name == "" {
-		verb = "LIST"
-	}
-	q := r.URL.Query()
-	entry := verb + " " + resource
-	if name != "" {
-		entry += "/" + name
-	}
-	var opts metav1.DeleteOptions
-	var event corev1.Event
-	body, _ := io.ReadAll(r.Body)
+	entry := q.Entry()
+	opts := q.DeleteOptions()
+	event := &corev1.Event{}
 	switch {
-	case verb == http.MethodDelete:
-		_ = json.Unmarshal(body, &opts)
-		if p := opts.Preconditions; p != nil && p.UID != nil && p.ResourceVersion != nil {
-			entry += " uid=" + string(*p.UID) + " rv=" + *p.ResourceVersion
-		} else {
-			entry += " without preconditions"
+	case q.Verb == http.MethodDelete:
+		entry += apistub.Preconditions(opts)
+	case q.Verb == "LIST" && q.Query.Get("resourceVersionMatch") != "":
+		entry += " " + q.Query.Get("fieldSelector") + " rv=" + q.Query.Get("resourceVersion") + " " + q.Query.Get("resourceVersionMatch")
+	case q.Verb == "LIST" && q.Query.Get("fieldSelector") != "":
+		entry += " " + q.Query.Get("fieldSelector")
+	case q.Verb == http.MethodPost && q.Resource == "events":
+		if ev, err := apistub.DecodeEvent(q.Body); err == nil {
+			event = ev
 		}
-	case verb == "LIST" && q.Get("resourceVersionMatch") != "":
-		entry += " " + q.Get("fieldSelector") + " rv=" + q.Get("resourceVersion") + " " + q.Get("resourceVersionMatch")
-	case verb == "LIST" && q.Get("fieldSelector") != "":
-		entry += " " + q.Get("fieldSelector")
-	case verb == http.MethodPost && resource == "events":
-		_ = json.Unmarshal(body, &event)
 		entry += " " + event.Reason
 	}
-	s.log = append(s.log, entry)
-	if verb == http.MethodDelete && s.afterDelete != nil {
+	s.Add(entry)
+	if q.Verb == http.MethodDelete && s.afterDelete != nil {
 		s.afterDelete(s)
 	}
-	if codes := s.fail[verb+" "+resource]; len(codes) > 0 {
-		s.fail[verb+" "+resource] = codes[1:]
-		writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: int32(codes[0]),
-			Reason: metav1.StatusReasonInternalError, Message: "injected by the stub"}})
+	if apistub.Inject(w, s.fail, q.Key(), metav1.StatusReasonInternalError, "injected by the stub") {
 		return
 	}
-	switch {
+	name, query := q.Name, q.Query
+	switch verb, resource := q.Verb, q.Resource; {
 	case resource == "pods" && verb == "LIST":
-		s.listPods(w, q)
+		s.listPods(w, query)
 	case resource == "persistentvolumeclaims" && verb == http.MethodDelete:
 		s.deleteClaim(w, name, opts)
-	case resource == "persistentvolumeclaims" && verb == http.MethodGet:
-		if p, ok := s.claims[name]; ok {
-			writeJSON(w, 200, p)
-			return
-		}
-		writeStatus(w, apierrors.NewNotFound(claimsGR, name))
+	case resource == "persistentvolumeclaims" && (verb == http.MethodGet || verb == http.MethodPatch):
+		apistub.WriteGet(w, s.claims, name, claimsGR)
 	case resource == "persistentvolumeclaims" && verb == "LIST":
 		l := &corev1.PersistentVolumeClaimList{TypeMeta: metav1.TypeMeta{Kind: "PersistentVolumeClaimList", APIVersion: "v1"}}
-		if p, ok := s.history[q.Get("resourceVersion")]; ok && "metadata.name="+p.Name == q.Get("fieldSelector") {
+		if p, ok := s.history[query.Get("resourceVersion")]; ok && "metadata.name="+p.Name == query.Get("fieldSelector") {
 			l.Items = append(l.Items, *p)
 		} else if !ok {
-			writeStatus(w, apierrors.NewResourceExpired("too old resource version"))
+			apistub.WriteStatus(w, apierrors.NewResourceExpired("too old resource version"))
 			return
 		}
-		writeJSON(w, 200, l)
-	case resource == "persistentvolumeclaims" && verb == http.MethodPatch:
-		if p, ok := s.claims[name]; ok {
-			writeJSON(w, 200, p)
-			return
-		}
-		writeStatus(w, apierrors.NewNotFound(claimsGR, name))
+		apistub.WriteJSON(w, 200, l)
 	case resource == "events" && verb == http.MethodPost:
-		writeJSON(w, 201, &event)
+		apistub.WriteJSON(w, 201, event)
 	case resource == "volumesnapshots" && verb == http.MethodGet:
-		if vs, ok := s.snaps[name]; ok {
-			writeJSON(w, 200, vs)
-			return
-		}
-		writeStatus(w, apierrors.NewNotFound(snapsGR, name))
+		apistub.WriteGet(w, s.snaps, name, snapsGR)
 	case resource == "volumesnapshots" && verb == "LIST":
 		l := &snapshotv1.VolumeSnapshotList{TypeMeta: metav1.TypeMeta{Kind: "VolumeSnapshotList", APIVersion: "snapshot.storage.k8s.io/v1"}}
-		for _, k := range slices.Sorted(maps.Keys(s.snaps)) {
-			l.Items = append(l.Items, *s.snaps[k])
+		for _, vs := range apistub.SortedValues(s.snaps) {
+			l.Items = append(l.Items, *vs)
 		}
-		writeJSON(w, 200, l)
+		apistub.WriteJSON(w, 200, l)
 	case resource == "volumesnapshotcontents" && verb == http.MethodGet:
-		if c, ok := s.contents[name]; ok {
-			writeJSON(w, 200, c)
-			return
-		}
-		writeStatus(w, apierrors.NewNotFound(contentsGR, name))
+		apistub.WriteGet(w, s.contents, name, apistub.ContentsGR)
 	case resource == "volumesnapshotcontents" && verb == "LIST":
-		l := &snapshotv1.VolumeSnapshotContentList{TypeMeta: metav1.TypeMeta{Kind: "VolumeSnapshotContentList", APIVersion: "snapshot.storage.k8s.io/v1"}}
-		if c, ok := s.contents[strings.TrimPrefix(q.Get("fieldSelector"), "metadata.name=")]; ok {
-			l.Items = append(l.Items, *c)
-		}
-		writeJSON(w, 200, l)
+		apistub.WriteJSON(w, 200, apistub.ContentList(s.contents, query.Get("fieldSelector")))
 	default:
 		http.Error(w, "the stub does not serve "+entry, http.StatusNotImplemented)
 	}
@@ -251,54 +163,25 @@ func (s *apiStub) listPods(w http.ResponseWriter, q map[string][]string) {
 		l.Continue = strconv.Itoa(to)
 	}
 	l.Items = append(l.Items, s.pods[from:to]...)
-	writeJSON(w, 200, l)
+	apistub.WriteJSON(w, 200, l)
 }
 
 // deleteClaim checks the preconditions as the API server does: a missing
 // claim is a 404, a UID or resourceVersion that differs a 409.
 func (s *apiStub) deleteClaim(w http.ResponseWriter, name string, opts metav1.DeleteOptions) {
-	p, ok := s.claims[name]
-	if !ok {
-		writeStatus(w, apierrors.NewNotFound(claimsGR, name))
+	if _, ok := apistub.Deletable(w, s.claims, name, claimsGR, opts); !ok {
 		return
-	}
-	if pre := opts.Preconditions; pre != nil {
-		if (pre.UID != nil && *pre.UID != p.UID) || (pre.ResourceVersion != nil && *pre.ResourceVersion != p.ResourceVersion) {
-			writeStatus(w, apierrors.NewConflict(claimsGR, name, fmt.Errorf("the precondition failed")))
-			return
-		}
 	}
 	delete(s.claims, name)
-	if s.lose > 0 {
-		s.lose--
-		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("the response was lost")))
-		return
+	if !apistub.Lose(w, &s.lose) {
+		apistub.WriteSuccess(w)
 	}
-	writeJSON(w, 200, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess})
 }
 
-// snapClient is the snapshot API's one group, as kube.Snapshots wants it.
-type snapClient struct{ v1 *snapv1.SnapshotV1Client }
-
-func (c snapClient) SnapshotV1() snapv1.SnapshotV1Interface { return c.v1 }
-
-// clients connects the janitor's clients to the stub, in JSON, without a
-// rate limiter, with a retry policy of milliseconds.
+// clients connects the janitor's clients to the stub (apistub.Clients),
+// with a retry policy of milliseconds.
 func (s *apiStub) clients(t *testing.T) *kube.Clients {
-	t.Helper()
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	cfg := &rest.Config{Host: srv.URL, QPS: -1, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
-	api, err := kube.NewAPI(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv1, err := snapv1.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &kube.Clients{Kube: api, Snap: snapClient{sv1}, Clock: &kube.ServerClock{},
-		Retry: kube.RetryPolicy{Initial: time.Millisecond, Max: 5 * time.Millisecond, MaxElapsed: 300 * time.Millisecond}}
+	return apistub.Clients(t, s, apistub.Fast(300*time.Millisecond))
 }
 
 // world is one rescued claim ws-a (and ws-b when two), each with its
@@ -379,9 +262,7 @@ func outcome(t *testing.T, res *Result, name string) Outcome {
 // checkRequests compares the requests the stub saw with want, in order.
 func checkRequests(t *testing.T, s *apiStub, want ...string) {
 	t.Helper()
-	if got := s.requests(); !slices.Equal(got, want) {
-		t.Errorf("requests:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-	}
+	apistub.CheckRequests(t, "requests", s.Requests(), want...)
 }
 
 // TestDeleteSendsChecksThenPreconditions (docs/spec.md#reap-reread,
@@ -421,10 +302,10 @@ func TestSeenInUseEarlierInTheRun(t *testing.T) {
 	if out := outcome(t, res, "ws-b"); out.Action != ActionDeleted {
 		t.Errorf("ws-b: %+v, want deleted", out)
 	}
-	if n := s.count("DELETE persistentvolumeclaims/ws-a"); n != 0 {
+	if n := s.Count("DELETE persistentvolumeclaims/ws-a"); n != 0 {
 		t.Errorf("%d DELETEs of ws-a, want none", n)
 	}
-	if got := s.requests(); got[0] != "POST events ReapSkipped" {
+	if got := s.Requests(); got[0] != "POST events ReapSkipped" {
 		t.Errorf("first request %q, want only the Event for ws-a before ws-b's checks", got[0])
 	}
 }
@@ -454,11 +335,11 @@ func TestPodListedBeforeTheDelete(t *testing.T) {
 			t.Errorf("%s: %+v, want skipped, in use again", name, out)
 		}
 	}
-	if n := s.count("DELETE"); n != 0 {
-		t.Errorf("%d DELETEs, want none: %v", n, s.requests())
+	if n := s.Count("DELETE"); n != 0 {
+		t.Errorf("%d DELETEs, want none: %v", n, s.Requests())
 	}
-	if n := s.count("PATCH persistentvolumeclaims/"); n < 2 {
-		t.Errorf("%d mark patches, want the marks of both claims removed: %v", n, s.requests())
+	if n := s.Count("PATCH persistentvolumeclaims/"); n < 2 {
+		t.Errorf("%d mark patches, want the marks of both claims removed: %v", n, s.Requests())
 	}
 }
 
@@ -494,8 +375,8 @@ func TestNoDeleteWithoutTheChecks(t *testing.T) {
 			if out := outcome(t, res, "ws-a"); out.Action != c.action || !strings.Contains(out.Message, c.msg) {
 				t.Errorf("ws-a: %s (%s), want %s (%s)", out.Action, out.Message, c.action, c.msg)
 			}
-			if n := s.count("DELETE"); n != 0 {
-				t.Errorf("%d DELETEs sent, want none: %v", n, s.requests())
+			if n := s.Count("DELETE"); n != 0 {
+				t.Errorf("%d DELETEs sent, want none: %v", n, s.Requests())
 			}
 		})
 	}
@@ -584,7 +465,7 @@ func TestDeleteSettles(t *testing.T) {
 			if out := outcome(t, res, "ws-a"); out.Action != c.action || !strings.Contains(out.Message, c.msg) {
 				t.Errorf("ws-a: %s (%s), want %s (%s)", out.Action, out.Message, c.action, c.msg)
 			}
-			got := s.requests()
+			got := s.Requests()
 			if i := slices.IndexFunc(got, func(l string) bool { return strings.HasPrefix(l, "DELETE") }); i >= 0 && c.want != nil {
 				if !slices.Equal(got[i:], c.want) {
 					t.Errorf("requests from the first DELETE:\n  %s\nwant:\n  %s", strings.Join(got[i:], "\n  "), strings.Join(c.want, "\n  "))
@@ -638,8 +519,8 @@ func TestExecuteSendsNothingWhenItMustNot(t *testing.T) {
 					t.Errorf("%s: %s (%s), want %s", name, out.Action, out.Message, c.action)
 				}
 			}
-			if n := s.count("DELETE"); n != 0 {
-				t.Errorf("%d DELETEs, want none: %v", n, s.requests())
+			if n := s.Count("DELETE"); n != 0 {
+				t.Errorf("%d DELETEs, want none: %v", n, s.Requests())
 			}
 		})
 	}
@@ -687,7 +568,7 @@ func TestListPodsPages(t *testing.T) {
 	if err != nil || len(pods) != 5 {
 		t.Fatalf("listPods = %d pods, %v; want 5", len(pods), err)
 	}
-	if n := s.count("LIST pods"); n != 3 {
+	if n := s.Count("LIST pods"); n != 3 {
 		t.Errorf("%d pod lists, want 3 pages", n)
 	}
 }
@@ -742,8 +623,8 @@ func TestBatchPodListBeforeEveryDelete(t *testing.T) {
 	if out := outcome(t, res, "ws-4"); !strings.Contains(out.Message, "in use again since it was read (pod ide-late)") {
 		t.Errorf("ws-4: %s, want in use again (pod ide-late)", out.Message)
 	}
-	got := s.requests()
-	if n := s.count("LIST pods"); n != 3 {
+	got := s.Requests()
+	if n := s.Count("LIST pods"); n != 3 {
 		t.Errorf("%d pod lists, want 3 (batches of 3, 3 and 1): %v", n, got)
 	}
 	// Every DELETE comes after a LIST pods that came after the GET of its
@@ -771,7 +652,7 @@ func TestBatchPodListBeforeEveryDelete(t *testing.T) {
 			t.Errorf("delete of %s (request %d): its pod list at %d does not follow its re-read at %d", claim, i, list, reread)
 		}
 	}
-	if n := s.count("PATCH persistentvolumeclaims/ws-4"); n == 0 {
+	if n := s.Count("PATCH persistentvolumeclaims/ws-4"); n == 0 {
 		t.Errorf("ws-4's marks not removed: %v", got)
 	}
 }
@@ -791,8 +672,8 @@ func TestBatchPodListAges(t *testing.T) {
 			t.Errorf("%s: %s (%s), want deleted", name, out.Action, out.Message)
 		}
 	}
-	if n, m := s.count("LIST pods"), s.count("LIST volumesnapshots"); n != 4 || m != 4 {
-		t.Errorf("%d pod lists and %d snapshot lists for 4 claims, want 4 of each: %v", n, m, s.requests())
+	if n, m := s.Count("LIST pods"), s.Count("LIST volumesnapshots"); n != 4 || m != 4 {
+		t.Errorf("%d pod lists and %d snapshot lists for 4 claims, want 4 of each: %v", n, m, s.Requests())
 	}
 	if asked != 4 {
 		t.Errorf("BeforeDelete called %d times for 4 claims, want once each", asked)
@@ -838,8 +719,8 @@ func TestRetryChecksForItself(t *testing.T) {
 			if out := outcome(t, res, "ws-a"); out.Action != ActionSkipped || !strings.Contains(out.Message, c.msg) {
 				t.Errorf("ws-a: %s (%s), want skipped (%s)", out.Action, out.Message, c.msg)
 			}
-			if n := s.count("DELETE"); n != 1 {
-				t.Errorf("%d DELETEs, want only the refused one: %v", n, s.requests())
+			if n := s.Count("DELETE"); n != 1 {
+				t.Errorf("%d DELETEs, want only the refused one: %v", n, s.Requests())
 			}
 		})
 	}
@@ -866,7 +747,7 @@ func TestBatchInterruptedWhileChecking(t *testing.T) {
 			t.Errorf("%s: %s (%s), want skipped, interrupted", name, out.Action, out.Message)
 		}
 	}
-	if n := s.count("DELETE"); n != 0 {
+	if n := s.Count("DELETE"); n != 0 {
 		t.Errorf("%d DELETEs, want none", n)
 	}
 }

@@ -2,7 +2,6 @@ package rescue
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -10,14 +9,15 @@ import (
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/apistub"
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 )
 
-// The create-and-wait loop against countStub (requests_test.go), a STUB
+// The create-and-wait loop against countStub (requests_test.go, on package
+// apistub), a STUB
 // that records requests and injects failures, not a model of the API
 // server or of the snapshot controller: each test pins what the loop
 // makes of one kind of answer. The real controller is met by the cluster
@@ -43,14 +43,7 @@ func rescueOn(t *testing.T, s *countStub, n int, o Options, prepare func(inv *in
 
 func rescueWith(t *testing.T, ctx context.Context, s *countStub, inv *inventory.Inventory, ds []classify.Decision, targets []int, o Options) map[string]Outcome {
 	t.Helper()
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	cfg := &rest.Config{Host: srv.URL, QPS: -1, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
-	c, err := kube.NewClients(cfg, kube.ClientOptions{
-		Retry: kube.RetryPolicy{Initial: time.Millisecond, Max: 5 * time.Millisecond, MaxElapsed: 200 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apistub.Clients(t, s, apistub.Fast(200*time.Millisecond))
 	// The server's clock: a first answer, as the scan's lists give it.
 	if _, err := c.Snap.SnapshotV1().VolumeSnapshotClasses().List(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
@@ -64,18 +57,6 @@ func rescueWith(t *testing.T, ctx context.Context, s *countStub, inv *inventory.
 		by[ds[x.Index].Claim.Name] = x
 	}
 	return by
-}
-
-func (s *countStub) count(entry string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, l := range s.log {
-		if l == entry {
-			n++
-		}
-	}
-	return n
 }
 
 // TestRescueChecksWhatWasCut (docs/spec.md#rescue-claim-template, safety
@@ -95,10 +76,10 @@ func TestRescueChecksWhatWasCut(t *testing.T) {
 			t.Errorf("%s: %s (%s), want %s", name, o.Action, o.Message, ActionCreated)
 		}
 	}
-	if n := s.count("DELETE volumesnapshots"); n != 1 {
+	if n := s.Count("DELETE volumesnapshots"); n != 1 {
 		t.Errorf("%d snapshot deletes, want the one cut from another volume", n)
 	}
-	if n := s.count("GET persistentvolumeclaims"); n != 0 {
+	if n := s.Count("GET persistentvolumeclaims"); n != 0 {
 		t.Errorf("%d claim reads, want none: the volumes tell", n)
 	}
 	s.mu.Lock()
@@ -139,10 +120,10 @@ func TestRescueReadsTheClaimWhenTheVolumesDoNotTell(t *testing.T) {
 	if replaced == nil {
 		t.Fatal("the controller never cut ws-001")
 	}
-	if n := s.count("GET persistentvolumeclaims"); n != 2 {
+	if n := s.Count("GET persistentvolumeclaims"); n != 2 {
 		t.Errorf("%d claim reads, want one per ready snapshot", n)
 	}
-	if n := s.count("DELETE volumesnapshots"); n != 0 {
+	if n := s.Count("DELETE volumesnapshots"); n != 0 {
 		t.Errorf("%d snapshot deletes, want none", n)
 	}
 }
@@ -166,10 +147,10 @@ func TestRescueGivesUpOnAPersistentError(t *testing.T) {
 		!strings.Contains(o.Message, "the failed snapshot was deleted") {
 		t.Fatalf("ws-000: %s %s (%s), want failed after 2 attempts", o.Action, o.State, o.Message)
 	}
-	if c, d := s.count("POST volumesnapshots"), s.count("DELETE volumesnapshots"); c != 2 || d != 2 {
+	if c, d := s.Count("POST volumesnapshots"), s.Count("DELETE volumesnapshots"); c != 2 || d != 2 {
 		t.Errorf("%d creates and %d deletes, want 2 of each", c, d)
 	}
-	if n := s.count("POST events"); n != 1 {
+	if n := s.Count("POST events"); n != 1 {
 		t.Errorf("%d Events, want one (SnapshotFailed)", n)
 	}
 	s.mu.Lock()
@@ -199,7 +180,7 @@ func TestRescueWaitIsBounded(t *testing.T) {
 	if x := out["ws-000"]; x.Action != ActionFailed || !strings.Contains(x.Message, "not ready after 300ms") {
 		t.Errorf("ws-000: %s (%s), want failed, not ready after 300ms", x.Action, x.Message)
 	}
-	if n := s.count("DELETE volumesnapshots"); n != 0 {
+	if n := s.Count("DELETE volumesnapshots"); n != 0 {
 		t.Errorf("%d snapshot deletes, want none: slow is not failed", n)
 	}
 	if d := time.Since(start); d > time.Minute {
@@ -221,7 +202,7 @@ func TestRescueDoesNotTakeAnotherClaimsSnapshot(t *testing.T) {
 	if o := out["ws-000"]; o.Action != ActionConflict || !o.Failed() {
 		t.Errorf("ws-000: %s (%s), want a conflict", o.Action, o.Message)
 	}
-	if n := s.count("DELETE volumesnapshots"); n != 0 {
+	if n := s.Count("DELETE volumesnapshots"); n != 0 {
 		t.Errorf("%d snapshot deletes, want none", n)
 	}
 }
@@ -235,7 +216,7 @@ func TestRescueFailsClosedWithoutTheReCheck(t *testing.T) {
 	if o := out["ws-000"]; o.Action != ActionFailed || !strings.Contains(o.Message, "could not re-check the claim") {
 		t.Errorf("ws-000: %s (%s), want failed: could not re-check", o.Action, o.Message)
 	}
-	if n := s.count("POST volumesnapshots"); n != 0 {
+	if n := s.Count("POST volumesnapshots"); n != 0 {
 		t.Errorf("%d creates, want none", n)
 	}
 }
@@ -254,7 +235,7 @@ func TestRescueSkipsAClaimInUseAgain(t *testing.T) {
 	if o := out["ws-001"]; o.Action != ActionCreated {
 		t.Errorf("ws-001: %s (%s), want created", o.Action, o.Message)
 	}
-	if n := s.count("POST volumesnapshots"); n != 1 {
+	if n := s.Count("POST volumesnapshots"); n != 1 {
 		t.Errorf("%d creates, want ws-001's only", n)
 	}
 	s.mu.Lock()
@@ -281,7 +262,7 @@ func TestRescueWaitsForTheNextAttempt(t *testing.T) {
 	if o := out["ws-000"]; o.Action != ActionSkipped || o.State != classify.SnapshotFailed || !strings.Contains(o.Message, "3 failed snapshot attempts") {
 		t.Errorf("ws-000: %s %s (%s), want skipped until the next attempt", o.Action, o.State, o.Message)
 	}
-	if n := s.count("POST volumesnapshots") + s.count("PATCH persistentvolumeclaims") + s.count("POST events"); n != 0 {
+	if n := s.Count("POST volumesnapshots") + s.Count("PATCH persistentvolumeclaims") + s.Count("POST events"); n != 0 {
 		t.Errorf("%d writes, want none", n)
 	}
 }
@@ -299,7 +280,7 @@ func TestRescueWithoutAClass(t *testing.T) {
 	if o := out["ws-000"]; o.Action != ActionFailed || o.Snapshot != "" {
 		t.Errorf("ws-000: %+v, want failed without a snapshot", o)
 	}
-	if c, e := s.count("POST volumesnapshots"), s.count("POST events"); c != 0 || e != 1 {
+	if c, e := s.Count("POST volumesnapshots"), s.Count("POST events"); c != 0 || e != 1 {
 		t.Errorf("%d creates and %d Events, want none and one", c, e)
 	}
 }
@@ -335,7 +316,7 @@ func TestRescueInterrupted(t *testing.T) {
 	if x := out["ws-000"]; x.Snapshot == "" || x.State != classify.Snapshotting {
 		t.Errorf("ws-000: %+v, want pending on its snapshot", x)
 	}
-	if n := s.count("POST volumesnapshots"); n != 1 {
+	if n := s.Count("POST volumesnapshots"); n != 1 {
 		t.Errorf("%d creates, want only the first", n)
 	}
 }
@@ -344,16 +325,11 @@ func TestRescueInterrupted(t *testing.T) {
 // before anything is written; no class asks nothing.
 func TestValidateClass(t *testing.T) {
 	s := newCountStub()
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	c, err := kube.NewClients(&rest.Config{Host: srv.URL, QPS: -1}, kube.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apistub.Clients(t, s, kube.RetryPolicy{})
 	if err := ValidateClass(context.Background(), c, Options{}); err != nil {
 		t.Errorf("no class: %v", err)
 	}
-	err = ValidateClass(context.Background(), c, Options{Class: "nope"})
+	err := ValidateClass(context.Background(), c, Options{Class: "nope"})
 	if err == nil || !strings.Contains(err.Error(), `VolumeSnapshotClass "nope" not found`) {
 		t.Errorf("unknown class: %v", err)
 	}

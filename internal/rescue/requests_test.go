@@ -4,24 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"maps"
 	"net/http"
-	"net/http/httptest"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/apistub"
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
@@ -30,7 +27,8 @@ import (
 // countStub is an in-process STUB of the API server, not a fake of
 // Kubernetes: it pins what the rescue's orchestration loop sends per
 // claim. It serves one namespace (claims, pods, snapshots and their
-// contents, one default snapshot class), plays the snapshot controller in
+// contents, one default snapshot class; the pieces every stub shares are
+// package apistub's), plays the snapshot controller in
 // the crudest way (a snapshot created not ready becomes ready, bound to a
 // content with a handle, as soon as it is created; a watch delivers that
 // state at once), accepts patches and Events, and records every request as
@@ -42,7 +40,7 @@ type countStub struct {
 	snaps    map[string]*snapshotv1.VolumeSnapshot
 	contents map[string]*snapshotv1.VolumeSnapshotContent
 	rv       int
-	log      []string
+	apistub.Log
 	watchers []chan *snapshotv1.VolumeSnapshot // open watches of snapshots
 	// volumes, by claim name, are volume handles that differ from the
 	// claim's PV's (another claim has the name now).
@@ -68,11 +66,6 @@ func newCountStub() *countStub {
 		contents: map[string]*snapshotv1.VolumeSnapshotContent{}, fail: map[string][]int{}}
 }
 
-func writeCode(w http.ResponseWriter, code int, reason metav1.StatusReason) {
-	writeJSON(w, code, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
-		Reason: reason, Code: int32(code), Message: "answered by the stub"})
-}
-
 // volumeOf is the volume handle of the claim's PV: what a snapshot of the
 // claim of that name is cut from now (s.volumes overrides it: another
 // claim took the name).
@@ -89,98 +82,81 @@ func (s *countStub) next() string {
 	return strconv.Itoa(s.rv)
 }
 
-func (s *countStub) record(verb, resource string) {
+func (s *countStub) record(entry string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.log = append(s.log, verb+" "+resource)
+	s.Add(entry)
 	if s.onRecord != nil {
-		s.onRecord(verb + " " + resource)
+		s.onRecord(entry)
 	}
 }
 
+var classesGR = schema.GroupResource{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshotclasses"}
+
 func (s *countStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	var resource, name string
-	switch {
-	case len(parts) >= 5 && parts[0] == "api" && parts[2] == "namespaces":
-		resource = parts[4]
-		if len(parts) > 5 {
-			name = parts[5]
-		}
-	case len(parts) >= 6 && parts[0] == "apis" && parts[3] == "namespaces":
-		resource = parts[5]
-		if len(parts) > 6 {
-			name = parts[6]
-		}
-	case (len(parts) == 4 || len(parts) == 5) && parts[0] == "apis":
-		resource = parts[3]
-		if len(parts) == 5 {
-			name = parts[4]
-		}
-	}
-	q := r.URL.Query()
-	verb := r.Method
-	switch {
-	case verb == http.MethodGet && q.Get("watch") == "true":
-		verb = "WATCH"
-	case verb == http.MethodGet && name == "":
-		verb = "LIST"
-	}
-	s.record(verb, resource)
-	if verb == "WATCH" {
-		s.watch(w, r, resource, q.Get("fieldSelector"))
+	q, ok := apistub.Parse(r)
+	if !ok {
+		http.Error(w, "the stub does not serve "+r.URL.Path, http.StatusNotImplemented)
 		return
 	}
-	body, _ := io.ReadAll(r.Body)
+	s.record(q.Key())
+	if q.Verb == "WATCH" {
+		s.watch(w, r, q.Resource, q.Query.Get("fieldSelector"))
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if codes := s.fail[verb+" "+resource]; len(codes) > 0 {
-		s.fail[verb+" "+resource] = codes[1:]
-		writeCode(w, codes[0], metav1.StatusReasonForbidden)
+	if apistub.Inject(w, s.fail, q.Key(), metav1.StatusReasonForbidden, "answered by the stub") {
 		return
 	}
+	s.serve(w, q)
+}
+
+// serve answers a request the stub recorded and did not fail (locked).
+func (s *countStub) serve(w http.ResponseWriter, q *apistub.Request) {
+	verb, resource, name, body := q.Verb, q.Resource, q.Name, q.Body
 	switch {
 	case resource == "volumesnapshotclasses" && verb == "LIST":
-		writeJSON(w, 200, &snapshotv1.VolumeSnapshotClassList{Items: []snapshotv1.VolumeSnapshotClass{{
+		apistub.WriteJSON(w, 200, &snapshotv1.VolumeSnapshotClassList{Items: []snapshotv1.VolumeSnapshotClass{{
 			ObjectMeta: metav1.ObjectMeta{Name: "csi-snap", Annotations: map[string]string{DefaultClassAnnotation: "true"}},
 			Driver:     "hostpath.csi", DeletionPolicy: snapshotv1.VolumeSnapshotContentRetain}}})
 	case resource == "volumesnapshotclasses" && verb == http.MethodGet:
-		writeCode(w, 404, metav1.StatusReasonNotFound)
+		apistub.WriteStatus(w, apierrors.NewNotFound(classesGR, name))
 	case resource == "persistentvolumeclaims" && verb == "LIST":
 		l := &corev1.PersistentVolumeClaimList{TypeMeta: metav1.TypeMeta{Kind: "PersistentVolumeClaimList", APIVersion: "v1"}}
 		l.ResourceVersion = strconv.Itoa(s.rv)
-		for _, k := range slices.Sorted(maps.Keys(s.claims)) {
-			l.Items = append(l.Items, *s.claims[k])
+		for _, p := range apistub.SortedValues(s.claims) {
+			l.Items = append(l.Items, *p)
 		}
-		writeJSON(w, 200, l)
+		apistub.WriteJSON(w, 200, l)
 	case resource == "persistentvolumeclaims" && (verb == http.MethodGet || verb == http.MethodPatch):
 		p, ok := s.claims[name]
 		if !ok {
-			writeCode(w, 404, metav1.StatusReasonNotFound)
+			apistub.WriteStatus(w, apierrors.NewNotFound(apistub.ClaimsGR, name))
 			return
 		}
 		if verb == http.MethodPatch {
 			p.ResourceVersion = s.next()
 			s.patches = append(s.patches, name+" "+string(body))
 		}
-		writeJSON(w, 200, p)
+		apistub.WriteJSON(w, 200, p)
 	case resource == "pods" && verb == "LIST":
 		l := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
 		l.ResourceVersion = strconv.Itoa(s.rv)
 		l.Items = s.pods
-		writeJSON(w, 200, l)
+		apistub.WriteJSON(w, 200, l)
 	case resource == "volumesnapshots" && verb == "LIST":
 		l := &snapshotv1.VolumeSnapshotList{}
 		l.ResourceVersion = strconv.Itoa(s.rv)
-		for _, k := range slices.Sorted(maps.Keys(s.snaps)) {
-			l.Items = append(l.Items, *s.snaps[k])
+		for _, vs := range apistub.SortedValues(s.snaps) {
+			l.Items = append(l.Items, *vs)
 		}
-		writeJSON(w, 200, l)
+		apistub.WriteJSON(w, 200, l)
 	case resource == "volumesnapshots" && verb == http.MethodPost:
 		var vs snapshotv1.VolumeSnapshot
 		_ = json.Unmarshal(body, &vs)
 		if _, ok := s.snaps[vs.Name]; ok {
-			writeCode(w, 409, metav1.StatusReasonAlreadyExists)
+			apistub.WriteStatus(w, apierrors.NewAlreadyExists(apistub.SnapsGR, vs.Name))
 			return
 		}
 		vs.UID = types.UID("uid-" + vs.Name + "-" + s.next())
@@ -201,7 +177,7 @@ func (s *countStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ch <- vs.DeepCopy()
 		}
 		if !bind {
-			writeJSON(w, 201, created)
+			apistub.WriteJSON(w, 201, created)
 			return
 		}
 		s.contents[content] = &snapshotv1.VolumeSnapshotContent{ObjectMeta: metav1.ObjectMeta{Name: content},
@@ -209,36 +185,23 @@ func (s *countStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				VolumeSnapshotRef: corev1.ObjectReference{Namespace: vs.Namespace, Name: vs.Name, UID: vs.UID},
 				Source:            snapshotv1.VolumeSnapshotContentSource{VolumeHandle: s.volumeOf(*vs.Spec.Source.PersistentVolumeClaimName)}},
 			Status: &snapshotv1.VolumeSnapshotContentStatus{SnapshotHandle: &handle}}
-		writeJSON(w, 201, created)
+		apistub.WriteJSON(w, 201, created)
 	case resource == "volumesnapshots" && (verb == http.MethodGet || verb == http.MethodPatch):
-		if vs, ok := s.snaps[name]; ok {
-			writeJSON(w, 200, vs)
-			return
-		}
-		writeCode(w, 404, metav1.StatusReasonNotFound)
+		apistub.WriteGet(w, s.snaps, name, apistub.SnapsGR)
 	case resource == "volumesnapshots" && verb == http.MethodDelete:
-		if _, ok := s.snaps[name]; !ok {
-			writeCode(w, 404, metav1.StatusReasonNotFound)
+		if _, ok := apistub.Deletable(w, s.snaps, name, apistub.SnapsGR, q.DeleteOptions()); !ok {
 			return
 		}
 		delete(s.snaps, name)
-		writeJSON(w, 200, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess})
+		apistub.WriteSuccess(w)
 	case resource == "volumesnapshotcontents" && verb == "LIST":
-		l := &snapshotv1.VolumeSnapshotContentList{}
-		if c, ok := s.contents[strings.TrimPrefix(q.Get("fieldSelector"), "metadata.name=")]; ok {
-			l.Items = append(l.Items, *c)
-		}
-		writeJSON(w, 200, l)
+		apistub.WriteJSON(w, 200, apistub.ContentList(s.contents, q.Query.Get("fieldSelector")))
 	case resource == "volumesnapshotcontents" && verb == http.MethodGet:
-		if c, ok := s.contents[name]; ok {
-			writeJSON(w, 200, c)
-			return
-		}
-		writeCode(w, 404, metav1.StatusReasonNotFound)
+		apistub.WriteGet(w, s.contents, name, apistub.ContentsGR)
 	case resource == "events" && verb == http.MethodPost:
-		writeJSON(w, 201, &corev1.Event{})
+		apistub.WriteJSON(w, 201, &corev1.Event{})
 	default:
-		http.Error(w, "the stub does not serve "+verb+" "+r.URL.Path, http.StatusNotImplemented)
+		http.Error(w, "the stub does not serve "+q.Entry(), http.StatusNotImplemented)
 	}
 }
 
@@ -262,9 +225,9 @@ func (s *countStub) watch(w http.ResponseWriter, r *http.Request, resource, sele
 	from, _ := strconv.Atoi(r.URL.Query().Get("resourceVersion"))
 	ch := make(chan *snapshotv1.VolumeSnapshot, 1000)
 	s.mu.Lock()
-	for _, k := range slices.Sorted(maps.Keys(s.snaps)) {
-		if rv, _ := strconv.Atoi(s.snaps[k].ResourceVersion); rv > from {
-			ch <- s.snaps[k].DeepCopy()
+	for _, vs := range apistub.SortedValues(s.snaps) {
+		if rv, _ := strconv.Atoi(vs.ResourceVersion); rv > from {
+			ch <- vs.DeepCopy()
 		}
 	}
 	s.watchers = append(s.watchers, ch)
@@ -283,34 +246,6 @@ func (s *countStub) watch(w http.ResponseWriter, r *http.Request, resource, sele
 			flush()
 		}
 	}
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// byVerbAndResource counts requests as "VERB resource" (the log already
-// drops names and options).
-func byVerbAndResource(log []string) map[string]int {
-	out := map[string]int{}
-	for _, l := range log {
-		out[l]++
-	}
-	return out
-}
-
-func perClaim(counts map[string]int, n int) string {
-	keys := slices.Sorted(maps.Keys(counts))
-	slices.SortStableFunc(keys, func(a, b string) int { return counts[b] - counts[a] })
-	var parts []string
-	total := 0
-	for _, k := range keys {
-		total += counts[k]
-		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(counts[k])/float64(n)))
-	}
-	return fmt.Sprintf("%.2f per claim: %s", float64(total)/float64(n), strings.Join(parts, ", "))
 }
 
 // orphans puts n orphaned, bound claims (marked an hour ago, no pod) of
@@ -356,21 +291,12 @@ func TestRescueRequestsPerClaim(t *testing.T) {
 	const n, concurrency = 40, 8
 	s := newCountStub()
 	inv, ds, targets := orphans(s, n)
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	cfg := &rest.Config{Host: srv.URL, QPS: -1, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
-	c, err := kube.NewClients(cfg, kube.ClientOptions{
-		Retry: kube.RetryPolicy{Initial: time.Millisecond, Max: 5 * time.Millisecond, MaxElapsed: time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apistub.Clients(t, s, apistub.Fast(time.Second))
 	// The server's clock: a first answer, as the scan's lists give it.
 	if _, err := c.Kube.CoreV1().Pods("ws").List(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.mu.Lock()
-	s.log = nil
-	s.mu.Unlock()
+	s.Reset()
 	out, err := Rescue(context.Background(), c, inv, ds, targets, Options{Policy: classify.Policy{WorkspaceLabel: "workspace"},
 		WorkspaceLabel: "workspace", Attempts: 3, Timeout: 10 * time.Second, ErrorGrace: time.Minute, Concurrency: concurrency,
 		RecheckMaxAge: time.Minute})
@@ -382,10 +308,8 @@ func TestRescueRequestsPerClaim(t *testing.T) {
 			t.Fatalf("%s: %s (%s), want %s", ds[o.Index].Claim.Name, o.Action, o.Message, ActionCreated)
 		}
 	}
-	s.mu.Lock()
-	counts := byVerbAndResource(s.log)
-	s.mu.Unlock()
-	t.Logf("rescue of %d orphaned claims: %s", n, perClaim(counts, n))
+	counts := apistub.ByVerbAndResource(s.Requests())
+	t.Logf("rescue of %d orphaned claims: %s", n, apistub.PerClaim(counts, n))
 	// Per claim: the ceilings of what the rescue sends today (issue 43's
 	// before figures); the run's own reads (the classes, the namespace
 	// reads of the re-check) are allowed once per run and namespace.
