@@ -65,9 +65,10 @@ test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration
 	$(MAKE) --no-print-directory mutants
 	bash scripts/release/check.sh
 
-node-test: ## the chart's CronJob and real workspace pods on the opt-in node (root; kubelet, containerd, runc, CNI built into the cache on first use)
+node-test: ## the chart's CronJob, real workspace pods and a cluster rotation with bytes through two nodes (root; kubelet, containerd, runc, CNI built into the cache on first use)
 	bash scripts/cluster/build.sh node
 	$(GOTEST) -tags 'integration node' -count=1 -timeout $(TEST_TIMEOUT) ./test/nodetest/
+	$(GOTEST) -tags 'integration node' -count=1 -timeout $(TEST_TIMEOUT) -run '^TestRotateClusterThroughNodes$$' ./test/rotation/
 
 sanity: ## csi-sanity (kubernetes-csi/csi-test) against the CSI driver: identity, controller, snapshot and node specs (node: root only, bind mounts)
 	bash scripts/cluster/sanity.sh
