@@ -88,7 +88,7 @@ func notReapableReason(d *classify.Decision, discard bool, grace time.Duration, 
 	if d.OrphanedSince == nil {
 		return "orphaned-since not known yet: the grace period has not started"
 	}
-	if d.Notice && d.NotBefore != nil && (d.Marks.ReapAfter == classify.Set || now.Before(*d.NotBefore)) {
+	if !noticeOver(d, now) && d.NotBefore != nil {
 		why := "its owner's notice runs until " + d.NotBefore.UTC().Format(time.RFC3339) + ": not deleted before"
 		if d.NoticeNote != "" {
 			why += " (" + d.NoticeNote + ")"
