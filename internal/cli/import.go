@@ -50,7 +50,8 @@ janitor restore --workspace W then restores from it as in the old cluster.
 Each copy goes to its own namespace, or all to -n NAMESPACE.
 
 It never deletes or changes an object that is there, and a second import
-changes nothing. It waits --api-timeout for the snapshots to be ready.
+changes nothing. It waits --api-timeout for the snapshots to be ready:
+one not ready by then exits 4 (this storage may not hold it).
 
   - A bundle of another version, or one whose checksum does not match
     (edited by hand), is refused: exit 2, nothing written.
@@ -139,7 +140,7 @@ func (sess *session) importBundle(file string) error {
 			created = append(created, e)
 		}
 	}
-	waitReady(ctx, c, created, time.Now().Add(cfg.APITimeout))
+	failures = append(failures, waitReady(ctx, c, created, cfg.APITimeout)...)
 	addWorkspaceNotes(r, r.Snapshots)
 	var names []string
 	for _, e := range r.Snapshots {
@@ -168,18 +169,24 @@ func targetNamespaces(b *bundle.Bundle, o bundle.Options) []string {
 }
 
 // waitReady waits (transfer.WaitReady) until the imported snapshots are
-// ready to use or until deadline, and records it in their entries. One not
-// ready by then is reported so, not failed: a restore waits for it.
-func waitReady(ctx context.Context, c *kube.Clients, entries []*report.SnapshotEntry, deadline time.Time) {
+// ready to use or until timeout has passed, and records it in their
+// entries. One not ready by then is an error of its own (exit 4,
+// docs/spec.md#import): the storage may not hold its snapshot (another
+// storage, a snapshot deleted since the export), and a pipeline must not
+// take it for restorable. Its objects stay: importing again waits again.
+func waitReady(ctx context.Context, c *kube.Clients, entries []*report.SnapshotEntry, timeout time.Duration) []error {
 	keys := make([]inventory.Key, 0, len(entries))
 	for _, e := range entries {
 		keys = append(keys, inventory.Key{Namespace: e.Namespace, Name: e.Name})
 	}
-	ready := transfer.WaitReady(ctx, c, keys, deadline)
+	ready := transfer.WaitReady(ctx, c, keys, time.Now().Add(timeout))
+	var notReady []error
 	for _, e := range entries {
 		r, ok := ready[inventory.Key{Namespace: e.Namespace, Name: e.Name}]
 		if !ok {
-			e.Reason += "; not ready yet: restore waits until it is"
+			why := fmt.Sprintf("not ready within --api-timeout (%s): this cluster's storage may not hold the snapshot; import again to wait again, restore refuses it until it is ready", timeout)
+			e.Reason += "; " + why
+			notReady = append(notReady, fmt.Errorf("%s/%s: %s", e.Namespace, e.Name, why))
 			continue
 		}
 		e.ReadyToUse = true
@@ -187,6 +194,7 @@ func waitReady(ctx context.Context, c *kube.Clients, entries []*report.SnapshotE
 			e.RestoreSize = r.RestoreSize
 		}
 	}
+	return notReady
 }
 
 // importEntry is the report entry of a step, before its action.
