@@ -5,6 +5,7 @@ package cli_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -189,7 +190,7 @@ func (w *chaosWorld) prunedLocked(c *chaosClaim, snaps []truthSnap, after time.T
 		}
 	}
 	for uid, s := range w.seenReady {
-		if s.source != c.name || s.created.Before(c.truth.Created) || !s.created.After(after) || live[uid] || w.foreign[s.name] {
+		if s.source != c.name || s.created.Before(c.truth.Created) || !s.created.After(after) || live[uid] || w.foreign[s.name] || w.snapErred[uid] {
 			continue
 		}
 		if d, byActor := w.actorDel[s.name]; byActor && d.snap.UID == uid {
@@ -203,7 +204,7 @@ func (w *chaosWorld) prunedLocked(c *chaosClaim, snaps []truthSnap, after time.T
 // maybeRestore restores one copy (pickRestoreLocked) when the iteration
 // drew a restore: after the bytes check, before archive removes the copies
 // of the claims reaped.
-func (w *chaosWorld) maybeRestore(snaps []truthSnap) {
+func (w *chaosWorld) maybeRestore(fail func(string, ...any), snaps []truthSnap) {
 	w.mu.Lock()
 	if !w.restoreNext {
 		w.mu.Unlock()
@@ -213,7 +214,7 @@ func (w *chaosWorld) maybeRestore(snaps []truthSnap) {
 	rc, ok := w.pickRestoreLocked(snaps)
 	w.mu.Unlock()
 	if ok {
-		w.restoreOne(rc)
+		w.restoreOne(fail, rc)
 	}
 }
 
@@ -275,7 +276,7 @@ func (w *chaosWorld) pickRestoreLocked(snaps []truthSnap) (restoreCase, bool) {
 // generation that copy held. The workspace's pods end first (the user
 // switches to the restored claim). A restore that failed is counted, and
 // whatever it left is cleaned up.
-func (w *chaosWorld) restoreOne(rc restoreCase) {
+func (w *chaosWorld) restoreOne(fail func(string, ...any), rc restoreCase) {
 	ctx := context.Background()
 	w.mu.Lock()
 	w.creating[rc.from.workspace] = true
@@ -298,6 +299,35 @@ func (w *chaosWorld) restoreOne(rc restoreCase) {
 	args := []string{"restore", "--from", rc.snap.Name, "--as", rc.as, "-n", w.ns, "--workspace-label", "workspace",
 		"--storage-class", testenv.ProvisionedStorageClassName, "--restore-timeout", "60s", "--kubeconfig", w.kubeconfig, "--log-format", "json"}
 	kind := "returns"
+	if newer := w.newerClaimThan(rc); rc.allowOlder && newer != "" {
+		// G9: without --allow-older, a restore of a copy older than a
+		// claim of its workspace (created after the copy was cut) is
+		// refused: exit 2, one line, nothing written
+		// (docs/spec.md#restore-refusals).
+		r := startChaosProc(w.bin, append(slices.Clone(args), "--log-level", "error"), 0)
+		w.mu.Lock()
+		w.restores["refusalsChecked"]++
+		w.mu.Unlock()
+		_, err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Get(ctx, rc.as, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			fail("a restore that must be refused created %s (exit %d)", rc.as, r.code)
+		case r.code == 1:
+			// A read the faults broke for good: nothing to judge but
+			// that nothing was written.
+			w.mu.Lock()
+			w.restores["refusalsChecked"]--
+			w.restores["refusalsFailedRead"]++
+			w.mu.Unlock()
+		case r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0:
+			fail("restore of %s (cut %s) as %s without --allow-older beside %s, created after it: exit %d, want 2 and one line:\n%s",
+				rc.snap.Name, rc.snap.Cut.UTC().Format(time.RFC3339), rc.as, newer, r.code, r.stderr)
+		}
+		attempts, _ := w.oracle.peek(r.pid)
+		if len(attempts) > 0 {
+			fail("a refused restore (pid %d) sent %d writes: %v", r.pid, len(attempts), attempts[0])
+		}
+	}
 	if rc.allowOlder {
 		args = append(args, "--allow-older")
 		kind = "olderCopies"
@@ -330,6 +360,20 @@ func (w *chaosWorld) restoreOne(rc restoreCase) {
 	w.presentAt[rc.as] = created
 	w.restores[kind]++
 	w.mu.Unlock()
+}
+
+// newerClaimThan names a live claim of rc's workspace that the test
+// created surely after rc's copy was cut (past --clock-skew): a restore of
+// the copy must then say it is older; "" when there is none.
+func (w *chaosWorld) newerClaimThan(rc restoreCase) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, o := range w.aliveLocked() {
+		if o != rc.from && !o.outsider && o.workspace == rc.from.workspace && o.created.After(rc.snap.Cut.Add(3*time.Second)) {
+			return o.name
+		}
+	}
+	return ""
 }
 
 // holdsNewerDataLocked reports whether claim b holds newer data of its

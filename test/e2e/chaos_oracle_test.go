@@ -19,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
@@ -47,6 +48,7 @@ type oracleRequest struct {
 	sent, done                      time.Time // sent to and answered by the server (answered only)
 	code                            int       // answered only
 	body                            []byte    // the patch or update of a claim
+	uid                             string    // a snapshot DELETE's UID precondition
 }
 
 // lease reports whether the request is of the janitor's Lease.
@@ -61,6 +63,9 @@ type oracleLog struct {
 	// podLists are the janitor's pod lists answered whole in one
 	// response (streamed, not paginated) and heard.
 	podLists []oracleRequest
+	// uids carries a snapshot DELETE's UID precondition from the request
+	// to its answer (by *http.Request).
+	uids sync.Map
 }
 
 // attach chains the log after the proxy's callbacks already set (the
@@ -78,7 +83,9 @@ func (l *oracleLog) attach(p *testenv.FaultProxy) {
 		}
 		q := oracleRequest{pid: pid, verb: info.Verb, group: info.Group, resource: info.Resource, ns: info.Namespace,
 			name: info.Name, at: time.Now()}
-		if info.Resource == "persistentvolumeclaims" && (info.Verb == "patch" || info.Verb == "update") && r.Body != nil {
+		claimWrite := info.Resource == "persistentvolumeclaims" && (info.Verb == "patch" || info.Verb == "update")
+		snapDelete := info.Resource == "volumesnapshots" && info.Verb == "delete"
+		if (claimWrite || snapDelete) && r.Body != nil {
 			// The body is read here and given back whole to the
 			// proxy, which forwards it.
 			b, err := io.ReadAll(r.Body)
@@ -86,6 +93,15 @@ func (l *oracleLog) attach(p *testenv.FaultProxy) {
 			r.Body = io.NopCloser(bytes.NewReader(b))
 			if err == nil {
 				q.body = b
+			}
+		}
+		if snapDelete {
+			// Which snapshot: its name may be taken again at once.
+			var opts struct {
+				Preconditions *struct{ UID *string } `json:"preconditions"`
+			}
+			if json.Unmarshal(q.body, &opts) == nil && opts.Preconditions != nil && opts.Preconditions.UID != nil {
+				l.uids.Store(r, *opts.Preconditions.UID)
 			}
 		}
 		l.mu.Lock()
@@ -110,6 +126,9 @@ func (l *oracleLog) attach(p *testenv.FaultProxy) {
 		}
 		q := oracleRequest{pid: pid, verb: info.Verb, group: info.Group, resource: info.Resource, ns: info.Namespace,
 			name: info.Name, sent: a.Sent, done: a.Done, code: a.Code}
+		if uid, ok := l.uids.LoadAndDelete(r); ok {
+			q.uid = uid.(string)
+		}
 		l.mu.Lock()
 		l.answered = append(l.answered, q)
 		l.mu.Unlock()
@@ -126,7 +145,26 @@ func (l *oracleLog) take() (attempts, answered, podLists []oracleRequest) {
 	defer l.mu.Unlock()
 	attempts, answered, podLists = l.attempts, l.answered, l.podLists
 	l.attempts, l.answered, l.podLists = nil, nil, nil
+	l.uids.Clear() // those a fault answered instead
 	return attempts, answered, podLists
+}
+
+// peek returns the writes recorded so far of one process, without
+// forgetting them.
+func (l *oracleLog) peek(pid int) (attempts, answered []oracleRequest) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, q := range l.attempts {
+		if q.pid == pid {
+			attempts = append(attempts, q)
+		}
+	}
+	for _, q := range l.answered {
+		if q.pid == pid {
+			answered = append(answered, q)
+		}
+	}
+	return attempts, answered
 }
 
 // runLimits are the flags of a run that the oracle judges it by: the last
@@ -309,6 +347,7 @@ func (c *chaosTest) judgeRequests(when string, args []string, results []chaosPro
 	for _, q := range answered {
 		if _, mine := ours[q.pid]; mine && q.resource == "volumesnapshots" && q.verb == "delete" && q.code/100 == 2 {
 			w.deletedContents[q.name] = lim.deleteContents
+			w.prunedCarry[q.name] = slices.Contains(args, "--sessions-carry-data")
 		}
 	}
 
@@ -368,7 +407,7 @@ func (c *chaosTest) judgeRequests(when string, args []string, results []chaosPro
 			bad("run %d deleted %s, the backup tool's snapshot", q.pid, q.name)
 			continue
 		}
-		if why := w.liveRescueLocked(q.name, q.sent); why != "" {
+		if why := w.liveRescueLocked(q.name, types.UID(q.uid), q.sent); why != "" {
 			bad("run %d deleted snapshot %s at %s: %s", q.pid, q.name, q.sent.Format("15:04:05.000"), why)
 		}
 	}
@@ -410,12 +449,19 @@ func (c *chaosTest) judgeRequests(when string, args []string, results []chaosPro
 // had been neither reaped (no applied DELETE of it, none seen) nor retired
 // by then, and no newer snapshot of the claim was seen ready. Called with
 // mu held.
-func (w *chaosWorld) liveRescueLocked(name string, t time.Time) string {
+func (w *chaosWorld) liveRescueLocked(name string, uid types.UID, t time.Time) string {
 	var snap seenSnap
 	found := false
-	for uid, s := range w.seenReady {
-		if s.name == name && s.created.Before(t) && (!found || s.created.After(snap.created)) {
-			snap, found = s, !w.snapErred[uid]
+	if uid != "" {
+		snap, found = w.seenReady[uid]
+		found = found && !w.snapErred[uid]
+	} else {
+		// No UID precondition: the last snapshot of that name surely
+		// created (whole seconds) before the delete.
+		for u, s := range w.seenReady {
+			if s.name == name && s.created.Before(t.Add(-time.Second)) && (!found || s.created.After(snap.created)) {
+				snap, found = s, !w.snapErred[u]
+			}
 		}
 	}
 	if !found {
@@ -441,6 +487,36 @@ func (w *chaosWorld) liveRescueLocked(name string, t time.Time) string {
 	}
 	return fmt.Sprintf("it was a ready rescue (created %s) of %s, which was still there, and no newer snapshot of it was ready",
 		snap.created.Format("15:04:05"), c.name)
+}
+
+// prunedOnLocked judges the pruning of c's copy (copyName) by what held
+// its data then (G6): under --sessions-carry-data the workspace's line
+// (newer data of the workspace, newerDataLocked); by descent (the default)
+// only a claim restored, at any remove, from c's data, that still exists or
+// was reaped on an intact rescue of its own (docs/spec.md#rule-descent:
+// a newer claim created empty holds nothing of c's). A copy whose delete
+// the proxy did not attribute is judged by the line, the lenient side.
+// Called with mu held.
+func (w *chaosWorld) prunedOnLocked(c *chaosClaim, snaps []truthSnap, copyName string) (string, bool) {
+	if carry, known := w.prunedCarry[copyName]; !known || carry {
+		return w.newerDataLocked(c, snaps)
+	}
+	for _, b := range w.claims {
+		from := b.restoredFrom
+		for from != nil && from != c {
+			from = from.restoredFrom
+		}
+		if b == c || from == nil || w.retired[b.name] {
+			continue
+		}
+		if _, gone := w.deleted[b.name]; !gone {
+			return b.name + " (restored from its data, exists)", true
+		}
+		if s, ok := b.truth.rescueAfter(snaps, b.truth.Created); ok {
+			return b.name + " (restored from its data, rescued by " + s.Name + ")", true
+		}
+	}
+	return "", false
 }
 
 // usedBeforeLocked reports whether a pod of the churn used the claim
@@ -623,10 +699,11 @@ func (w *chaosWorld) checkSpecials(fail func(string, ...any), when string) {
 	}
 }
 
-// checkContents (G8) between runs: every snapshot the janitor made that
-// is there and not being deleted has a Retain content, or carries prune's
-// intent (a run stopped between the intent, the content's Delete and the
-// delete: the next writing run settles it, docs/spec.md#retention-intent).
+// checkContents (G8) between runs: every ready snapshot without an error
+// that the janitor made, not being deleted, has a Retain content, or
+// carries prune's intent (a run stopped between the intent, the content's
+// Delete and the delete: the next writing run settles it,
+// docs/spec.md#retention-intent).
 // After a final run that succeeded (final), nothing is left unsettled: a
 // content that prune set to Delete and whose rescue it kept after all is
 // Retain again (docs/spec.md#retention-contents).
@@ -648,7 +725,10 @@ func (w *chaosWorld) checkContents(fail func(string, ...any), when string, final
 		if pending && final {
 			fail("%s: snapshot %s still carries prune-intent %s after a final run that succeeded", when, s.Name, intent)
 		}
-		if s.Status == nil || s.Status.BoundVolumeSnapshotContentName == nil {
+		if s.Status == nil || s.Status.BoundVolumeSnapshotContentName == nil || s.Status.ReadyToUse == nil || !*s.Status.ReadyToUse || s.Status.Error != nil {
+			// Not a rescue (yet): a failed attempt whose removal a run
+			// began (its content set to Delete first) and did not end
+			// is removed again by the next run.
 			continue
 		}
 		cn := *s.Status.BoundVolumeSnapshotContentName

@@ -290,7 +290,8 @@ func newChaosTest(t *testing.T) *chaosTest {
 		presentAt: map[string]time.Time{}, actorDel: map[string]actorDeletion{}, actorJudged: map[string]string{},
 		cutOffset: map[string]time.Duration{}, foreign: map[string]bool{}, seenReady: map[types.UID]seenSnap{},
 		restoredOnce: map[string]bool{}, restores: map[string]int{},
-		specials: map[string]string{}, specialWrites: map[string]int{}, deletedContents: map[string]bool{}, snapErred: map[types.UID]bool{}}
+		specials: map[string]string{}, specialWrites: map[string]int{}, deletedContents: map[string]bool{}, snapErred: map[types.UID]bool{},
+		prunedCarry: map[string]bool{}}
 	c.w = w
 	w.f = fixtures(t)
 	w.ns = env.Namespace(t)
@@ -1094,6 +1095,10 @@ type chaosWorld struct {
 	deletedContents map[string]bool
 	keptContents    int
 	snapErred       map[types.UID]bool // snapshots seen with status.error
+	// prunedCarry: the snapshots a janitor run deleted, and whether that
+	// run went by the workspace's line (--sessions-carry-data) or by
+	// descent (G6).
+	prunedCarry map[string]bool
 }
 
 // addClaim creates a bound claim: a workspace claim (sometimes of a
@@ -1659,19 +1664,28 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 		onNewer := ""
 		if rescued && w.retention {
 			if copyName, pruned := w.prunedLocked(c, snaps, rescue.Created); pruned {
-				if by, ok := w.newerDataLocked(c, snaps); ok {
+				// Otherwise the older copy left is judged below like any
+				// rescue (it may hold the same data).
+				if by, ok := w.prunedOnLocked(c, snaps, copyName); ok {
 					onNewer = by + "; its copy " + copyName + " pruned, the older " + rescue.Name + " left"
 				}
 			}
 		}
 		if !rescued {
-			if by, ok := w.newerDataLocked(c, snaps); ok {
-				if copyName, pruned := w.prunedLocked(c, snaps, time.Time{}); pruned {
-					// Its own copy was there and retention pruned it,
-					// on that newer data.
+			if copyName, pruned := w.prunedLocked(c, snaps, time.Time{}); pruned {
+				// Its own copy was there and retention pruned it: on
+				// newer data of its workspace when the pruning run went
+				// by the line (--sessions-carry-data), on a copy that
+				// descends from its data otherwise (G6).
+				if by, ok := w.prunedOnLocked(c, snaps, copyName); ok {
 					w.discards[name] = by + "; its copy " + copyName + " pruned"
 					continue
 				}
+				bad("%s: %s's last copy %s was pruned by a run that goes by descent (no --sessions-carry-data), and no copy descends from its data:%s",
+					when, name, copyName, c.truth.describeSnaps(snaps))
+				continue
+			}
+			if by, ok := w.newerDataLocked(c, snaps); ok {
 				w.discardLocked(bad, when, name, by)
 			} else {
 				bad("%s: %s was deleted (seen at %s) without an intact snapshot of it, and no newer claim of workspace %s holds newer data:%s",
@@ -1786,7 +1800,7 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 		}
 	}
 	w.checkBytes(fail, when, snaps)
-	w.maybeRestore(snaps)
+	w.maybeRestore(fail, snaps)
 	w.archive(snaps)
 	w.collectContents(fail, when)
 }
