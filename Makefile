@@ -146,7 +146,7 @@ model: ## the model checker: 1,000,000 random histories (MODEL_CHECKS) of one na
 # one short scenario of the randomized safety test (its churn runs beside
 # the janitor; the whole test runs in make test).
 RACE_CLUSTER_TESTS ?= ^(TestSnapshotRescuesOrphanOnceAndRerunCreatesNothing|TestSnapshotWaitsForSlowDriverAndSurvivesTransientErrors|TestReap.*|TestLease.*|TestRunStopsWhenItsLeaseCannotBeRenewed|TestFleetTwoClusters|TestRandomizedSafety)$$
-RACE_SAFETY_ENV := PVC_JANITOR_SAFETY_SCENARIOS=1 PVC_JANITOR_SAFETY_RUNS=3 PVC_JANITOR_SAFETY_MIN_DELETIONS=0
+RACE_SAFETY_ENV := PVC_JANITOR_SAFETY_SCENARIOS=1 PVC_JANITOR_SAFETY_RUNS=3
 
 race: control-plane ## the race detector (cgo on) over every unit test and the rescue, reap, lease and fleet cluster tests
 	CGO_ENABLED=1 $(GOTEST) -race -count=1 ./...

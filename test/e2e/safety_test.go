@@ -202,12 +202,11 @@ func TestRandomizedSafety(t *testing.T) {
 	t.Logf("safety bytes: %d generations written in %s (%d writes on claims already gone), %d reaped claims restored in %s (%d not sampled), %d bytes compared, %d holding the last generation written, %d newer than required, %d without a required generation, %d whose last held write was lost in the second of the cut, %d mismatches",
 		fig.GenerationsWritten, fig.WriteTime, fig.WritesFailed, fig.Restores, fig.Time, fig.NotSampled, fig.Bytes, fig.Last, fig.Newer, fig.NoGeneration, fig.CutSecond, fig.Mismatches)
 	// At least one deletion in the whole test: a janitor that never
-	// deletes would pass. Not one per scenario: with --clock-skew 2s a
-	// rescue waits four seconds past orphaned-since, and the churn
-	// interrupts most orphan periods first (2 deletions in 15 runs under a
-	// second make test). PVC_JANITOR_SAFETY_MIN_DELETIONS=0 (make race: one
-	// short scenario, there to race the churn against the janitor) asks for
-	// none; envInt would read 0 as unset.
+	// deletes would pass. Each scenario's quiet end already asks for one
+	// (it ends one claim's pods when none is idle), make race's one short
+	// scenario included; this counts the whole test.
+	// PVC_JANITOR_SAFETY_MIN_DELETIONS=N asks for N (0: none, for
+	// experiments); envInt would read 0 as unset.
 	min := 1
 	if v, err := strconv.Atoi(os.Getenv("PVC_JANITOR_SAFETY_MIN_DELETIONS")); err == nil && v >= 0 {
 		min = v
