@@ -80,7 +80,7 @@ func reapStep(ctx context.Context, c *kube.Clients, o ReapOptions, scan *ScanRes
 		return step
 	}
 	step.Done = true
-	res, err := reap.Reap(ctx, c, step.Candidates, reap.Options{
+	res, err := reap.DeleteCandidates(ctx, c, step.Candidates, reap.Options{
 		Scope: o.Scan.Scope, Policy: o.Scan.Policy, Discard: discard,
 		MaxDeletions: o.MaxDeletions, MaxDeletionPercent: o.MaxDeletionPercent,
 		DryRun: o.Scan.DryRun, Confirm: o.Confirm,

@@ -97,12 +97,13 @@ type Result struct {
 	Decisions []classify.Decision
 }
 
-// Reap re-reads the cluster (claims, pods, snapshots, everything), re-classifies,
-// and deletes the claims that are still reapable, after the blast-radius
-// check. candidates are the claims an earlier step found reapable: a claim
+// DeleteCandidates re-reads the cluster (claims, pods, snapshots,
+// everything), re-classifies, and deletes the claims that are still
+// reapable, after the blast-radius check (janitor.Reap and janitor.Run's
+// reap step call it). candidates are the claims an earlier step found reapable: a claim
 // that is not a candidate is never deleted, and a candidate that is no
 // longer reapable is skipped with the reason.
-func Reap(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]bool, o Options) (*Result, error) {
+func DeleteCandidates(ctx context.Context, c *kube.Clients, candidates map[inventory.Key]bool, o Options) (*Result, error) {
 	if len(candidates) == 0 {
 		return &Result{}, nil
 	}
@@ -261,7 +262,7 @@ func confirmed(ctx context.Context, c *kube.Clients, o Options, res *Result, del
 	}
 	again := o
 	again.Confirm = nil
-	res2, err := Reap(ctx, c, yes, again)
+	res2, err := DeleteCandidates(ctx, c, yes, again)
 	if err != nil {
 		return nil, err
 	}

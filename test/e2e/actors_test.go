@@ -72,7 +72,7 @@ func TestRescueDeletedBeforeReapStopsTheReap(t *testing.T) {
 				}
 			}
 		}}
-	res, err := reap.Reap(context.Background(), c, map[inventory.Key]bool{{Namespace: ns, Name: "ws-a"}: true}, o)
+	res, err := reap.DeleteCandidates(context.Background(), c, map[inventory.Key]bool{{Namespace: ns, Name: "ws-a"}: true}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
