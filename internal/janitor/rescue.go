@@ -79,7 +79,7 @@ func Rescue(ctx context.Context, c *kube.Clients, o RescueOptions) (*RescueResul
 	if len(res.Targets) == 0 {
 		return res, nil
 	}
-	outcomes, err := rescue.Rescue(ctx, c, scan.Inventory, scan.Decisions, res.Targets, ro)
+	outcomes, err := rescue.SnapshotTargets(ctx, c, scan.Inventory, scan.Decisions, res.Targets, ro)
 	if err != nil {
 		res.Err = err
 		return res, nil

@@ -1,9 +1,11 @@
 // Package janitor is the library behind the commands: it chains reading,
 // classifying and acting, and knows nothing about flags, terminals, reports
 // or exit codes. Each pipeline is one function with typed options and a
-// typed result: Scan, Snapshot, Reap, Run (snapshot then reap) and Guard,
-// and Lock takes the run's Lease around them. A result says what happened
-// in types (rescue and reap outcomes, reap.BlockedBlastRadius,
+// typed result: Scan, Rescue (the snapshot command), Reap, Run (snapshot,
+// reap, prune), Guard and Prune, and Lock takes the run's Lease around
+// them. The steps below them are named after what they do
+// (rescue.SnapshotTargets, reap.DeleteCandidates). A result says what
+// happened in types (rescue and reap outcomes, reap.BlockedBlastRadius,
 // reap.BlockedDeclined, claims at risk); an error means there is no result
 // (*InputError for bad input only the cluster could reveal). The CLI turns
 // flags into these options, results into the report, errors into exit

@@ -97,7 +97,7 @@ func TestDryRunRescueWritesNothing(t *testing.T) {
 			Reason: "no pod or workload references this claim"}
 		targets[i] = i
 	}
-	out, err := Rescue(context.Background(), c, inv, ds, targets, Options{DryRun: true, Attempts: 3, Timeout: time.Second})
+	out, err := SnapshotTargets(context.Background(), c, inv, ds, targets, Options{DryRun: true, Attempts: 3, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

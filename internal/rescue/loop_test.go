@@ -48,7 +48,7 @@ func rescueWith(t *testing.T, ctx context.Context, s *countStub, inv *inventory.
 	if _, err := c.Snap.SnapshotV1().VolumeSnapshotClasses().List(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	out, err := Rescue(ctx, c, inv, ds, targets, o)
+	out, err := SnapshotTargets(ctx, c, inv, ds, targets, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -297,7 +297,7 @@ func TestRescueRequestsPerClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Reset()
-	out, err := Rescue(context.Background(), c, inv, ds, targets, Options{Policy: classify.Policy{WorkspaceLabel: "workspace"},
+	out, err := SnapshotTargets(context.Background(), c, inv, ds, targets, Options{Policy: classify.Policy{WorkspaceLabel: "workspace"},
 		WorkspaceLabel: "workspace", Attempts: 3, Timeout: 10 * time.Second, ErrorGrace: time.Minute, Concurrency: concurrency,
 		RecheckMaxAge: time.Minute})
 	if err != nil {

@@ -156,9 +156,10 @@ func ValidateClass(ctx context.Context, c *kube.Clients, o Options) error {
 	return err
 }
 
-// Rescue snapshots the target claims and waits for their snapshots. It
-// returns one outcome per target, in target order.
-func Rescue(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, ds []classify.Decision, targets []int, o Options) ([]Outcome, error) {
+// SnapshotTargets snapshots the target claims and waits for their
+// snapshots (janitor.Rescue, the snapshot command's pipeline, calls it).
+// It returns one outcome per target, in target order.
+func SnapshotTargets(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, ds []classify.Decision, targets []int, o Options) ([]Outcome, error) {
 	if o.Attempts < 1 {
 		o.Attempts = 1
 	}
