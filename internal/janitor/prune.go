@@ -33,7 +33,7 @@ func (o PruneOptions) Enabled() bool { return o.Retention.KeepFor > 0 || o.Reten
 func Prune(ctx context.Context, c *kube.Clients, o PruneOptions) (*prune.Result, error) {
 	ret := o.Retention
 	ret.Keep = o.Keep
-	return prune.Prune(ctx, c, prune.Options{Scope: o.Scan.Scope, Policy: o.Scan.Policy, Retention: ret,
+	return prune.DeleteByRetention(ctx, c, prune.Options{Scope: o.Scan.Scope, Policy: o.Scan.Policy, Retention: ret,
 		DryRun: o.Scan.DryRun, MaxDeletions: o.MaxDeletions, MaxDeletionPercent: o.MaxDeletionPercent,
 		Confirm: o.Confirm})
 }

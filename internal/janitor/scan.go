@@ -4,10 +4,11 @@
 // typed result: Scan, Rescue (the snapshot command), Reap, Run (snapshot,
 // reap, prune), Guard and Prune, and Lock takes the run's Lease around
 // them. The steps below them are named after what they do
-// (rescue.SnapshotTargets, reap.DeleteCandidates). A result says what
-// happened in types (rescue and reap outcomes, reap.BlockedBlastRadius,
-// reap.BlockedDeclined, claims at risk); an error means there is no result
-// (*InputError for bad input only the cluster could reveal). The CLI turns
+// (rescue.SnapshotTargets, reap.DeleteCandidates, prune.DeleteByRetention).
+// A result says what happened in types (rescue and reap outcomes,
+// reap.BlockedBlastRadius, reap.BlockedDeclined, claims at risk); an error
+// means there is no result (*InputError for bad input only the cluster
+// could reveal). The CLI turns
 // flags into these options, results into the report, errors into exit
 // codes; an integration test can call the pipelines just as well.
 package janitor

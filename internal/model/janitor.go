@@ -272,8 +272,8 @@ func (w *World) JanitorRun(o Run) {
 	}
 }
 
-// prune is the retention step: prune.Prune's read, retention.Decide and
-// prune.StillPrunable, then the deletes.
+// prune is the retention step: prune.DeleteByRetention's read,
+// retention.Decide and prune.StillPrunable, then the deletes.
 func (w *World) prune(run int, now time.Time, keep map[types.UID]string) {
 	pol := w.Cfg.Policy
 	inv := w.Inventory(now)
@@ -291,7 +291,8 @@ func (w *World) prune(run int, now time.Time, keep map[types.UID]string) {
 		return
 	}
 	claims, pvcs := w.pruneClaims(ds)
-	// As prune.Prune builds it: the scan's policy decides the judge's.
+	// As prune.DeleteByRetention builds it: the scan's policy decides the
+	// judge's.
 	p := retention.Policy{KeepFor: w.Cfg.KeepFor, KeepLast: w.Cfg.KeepLast, DeleteContents: w.Cfg.DeleteContents, Keep: keep,
 		SessionsCarryData: w.Cfg.Policy.SessionsCarryData, ClockSkew: w.Cfg.Policy.ClockSkew}
 	for _, v := range retention.Decide(p, rescues, inv.Contents, claims, now) {

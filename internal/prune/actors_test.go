@@ -101,7 +101,7 @@ func TestKilledPruneIsSettled(t *testing.T) {
 	w.rescue("q1", "q", 2*time.Hour, retain, false, false)
 	w.rescue("q2", "q", time.Hour, retain, false, false)
 	seen := false
-	res, err := prune.Prune(context.Background(), w.c, prune.Options{
+	res, err := prune.DeleteByRetention(context.Background(), w.c, prune.Options{
 		Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
 		Policy:    carryPolicy,
 		Retention: retention.Policy{KeepLast: 1, DeleteContents: true}, MaxDeletions: 10, MaxDeletionPercent: 100,
@@ -181,7 +181,7 @@ func TestRestoreProtectsItsSource(t *testing.T) {
 				mark(w, "x1", time.Now().Add(-48*time.Hour))
 				acted = true
 			}
-			res, err := prune.Prune(context.Background(), w.c, prune.Options{
+			res, err := prune.DeleteByRetention(context.Background(), w.c, prune.Options{
 				Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
 				Policy:    carryPolicy,
 				Retention: retention.Policy{KeepLast: 1}, MaxDeletions: 10, MaxDeletionPercent: 100,
@@ -212,7 +212,7 @@ func TestRestoreProtectsItsSource(t *testing.T) {
 // each rescue's delete.
 func (w *world) pruneWithHook(deleteContents bool, at func(ctx context.Context, k inventory.Key)) map[string]prune.Outcome {
 	w.t.Helper()
-	res, err := prune.Prune(context.Background(), w.c, prune.Options{
+	res, err := prune.DeleteByRetention(context.Background(), w.c, prune.Options{
 		Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
 		Policy:    carryPolicy,
 		Retention: retention.Policy{KeepLast: 1, DeleteContents: deleteContents}, MaxDeletions: 10, MaxDeletionPercent: 100,

@@ -30,7 +30,7 @@ func run(t *testing.T, s *apiStub, c *kube.Clients, o Options) *Result {
 	if o.MaxDeletions == 0 {
 		o.MaxDeletions, o.MaxDeletionPercent = 100, 100
 	}
-	res, err := Prune(context.Background(), c, o)
+	res, err := DeleteByRetention(context.Background(), c, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestPruneDeletesNothingWhenItMustNot(t *testing.T) {
 		s := newStub()
 		s.rescue("a1", "a", 2*time.Hour, snapshotv1.VolumeSnapshotContentDelete)
 		s.rescue("a2", "a", time.Hour, snapshotv1.VolumeSnapshotContentDelete)
-		_, err := Prune(context.Background(), s.clients(t), Options{Scope: kube.Scope{Namespaces: []string{"ws"}}, Policy: stubPolicy,
+		_, err := DeleteByRetention(context.Background(), s.clients(t), Options{Scope: kube.Scope{Namespaces: []string{"ws"}}, Policy: stubPolicy,
 			Retention: retention.Policy{KeepLast: 1}, MaxDeletions: 10, MaxDeletionPercent: 100,
 			Confirm: func(int) (bool, error) { return false, errors.New("no terminal") }})
 		if err == nil || !strings.Contains(err.Error(), "no terminal") || s.Count("DELETE") != 0 {
@@ -155,7 +155,7 @@ func TestPruneReadErrors(t *testing.T) {
 			s.rescue("a1", "a", 2*time.Hour, snapshotv1.VolumeSnapshotContentDelete)
 			s.rescue("a2", "a", time.Hour, snapshotv1.VolumeSnapshotContentDelete)
 			s.fail[c.fail] = []int{403}
-			_, err := Prune(context.Background(), s.clients(t), Options{Scope: kube.Scope{Namespaces: []string{"ws"}}, Policy: stubPolicy,
+			_, err := DeleteByRetention(context.Background(), s.clients(t), Options{Scope: kube.Scope{Namespaces: []string{"ws"}}, Policy: stubPolicy,
 				Retention: retention.Policy{KeepLast: 1}, MaxDeletions: 10, MaxDeletionPercent: 100})
 			var re *kube.ReadError
 			if !errors.As(err, &re) || !strings.Contains(err.Error(), c.want) {
@@ -181,7 +181,7 @@ func TestPruneKeepsTheSourceClaimsRescue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Prune(context.Background(), s.clients(t), Options{
+	res, err := DeleteByRetention(context.Background(), s.clients(t), Options{
 		Scope:  kube.Scope{Namespaces: []string{"ws"}, WorkspaceLabel: "workspace", Selector: sel},
 		Policy: stubPolicy, Retention: retention.Policy{KeepLast: 1}, MaxDeletions: 10, MaxDeletionPercent: 100})
 	if err != nil {
@@ -466,7 +466,7 @@ func TestPruneInterruptedBeforeTheDelete(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s.before = on("PATCH volumesnapshots/a2 +", 1, func(*apiStub) { cancel() })
-	res, err := Prune(ctx, s.clients(t), Options{Scope: kube.Scope{Namespaces: []string{"ws"}, WorkspaceLabel: "workspace"}, Policy: stubPolicy,
+	res, err := DeleteByRetention(ctx, s.clients(t), Options{Scope: kube.Scope{Namespaces: []string{"ws"}, WorkspaceLabel: "workspace"}, Policy: stubPolicy,
 		Retention: retention.Policy{KeepLast: 1, DeleteContents: true}, MaxDeletions: 10, MaxDeletionPercent: 100})
 	if err != nil {
 		t.Fatal(err)

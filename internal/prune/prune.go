@@ -85,8 +85,10 @@ type Result struct {
 	Now       time.Time
 }
 
-// Prune reads the scope and prunes the janitor's rescues by retention.
-func Prune(ctx context.Context, c *kube.Clients, o Options) (*Result, error) {
+// DeleteByRetention reads the scope and deletes the janitor's rescues that
+// retention.Decide lets go (janitor.Prune and janitor.Run's retention
+// step call it).
+func DeleteByRetention(ctx context.Context, c *kube.Clients, o Options) (*Result, error) {
 	inv, err := kube.Read(ctx, c, o.Scope)
 	if err != nil {
 		return nil, err

@@ -85,7 +85,7 @@ func (w *world) rescue(name, ws string, dataAgo time.Duration, class string, own
 
 func (w *world) prune(p retention.Policy, dry bool, maxDeletions int) *prune.Result {
 	w.t.Helper()
-	res, err := prune.Prune(context.Background(), w.c, prune.Options{
+	res, err := prune.DeleteByRetention(context.Background(), w.c, prune.Options{
 		Scope:     kube.Scope{Namespaces: []string{w.ns}, WorkspaceLabel: "workspace"},
 		Policy:    carryPolicy,
 		Retention: p, DryRun: dry, MaxDeletions: maxDeletions, MaxDeletionPercent: 100,
