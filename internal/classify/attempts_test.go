@@ -22,10 +22,10 @@ func TestAttemptRecord(t *testing.T) {
 		scheduled bool
 	}{
 		{"no record", nil, 0, "", true, false},
-		{"held back", map[string]string{a: "2", n: later}, 2, "", false, true},
+		{"backing off", map[string]string{a: "2", n: later}, 2, "", false, true},
 		{"due", map[string]string{a: "2", n: earlier}, 2, "", true, true},
-		{"a count without a time never holds back, and counts", map[string]string{a: "3"}, 3, "", true, false},
-		{"a time without a count never holds back", map[string]string{n: later}, 0, "", true, false},
+		{"a count without a time never backs off, and counts", map[string]string{a: "3"}, 3, "", true, false},
+		{"a time without a count never backs off", map[string]string{n: later}, 0, "", true, false},
 		{"zero attempts: due, nothing scheduled", map[string]string{a: "0", n: later}, 0, "", true, false},
 		{"a count that does not parse", map[string]string{a: "x", n: later}, 0, a, true, false},
 		{"a negative count", map[string]string{a: "-1", n: later}, 0, a, true, false},
@@ -38,17 +38,17 @@ func TestAttemptRecord(t *testing.T) {
 			t.Errorf("%s: %+v: attempts %d invalid %q due %v scheduled %v; want %d %q %v %v",
 				c.name, r, r.Attempts, r.Invalid, r.Due(now), sched, c.attempts, c.invalid, c.due, c.scheduled)
 		}
-		// SnapshotFailed's hold is the rescue's rule: held back exactly
-		// when a run may not try; and explain's next attempt is the
-		// record's schedule.
+		// SnapshotFailed's backoff is the rescue's rule: SnapshotFailed
+		// exactly when a run may not try; and explain's next attempt is
+		// the record's schedule.
 		opts := []claimOpt{marked(now.Add(-2 * time.Hour))}
 		for k, v := range c.ann {
 			opts = append(opts, annot(k, v))
 		}
 		pol := defaultPolicy()
 		ds := Classify(build(claims(pvc("a", opts...))), pol, now)
-		if held := ds[0].State == SnapshotFailed; held == r.Due(now) {
-			t.Errorf("%s: SnapshotFailed %v (%s), but Due %v", c.name, held, ds[0].Reason, r.Due(now))
+		if backingOff := ds[0].State == SnapshotFailed; backingOff == r.Due(now) {
+			t.Errorf("%s: SnapshotFailed %v (%s), but Due %v", c.name, backingOff, ds[0].Reason, r.Due(now))
 		}
 		// With a failed snapshot of its own, the claim is SnapshotFailed
 		// whatever the record says; explain dates the next attempt only

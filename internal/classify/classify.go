@@ -674,15 +674,15 @@ func hasAttemptRecord(cl *inventory.Claim) bool {
 // attempts (docs/spec.md#rescue-attempts): pvc-janitor.io/rescue-attempts
 // and pvc-janitor.io/next-attempt, which the rescue writes when a run's
 // attempts fail. ReadAttempts is its one parser, and Scheduled its one
-// meaning: a record holds the next attempt back to its time only when at
-// least one attempt failed and both keys parse. Everything else is asked
-// of that:
+// meaning: a record puts the next attempt off to its time (the retry
+// backoff, docs/architecture.md#words) only when at least one attempt
+// failed and both keys parse. Everything else is asked of that:
 //
 //   - Due: may a run try now. The rescue asks it before it tries, and
-//     SnapshotFailed's hold (copies.go) asks it too: held back exactly
-//     when not due.
+//     SnapshotFailed's backoff (copies.go) asks it too: SnapshotFailed
+//     exactly when not due.
 //   - Scheduled: the record as explain's Next for SnapshotFailed reports
-//     it, only when it holds something back (a record of 0 attempts,
+//     it, only when it schedules a later attempt (a record of 0 attempts,
 //     which the janitor never writes, schedules nothing: the rescue tries
 //     at once, and explain says so).
 //   - Attempts alone: the rescue numbers this run's attempts and counts
@@ -724,9 +724,10 @@ func ReadAttempts(ann map[string]string) AttemptRecord {
 	return r
 }
 
-// Scheduled is the failed attempts and the time the record holds the next
-// attempt back to; ok is false when it holds nothing back: no failed
-// attempt, or no time (written by hand, half removed, or unparsable).
+// Scheduled is the failed attempts and the time the record puts the next
+// attempt off to (the end of the retry backoff); ok is false when it puts
+// nothing off: no failed attempt, or no time (written by hand, half
+// removed, or unparsable).
 func (r AttemptRecord) Scheduled() (n int, next time.Time, ok bool) {
 	if r.Attempts <= 0 || r.Next == nil {
 		return 0, time.Time{}, false

@@ -105,7 +105,7 @@ func notSuperseded(_ *classifier, d *Decision) string {
 // snapshot of this period failed; or its own intact rescue of this period
 // is cut too close to orphaned-since for the clocks' margin
 // (docs/spec.md#rescue-behind-clock: reported and replaced, never left
-// Orphaned in silence); or the attempt record holds the next attempt back.
+// Orphaned in silence); or the attempt record's retry backoff has not ended.
 func (c *classifier) snapshotFailed(f *facts, d *Decision) bool {
 	cl := f.cl
 	switch {
