@@ -93,7 +93,7 @@ func (m Marks) Changed() bool {
 
 // RecordsUse reports whether m writes down a use the janitor saw: the
 // orphaned-since mark removed, or the last use recorded. Such marks are
-// written first, even while a run ends, and retried on a fresh read.
+// written first, even while a run ends, and retried on a re-read.
 func (m Marks) RecordsUse() bool {
 	return m.OrphanedSince == Remove || m.LastUsed == Set
 }

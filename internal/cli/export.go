@@ -130,7 +130,7 @@ func (sess *session) export(file string) error {
 }
 
 // guardExport runs guard --export: the gate (with --rescue, after the
-// rescue), the export of its copies, and the verdict of a fresh read.
+// rescue), the export of its copies, and the verdict of a read of its own.
 func (sess *session) guardExport(file string) error {
 	cfg := sess.cfg
 	var validate func(context.Context, *kube.Clients) error

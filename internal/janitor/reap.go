@@ -38,7 +38,7 @@ type ReapResult struct {
 // ReapStep is the reap itself, after a scan (and a rescue in Run).
 type ReapStep struct {
 	// Candidates are the claims the scan (and the rescue) found reapable;
-	// the reap deletes only those still reapable on its own fresh read.
+	// the reap deletes only those still reapable on its own re-read.
 	Candidates map[inventory.Key]bool
 	// Done is false when the run was interrupted before the reap began.
 	Done     bool

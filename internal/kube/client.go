@@ -38,7 +38,7 @@ type Clients struct {
 	Retry RetryPolicy
 	// Uses records the claims this run saw in use after its scan (docs/spec.md#rule-use-restarts-clock:
 	// a claim seen in use is never rescued or reaped in that run),
-	// so that the reap honours a use a re-check saw even when writing it
+	// so that the reap honours a use a re-check or a re-read saw even when writing it
 	// down on the claim failed.
 	Uses UseLog
 }

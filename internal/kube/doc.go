@@ -11,7 +11,7 @@
 //     retry.Policy with Transient, the classification of its errors);
 //   - read.go, list.go, storage.go, convert.go, referrers.go, owners.go:
 //     the scan's read (Read), described at the top of read.go;
-//   - recheck.go: the re-read of one namespace just before a rescue;
+//   - recheck.go: the re-check's read of one namespace just before a rescue;
 //   - events.go: the Events written on claims.
 //
 // The wire formats of the list responses (the protobuf envelope, the

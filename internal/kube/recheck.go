@@ -41,7 +41,8 @@ type RecheckOptions struct {
 	PageSize int64
 }
 
-// NamespaceRead is a fresh read of one namespace, reduced like the scan's.
+// NamespaceRead is the re-check's read of one namespace, reduced like the
+// scan's.
 type NamespaceRead struct {
 	Namespace string
 	// Claims are the namespace's claims that the selector selects.
@@ -230,7 +231,8 @@ func (r *Rechecker) Namespace(ctx context.Context, ns string) (*NamespaceRead, e
 	return e.read, nil
 }
 
-// Inventory re-reads the namespace of claim (shared, at most MaxAge old),
+// Inventory reads the namespace of claim for its re-check (shared, at most
+// MaxAge old),
 // GETs the contents of the snapshots that bear on it, and returns the
 // inventory to classify it on (see RecheckInventory).
 func (r *Rechecker) Inventory(ctx context.Context, base *inventory.Inventory, claim inventory.Key) (*inventory.Inventory, error) {

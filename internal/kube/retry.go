@@ -96,7 +96,7 @@ func (p RetryPolicy) do(ctx context.Context, what string, bounded bool, op func(
 // Transient reports whether err is worth retrying, and the server's
 // Retry-After when it gave one. 400, 401, 403, 404, 409 and 422 are
 // permanent: retrying would only repeat them (a 409 is retried by the
-// caller after a fresh read, never here).
+// caller after a re-read, never here).
 func Transient(err error) (bool, time.Duration) {
 	if err == nil {
 		return false, 0

@@ -301,7 +301,7 @@ func (e *takenError) Error() string {
 	return fmt.Sprintf("lease %s/%s was taken over by %q", e.ns, Name, e.holder)
 }
 
-// renewOnce writes one renewal. A conflict is settled by a fresh read: a
+// renewOnce writes one renewal. A conflict is settled by a re-read: a
 // renewal applied by the server whose response was lost moves the
 // resourceVersion under us, and the lease is still ours if we hold it.
 func (l *Lease) renewOnce(ctx context.Context) error {

@@ -4,7 +4,7 @@
 // that were classified, so a claim that changed since it was read, or was
 // recreated under its name, is left for the next run rather than marked on
 // stale evidence. The one exception is a removal (a use was seen): it is
-// retried on a fresh read of the same claim, since a use must restart the
+// retried on a re-read of the same claim, since a use must restart the
 // claim's clock whatever else changed.
 package mark
 
@@ -172,7 +172,7 @@ func Removals(m classify.Marks) classify.Marks {
 }
 
 // RetryRemoval decides what to do after a patch of m on the claim with uid
-// met a conflict: cur is a fresh read of the claim (nil when it is gone).
+// met a conflict: cur is a re-read of the claim (nil when it is gone).
 // Only marks that record a use the janitor saw (the orphaned-since mark
 // removed, the last use recorded) are retried, on the same claim (same UID,
 // not being deleted) and only while it still carries a key to remove or an
@@ -299,7 +299,7 @@ func feed(ctx context.Context, c *kube.Clients, ds []classify.Decision, opts Opt
 	}
 }
 
-// removalRetries bounds the fresh reads a conflicting removal is retried
+// removalRetries bounds the re-reads a conflicting removal is retried
 // on: each conflict means the claim changed again in between.
 const removalRetries = 3
 
@@ -436,9 +436,10 @@ func retryRemoval(ctx context.Context, c *kube.Clients, cl *inventory.Claim, m c
 
 // Clear removes the janitor's marks (orphaned-since and phase) from the
 // claim and records the use (last-used, the API server's clock rounded up),
-// for a use seen after the scan (a re-check before a snapshot or a delete):
+// for a use seen after the scan (by the re-check before a snapshot or the
+// re-read before a delete):
 // the claim's clock restarts. The patch carries cl's UID; a conflict is
-// retried on a fresh read of the same claim. Nothing is written in dry run.
+// retried on a re-read of the same claim. Nothing is written in dry run.
 func Clear(ctx context.Context, c *kube.Clients, cl *inventory.Claim, opts Options) (Outcome, error) {
 	if opts.DryRun {
 		return WouldMark, nil

@@ -105,7 +105,7 @@ func TestPatch(t *testing.T) {
 }
 
 // TestRetryRemoval: a conflicting removal (a use was seen) is retried on a
-// fresh read of the same claim, removing only what it still carries; a Set
+// re-read of the same claim, removing only what it still carries; a Set
 // is never retried (path 2).
 func TestRetryRemoval(t *testing.T) {
 	const uid = types.UID("uid-1")

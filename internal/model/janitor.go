@@ -144,7 +144,7 @@ func states(ds []classify.Decision) string {
 }
 
 // JanitorRun is `janitor run`: scan (and mark), snapshot, reap, and prune
-// when retention is set (janitor.Run's steps, each on a fresh read).
+// when retention is set (janitor.Run's steps, each on a read of its own).
 func (w *World) JanitorRun(o Run) {
 	w.tick()
 	w.runs++
@@ -223,7 +223,7 @@ func (w *World) JanitorRun(o Run) {
 		candidates[c.UID] = true // janitor's RescueResult.rescued: reaped in the same run
 	}
 	w.check("snapshot")
-	// Reap: a fresh read, classified again; each candidate still reapable
+	// Reap: the re-read, classified again; each candidate still reapable
 	// is deleted.
 	w.Now = w.Now.Add(o.Duration)
 	now = w.Now.Add(o.Ahead)

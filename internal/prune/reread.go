@@ -15,7 +15,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 )
 
-// StillPrunable decides, from a fresh read of the rescue (vs, nil when
+// StillPrunable decides, from a re-read of the rescue (vs, nil when
 // gone) and of its namespace's claims, right before the rescue's delete,
 // whether prune may still delete the rescue with uid at now (the server's
 // clock): the same snapshot, not being deleted, not held, not the source

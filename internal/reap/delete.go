@@ -32,7 +32,7 @@ func newDeleter(ctx context.Context, c *kube.Clients, d *classify.Decision, o Op
 }
 
 // run deletes the claim with Preconditions{UID, ResourceVersion} of the
-// fresh read, settles a delete whose response was lost, and retries once
+// re-read, settles a delete whose response was lost, and retries once
 // after a change that says nothing about use (docs/spec.md#reap).
 //
 // checked says that the batch's checks (its re-read of the rescue, then

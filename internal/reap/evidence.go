@@ -52,7 +52,7 @@ func EvidenceOf(d *classify.Decision) *Evidence {
 	return &Evidence{Namespace: s.Namespace, Snapshot: s.Name, UID: s.UID, Content: s.ContentName, Cut: classify.CutTime(s)}
 }
 
-// StillJustified decides, from a fresh read of the evidence's snapshot
+// StillJustified decides, from a re-read of the evidence's snapshot
 // (nil: gone) and of its content (nil: gone or not bound), whether the
 // decision still stands: the same snapshot (UID), still intact
 // (classify.Intact: ready, no error, not being deleted, its content exists,

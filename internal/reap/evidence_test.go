@@ -10,7 +10,7 @@ import (
 )
 
 // TestStillJustified (docs/spec.md#reap-rescue-reread): one row per way the
-// fresh read of the rescue can differ from the one the decision used.
+// re-read of the rescue can differ from the one the decision used.
 func TestStillJustified(t *testing.T) {
 	cut := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	later := cut.Add(time.Minute)

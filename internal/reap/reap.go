@@ -1,6 +1,6 @@
 // Package reap deletes claims whose data is provably rescued (docs/spec.md#reap): only
 // claims that are Rescued (or Superseded under --superseded=discard) in a
-// fresh read taken immediately before the deletions, each deleted with
+// re-read taken immediately before the deletions, each deleted with
 // Preconditions{UID, ResourceVersion} from that read, within the blast-radius
 // limits.
 package reap
@@ -61,7 +61,7 @@ type Options struct {
 type Outcome struct {
 	Namespace, Name string
 	Action          string
-	// State is the claim's state in the fresh read.
+	// State is the claim's state in the re-read.
 	State   classify.State
 	Message string
 	Err     error
@@ -93,7 +93,7 @@ type Result struct {
 	// for the report.
 	Blocked    Block
 	BlockedWhy string
-	// Decisions of the fresh read, for the report.
+	// Decisions of the re-read, for the report.
 	Decisions []classify.Decision
 }
 
@@ -143,7 +143,7 @@ func (p *plan) execute(ctx context.Context, c *kube.Clients, o Options) (*Result
 	return res, nil
 }
 
-// plan is what the fresh read says of the candidates.
+// plan is what the re-read says of the candidates.
 type plan struct {
 	ds []classify.Decision
 	// del are the candidates still reapable, skipped the others.
@@ -156,7 +156,7 @@ type plan struct {
 }
 
 // planOf sorts the candidates into the claims to delete and the skipped
-// ones, from ds, the decisions of the fresh read at now (the API server's
+// ones, from ds, the decisions of the re-read at now (the API server's
 // clock of that read). It reads nothing: the reap's rules on a read.
 func planOf(ds []classify.Decision, candidates map[inventory.Key]bool, o Options, now time.Time) *plan {
 	p := &plan{ds: ds, evidence: map[*classify.Decision]*Evidence{}}

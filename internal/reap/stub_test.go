@@ -287,7 +287,7 @@ func TestDeleteSendsChecksThenPreconditions(t *testing.T) {
 
 // TestSeenInUseEarlierInTheRun is docs/spec.md#rule-use-restarts-clock in the
 // delete loop (mutant M10 of issue 40): a claim this run saw in use after
-// its scan (a re-check before a snapshot, say) is not deleted in the same
+// its scan (the re-check before a snapshot, say) is not deleted in the same
 // run, even when every check right before the delete would pass; nothing
 // is sent for it but the Event saying so.
 func TestSeenInUseEarlierInTheRun(t *testing.T) {
@@ -557,7 +557,7 @@ func TestPlanOfSortsTheCandidates(t *testing.T) {
 	}
 }
 
-// TestListPodsPages: the re-check for use reads every page.
+// TestListPodsPages: the pod list before a delete reads every page.
 func TestListPodsPages(t *testing.T) {
 	s := newStub()
 	s.pageSize = 2

@@ -11,7 +11,7 @@ import (
 
 // ErrReplaced and RecordTemplate let the cluster tests (package
 // rescue_test, which imports testenv, which imports rescue) reach the
-// fresh read before a create.
+// template's re-read of the claim.
 var ErrReplaced = errReplaced
 
 func RecordTemplate(ctx context.Context, c *kube.Clients, cl *inventory.Claim, vs *snapv1.VolumeSnapshot) error {

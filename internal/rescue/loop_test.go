@@ -207,9 +207,9 @@ func TestRescueDoesNotTakeAnotherClaimsSnapshot(t *testing.T) {
 	}
 }
 
-// TestRescueFailsClosedWithoutTheReCheck (docs/spec.md#rescue-recheck): a
+// TestRescueFailsClosedWithoutTheRecheck (docs/spec.md#rescue-recheck): a
 // re-check that cannot read the namespace creates nothing.
-func TestRescueFailsClosedWithoutTheReCheck(t *testing.T) {
+func TestRescueFailsClosedWithoutTheRecheck(t *testing.T) {
 	s := newCountStub()
 	s.fail["LIST pods"] = []int{403, 403, 403}
 	out := rescueOn(t, s, 1, loopOptions(), nil)

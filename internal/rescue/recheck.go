@@ -15,7 +15,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/mark"
 )
 
-// recheckClaim re-classifies the claim on a fresh read of its namespace. ok
+// recheckClaim re-classifies the claim on the re-check's read of its namespace. ok
 // is false when it must not be snapshotted now; o then says why.
 //
 // from is the claim as that read has it (nil when it has none).
@@ -32,7 +32,7 @@ func (r *rescuer) recheckRead(ctx context.Context, d *classify.Decision) (*class
 	cl := d.Claim
 	inv, nr, err := r.recheck.InventoryRead(ctx, r.inv, cl.Key())
 	if err != nil {
-		// Fail closed: without a fresh read, nothing is created.
+		// Fail closed: without the re-check's read, nothing is created.
 		msg := "could not re-check the claim before the snapshot: " + err.Error()
 		zerolog.Ctx(ctx).Error().Err(err).Msg("re-check failed; not snapshotted")
 		r.count(func(c *Counts) { c.Failed++ })

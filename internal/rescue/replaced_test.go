@@ -28,7 +28,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, &env)) }
 
 // TestTemplateRefusesAReplacedClaim is safety row R8 on the real API
 // server: between the re-check and the create, the claim is deleted and
-// another takes its name. The fresh read that records the template must
+// another takes its name. The re-read that records the template must
 // refuse it (errReplaced: no snapshot is created, the outcome is Skipped),
 // since a snapshot by name would hold the other claim's data; so must a
 // claim that is gone.

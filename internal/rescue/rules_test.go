@@ -294,7 +294,7 @@ func TestStillTarget(t *testing.T) {
 
 // TestRecheckDecision runs the pre-create re-check's decision on inventories
 // built as the re-check builds them (kube.RecheckInventory): the claim is
-// re-classified with classify.Classify on the fresh read of its namespace.
+// re-classified with classify.Classify on the re-check's read of its namespace.
 func TestRecheckDecision(t *testing.T) {
 	const ns, wsLabel = "ws", "workspace"
 	now := t0

@@ -202,7 +202,7 @@ func (r *rescuer) getContent(ctx context.Context, name string) (*inventory.Conte
 var errReplaced = errors.New("the claim was deleted or replaced since the re-check")
 
 // template records the claim the rescue comes from (docs/spec.md#rescue) on vs, from a
-// fresh read that also proves the name still belongs to the claim. A read
+// re-read that also proves the name still belongs to the claim. A read
 // that fails leaves the rescue without a template (a restore then needs
 // --storage-class and --size), logged: the rescue matters more.
 func (r *rescuer) template(ctx context.Context, cl *inventory.Claim, vs *snapv1.VolumeSnapshot) error {

@@ -754,12 +754,12 @@ func TestReapKeepsTheGracePeriodDespiteAForeignSnapshot(t *testing.T) {
 	}
 }
 
-// TestReapReCheckUseRemovesMarks (path 2): a pod that starts using a
+// TestReapRereadUseRemovesMarks (path 2): a pod that starts using a
 // rescued claim between reap's scan and its fresh re-read makes the claim
 // InUse there: it is not deleted, and its marks are removed at once, so
 // that its clock restarts (a snapshot taken before this use can no longer
 // count as its rescue).
-func TestReapReCheckUseRemovesMarks(t *testing.T) {
+func TestReapRereadUseRemovesMarks(t *testing.T) {
 	ctx := context.Background()
 	f := fixtures(t)
 	ns := env.Namespace(t)
@@ -810,11 +810,11 @@ func TestReapReCheckUseRemovesMarks(t *testing.T) {
 	}
 	for k := range c.Annotations {
 		if k == "pvc-janitor.io/orphaned-since" {
-			t.Errorf("the orphaned-since mark survived a use seen by reap's re-check")
+			t.Errorf("the orphaned-since mark survived a use seen by reap's re-read")
 		}
 	}
 	if _, ok := c.Labels["pvc-janitor.io/phase"]; ok {
-		t.Errorf("the phase label survived a use seen by reap's re-check")
+		t.Errorf("the phase label survived a use seen by reap's re-read")
 	}
 }
 

@@ -414,7 +414,7 @@ func TestSafetyPath02ReattachClearsTheMarks(t *testing.T) {
 	w.noDataLost("after the detach")
 }
 
-// TestSafetyPath02UseSeenByAnotherClaimsReCheck: on a cluster without the
+// TestSafetyPath02UseSeenByAnotherClaimsRecheck: on a cluster without the
 // Unused condition, the pod list of a snapshot's re-check (made for ws-b,
 // workspace b) shows a pod using ws-a (workspace a, rescued) that is gone
 // before the same run's reap reads the pods again. That use was seen: the
@@ -422,7 +422,7 @@ func TestSafetyPath02ReattachClearsTheMarks(t *testing.T) {
 // that the next run does not either. Found by the long chaos run without
 // the condition (ws-027, seed 1796146985604586734): the re-check classified
 // only the claim's own workspace.
-func TestSafetyPath02UseSeenByAnotherClaimsReCheck(t *testing.T) {
+func TestSafetyPath02UseSeenByAnotherClaimsRecheck(t *testing.T) {
 	w := newPathWorld(t)
 	w.claim("ws-a", "a", "", nil)
 	w.run(snapArgs(w.ns), 0)
