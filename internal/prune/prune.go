@@ -425,13 +425,13 @@ func prune(ctx context.Context, c *kube.Clients, o Options, r rawRescue, patched
 			lost = lost || mayHaveApplied(err)
 			return err
 		})
-		if k, ok := isKeep(err); ok {
-			if lost && k.deleted {
+		if k, ok := reap.AsRereadRefusal(err); ok {
+			if lost && k.Gone {
 				err = nil
-				out.Reason += " (the response to the delete was lost: " + k.why + ")"
+				out.Reason += " (the response to the delete was lost: " + k.Why + ")"
 				break
 			}
-			out.Action, out.Reason = ActionKept, k.why
+			out.Action, out.Reason = ActionKept, k.Why
 			return out
 		}
 		if !apierrors.IsConflict(err) || !patched || try == 2 {

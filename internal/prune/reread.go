@@ -13,6 +13,7 @@ import (
 
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/reap"
 )
 
 // StillPrunable decides, from a re-read of the rescue (vs, nil when
@@ -44,18 +45,10 @@ func StillPrunable(uid types.UID, vs *snapv1.VolumeSnapshot, claims []corev1.Per
 	return true, ""
 }
 
-// errKeep: the read right before the delete keeps the rescue. deleted
-// says why: the rescue is gone or being deleted (a delete of this run's
-// whose response was lost, docs/spec.md#retention-lost-response, ends so).
-type errKeep struct {
-	why     string
-	deleted bool
-}
-
-func (e *errKeep) Error() string { return e.why }
-
 // stillPrunable reads the rescue (one get) and its namespace's claims (one
-// list) again and fails with errKeep unless StillPrunable. A failed read is
+// list) again and fails with a reap.RereadRefusal unless StillPrunable
+// (Gone: the rescue is gone or being deleted, which a delete of this run's
+// whose response was lost ends in too). A failed read is
 // returned as it is: nothing is deleted on a check that did not happen.
 func stillPrunable(ctx context.Context, c *kube.Clients, s inventory.Snapshot) error {
 	vs, err := c.Snap.SnapshotV1().VolumeSnapshots(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
@@ -74,17 +67,9 @@ func stillPrunable(ctx context.Context, c *kube.Clients, s inventory.Snapshot) e
 		claims = l.Items
 	}
 	if ok, why := StillPrunable(s.UID, vs, claims, c.Clock.Latest()); !ok {
-		return &errKeep{why: why, deleted: vs == nil || (vs.UID == s.UID && vs.DeletionTimestamp != nil)}
+		return &reap.RereadRefusal{Why: why, Gone: vs == nil || (vs.UID == s.UID && vs.DeletionTimestamp != nil)}
 	}
 	return nil
-}
-
-func isKeep(err error) (*errKeep, bool) {
-	var k *errKeep
-	if errors.As(err, &k) {
-		return k, true
-	}
-	return nil, false
 }
 
 // mayHaveApplied reports whether a failed delete may still have been

@@ -183,8 +183,8 @@ func rereadRescues(ctx context.Context, c *kube.Clients, ns string, todo []*dele
 			snap = &s
 		}
 		err := rereadOne(ctx, c, x.d.Claim, ev, snap)
-		if why, not := isNotJustified(err); not {
-			failed = append(failed, x.skip(why+"; not deleted"))
+		if r, refused := AsRereadRefusal(err); refused {
+			failed = append(failed, x.skip(r.Why+"; not deleted"))
 			continue
 		}
 		if err != nil {

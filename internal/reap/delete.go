@@ -67,8 +67,8 @@ func (x *deleter) run(ev *Evidence, checked bool) Outcome {
 			// the precondition cannot see that use, the pod list can.
 			return x.inUse(used.pods)
 		}
-		if why, ok := isNotJustified(err); ok && !maybeApplied {
-			return x.skip(why + "; not deleted")
+		if r, ok := AsRereadRefusal(err); ok && !maybeApplied {
+			return x.skip(r.Why + "; not deleted")
 		}
 		out, next, done := x.settle(err, rv, maybeApplied, try)
 		if done {

@@ -83,13 +83,33 @@ func StillJustified(e Evidence, s *inventory.Snapshot, c *inventory.Content) (bo
 	return true, ""
 }
 
-// errNotJustified: the fresh read of the evidence does not justify the delete.
-type errNotJustified struct{ why string }
+// RereadRefusal is the one error of a re-read that refuses the delete it
+// was made for (docs/architecture.md#words): the reap's re-read of a
+// claim's rescue (StillJustified), prune's of the rescue it deletes
+// (prune.StillPrunable). Why says why, for the report. Gone says that the
+// object read again is gone or being deleted; prune re-reads the very
+// object it deletes, so there Gone may be its own delete whose response
+// was lost (docs/spec.md#retention-lost-response). The reap re-reads the
+// rescue a claim's delete relies on, not the claim, and leaves it false.
+// A failed read is not a refusal: it is returned as it is.
+type RereadRefusal struct {
+	Why  string
+	Gone bool
+}
 
-func (e *errNotJustified) Error() string { return e.why }
+func (e *RereadRefusal) Error() string { return e.Why }
+
+// AsRereadRefusal reports whether err is a re-read's refusal.
+func AsRereadRefusal(err error) (*RereadRefusal, bool) {
+	var r *RereadRefusal
+	if errors.As(err, &r) {
+		return r, true
+	}
+	return nil, false
+}
 
 // stillJustified reads the evidence again (one get of the snapshot, one
-// get of its content) and fails with errNotJustified unless
+// get of its content) and fails with a RereadRefusal unless
 // StillJustified. A failed read is returned as it is, so that a claim is
 // never deleted on a check that did not happen. The batch reads the
 // snapshots in one list instead (batch.go); this serves the attempts the
@@ -111,7 +131,7 @@ func stillJustified(ctx context.Context, c *kube.Clients, e *Evidence, workspace
 }
 
 // justified reads the content of snap (the evidence's snapshot as just
-// read; nil: gone) by name and fails with errNotJustified unless
+// read; nil: gone) by name and fails with a RereadRefusal unless
 // StillJustified.
 func justified(ctx context.Context, c *kube.Clients, e *Evidence, snap *inventory.Snapshot) error {
 	var content *inventory.Content
@@ -122,7 +142,7 @@ func justified(ctx context.Context, c *kube.Clients, e *Evidence, snap *inventor
 		}
 	}
 	if ok, why := StillJustified(*e, snap, content); !ok {
-		return &errNotJustified{why: why}
+		return &RereadRefusal{Why: why}
 	}
 	return nil
 }
@@ -139,13 +159,4 @@ func readContent(ctx context.Context, c *kube.Clients, name string) (*inventory.
 	}
 	ct := kube.Content(vc)
 	return &ct, nil
-}
-
-// isNotJustified reports whether err is a failed re-read of the evidence.
-func isNotJustified(err error) (string, bool) {
-	var nj *errNotJustified
-	if errors.As(err, &nj) {
-		return nj.why, true
-	}
-	return "", false
 }
