@@ -37,7 +37,7 @@ type RecheckOptions struct {
 	// MaxAge bounds the age of a shared namespace read (measured from
 	// when it started); 0 means DefaultRecheckMaxAge.
 	MaxAge time.Duration
-	// PageSize is the limit of each list call (0: 500).
+	// PageSize is the limit of each list call (0: defaultPageSize).
 	PageSize int64
 }
 
@@ -69,7 +69,7 @@ func ReadNamespace(ctx context.Context, c *Clients, ns string, o RecheckOptions)
 	nr := &NamespaceRead{Namespace: ns, PodRefs: map[string][]inventory.Referrer{}, Objects: map[string]*corev1.PersistentVolumeClaim{}}
 	// Claims and snapshots first, pods last: a pod that appears while the
 	// claims are listed is then still seen.
-	err := pages(ctx, c, o, "claims in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+	err := pages(ctx, c, o.PageSize, "claims in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 		opts.LabelSelector = o.Selector.String()
 		l, err := c.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, opts)
 		if err != nil {
@@ -86,7 +86,7 @@ func ReadNamespace(ctx context.Context, c *Clients, ns string, o RecheckOptions)
 	if err != nil {
 		return nil, err
 	}
-	err = pages(ctx, c, o, "volumesnapshots in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+	err = pages(ctx, c, o.PageSize, "volumesnapshots in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 		l, err := c.Snap.SnapshotV1().VolumeSnapshots(ns).List(ctx, opts)
 		if err != nil {
 			return "", err
@@ -99,7 +99,7 @@ func ReadNamespace(ctx context.Context, c *Clients, ns string, o RecheckOptions)
 	if err != nil {
 		return nil, err
 	}
-	err = pages(ctx, c, o, "pods in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+	err = pages(ctx, c, o.PageSize, "pods in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 		l, err := c.Kube.CoreV1().Pods(ns).List(ctx, opts)
 		if err != nil {
 			return "", err
@@ -131,11 +131,17 @@ func addPodRefs(refs map[string][]inventory.Referrer, p *corev1.Pod) {
 	}
 }
 
-// pages runs a paginated list, each page under the retry policy. A continue
-// token that expired restarts the list from the top (reset drops what the
-// earlier pages kept), so the result is always one consistent pass.
-func pages(ctx context.Context, c *Clients, o RecheckOptions, what string, page func(context.Context, metav1.ListOptions) (string, error), reset func()) error {
-	opts := metav1.ListOptions{Limit: o.PageSize}
+// defaultPageSize is the limit of a list call of the re-check's and of
+// ListSnapshots when none is given.
+const defaultPageSize = 500
+
+// pages runs a paginated list of pageSize items a page, each page under
+// the retry policy: the re-check's lists and the reap's re-read of
+// snapshots. A continue token that expired restarts the list from the top
+// (reset drops what the earlier pages kept), so the result is always one
+// consistent pass.
+func pages(ctx context.Context, c *Clients, pageSize int64, what string, page func(context.Context, metav1.ListOptions) (string, error), reset func()) error {
+	opts := metav1.ListOptions{Limit: pageSize}
 	for {
 		var next string
 		err := c.Retry.Do(ctx, "list "+what, func(ctx context.Context) error {
@@ -166,7 +172,7 @@ func (o RecheckOptions) withDefaults() RecheckOptions {
 		o.MaxAge = DefaultRecheckMaxAge
 	}
 	if o.PageSize <= 0 {
-		o.PageSize = 500
+		o.PageSize = defaultPageSize
 	}
 	return o
 }

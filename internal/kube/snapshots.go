@@ -67,7 +67,10 @@ func GetContent(ctx context.Context, c *Clients, name string) (*snapv1.VolumeSna
 // expired restarts the list, so the result is one consistent pass.
 func ListSnapshots(ctx context.Context, c *Clients, ns string, pageSize int64) ([]snapv1.VolumeSnapshot, error) {
 	var out []snapv1.VolumeSnapshot
-	err := pages(ctx, c, RecheckOptions{PageSize: pageSize}.withDefaults(), "volumesnapshots in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+	if pageSize <= 0 {
+		pageSize = defaultPageSize
+	}
+	err := pages(ctx, c, pageSize, "volumesnapshots in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 		l, err := c.Snap.SnapshotV1().VolumeSnapshots(ns).List(ctx, opts)
 		if err != nil {
 			return "", err
