@@ -19,6 +19,7 @@ import (
 	"github.com/pvc-janitor/pvc-janitor/internal/classify"
 	"github.com/pvc-janitor/pvc-janitor/internal/inventory"
 	"github.com/pvc-janitor/pvc-janitor/internal/kube"
+	"github.com/pvc-janitor/pvc-janitor/internal/mark"
 	"github.com/pvc-janitor/pvc-janitor/internal/reap"
 	"github.com/pvc-janitor/pvc-janitor/internal/retention"
 	"github.com/pvc-janitor/pvc-janitor/internal/retry"
@@ -85,6 +86,25 @@ type Result struct {
 	Now       time.Time
 }
 
+// writeUses writes down the uses of claims prune's read saw in use while
+// they carry the janitor's marks (classify's removals and last-used), as
+// the scan would: a workspace started again after its rescue, between the
+// reap's re-read and this read, is seen here only.
+func writeUses(ctx context.Context, c *kube.Clients, ds []classify.Decision, dryRun bool) {
+	var used []classify.Decision
+	for i := range ds {
+		if ds[i].Marks.RecordsUse() {
+			used = append(used, ds[i])
+		}
+	}
+	if len(used) == 0 {
+		return
+	}
+	for _, err := range mark.Apply(ctx, c, used, mark.Options{DryRun: dryRun, Concurrency: 1}).Errors {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("write down a use prune's read saw")
+	}
+}
+
 // DeleteByRetention reads the scope and deletes the janitor's rescues that
 // retention.Decide lets go (janitor.Prune and janitor.Run's retention
 // step call it).
@@ -100,6 +120,11 @@ func DeleteByRetention(ctx context.Context, c *kube.Clients, o Options) (*Result
 		SettleIntents(ctx, c, inv.Snapshots, inv.Contents)
 	}
 	ds := classify.Classify(inv, o.Policy, now)
+	// The uses this read saw are written down last, as the reap's re-read
+	// does (nothing goes between the read and the deletes): on a cluster
+	// without the Unused condition the next run may not see them any more
+	// (docs/spec.md#rule-last-used).
+	defer writeUses(ctx, c, ds, o.DryRun)
 	raw, err := rescues(ctx, c, o)
 	if err != nil {
 		return nil, err
