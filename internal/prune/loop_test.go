@@ -552,3 +552,39 @@ func TestPruneLostResponse(t *testing.T) {
 		})
 	}
 }
+
+// TestPruneWritesDownTheUsesItSaw (docs/spec.md#rule-last-used, safety
+// row 40.P): prune's read shows pod ide-a using ws-a, which still carries
+// the janitor's orphaned-since mark. After its deletes prune writes the use
+// down, as the scan does: one PATCH of ws-a removing the mark and setting
+// last-used. ws-b, marked and idle, gets no request. (The stub does not
+// serve claim patches; what is pinned is what prune sends.)
+func TestPruneWritesDownTheUsesItSaw(t *testing.T) {
+	s := newStub()
+	marked := map[string]string{inventory.AnnotationOrphanedSince: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}
+	for _, name := range []string{"ws-a", "ws-b"} {
+		s.claim(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"workspace": name[3:]},
+			Annotations: marked, CreationTimestamp: metav1.NewTime(time.Now().Add(-2 * time.Hour))},
+			Spec:   corev1.PersistentVolumeClaimSpec{VolumeName: "pv-" + name},
+			Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}})
+	}
+	s.pods = []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "ide-a", Namespace: "ws", UID: "uid-ide-a"},
+		Spec: corev1.PodSpec{NodeName: "node-1", Volumes: []corev1.Volume{{Name: "home",
+			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "ws-a"}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}}
+	run(t, s, s.clients(t), Options{Retention: retention.Policy{KeepLast: 1}})
+	var patches []string
+	for _, e := range s.Requests() {
+		if strings.HasPrefix(e, "PATCH persistentvolumeclaims") {
+			patches = append(patches, e)
+		}
+	}
+	if len(patches) == 0 || !strings.Contains(patches[0], "ws-a") || !strings.Contains(patches[0], inventory.AnnotationLastUsed) {
+		t.Fatalf("prune's claim patches: %q; want ws-a's, writing down its use (last-used)", patches)
+	}
+	for _, p := range patches {
+		if strings.Contains(p, "ws-b") {
+			t.Errorf("prune patched ws-b, which no pod uses: %s", p)
+		}
+	}
+}

@@ -61,6 +61,8 @@ type apiStub struct {
 	// finalized: a deleted snapshot stays, with its deletionTimestamp, as
 	// the snapshot controller's finalizers keep it.
 	finalized bool
+	// pods are the namespace's pods the scan's list shows.
+	pods []corev1.Pod
 }
 
 func newStub() *apiStub {
@@ -239,7 +241,11 @@ func (s *apiStub) scanList(w http.ResponseWriter, resource string) {
 			http.Error(w, "the stub does not list "+resource, http.StatusNotImplemented)
 			return
 		}
-		apistub.WriteProtoList(w, k[0], k[1], &corev1.PodList{})
+		l := &corev1.PodList{} // empty, it encodes as any kind's list
+		if resource == "pods" {
+			l.Items = s.pods
+		}
+		apistub.WriteProtoList(w, k[0], k[1], l)
 	}
 }
 
