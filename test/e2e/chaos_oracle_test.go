@@ -272,7 +272,7 @@ func (c *chaosTest) judgeRequests(when string, args []string, results []chaosPro
 		// G4: a claim younger than --min-age is never written (unless a
 		// pod used it: InUse comes first and writes a use down).
 		if cl := w.claims[q.name]; cl != nil && q.resource == "persistentvolumeclaims" && q.at.Sub(cl.created) < lim.minAge-oracleSlack &&
-			!w.usedBeforeLocked(cl.name, q.at) {
+			!w.usedBeforeLocked(cl.name, q.at) && !removesPhaseOnly(q.verb, q.body) {
 			bad("run %d sent %s of claim %s %s after its create began, under --min-age %s: it was Young", q.pid,
 				strings.ToUpper(q.verb), q.name, q.at.Sub(cl.created).Round(time.Millisecond), lim.minAge)
 		}
@@ -559,6 +559,25 @@ func (w *chaosWorld) lastSeenUseLocked(c *chaosClaim, before time.Time) (time.Ti
 // foreignKeys says what a janitor's write of a claim touches beyond its own
 // keys (docs/spec.md#marks: labels and annotations under pvc-janitor.io/,
 // with the uid and resourceVersion preconditions), "" when nothing.
+// removesPhaseOnly reports whether a claim's patch only removes the phase
+// label: what a run does to a Young claim that an earlier run, under a
+// smaller --min-age, labelled (docs/spec.md#rule-last-used's neighbour,
+// "for Held, Unbound and Young claims without a use the phase label is
+// removed and the orphaned-since kept").
+func removesPhaseOnly(verb string, body []byte) bool {
+	var p struct {
+		Metadata struct {
+			Labels      map[string]*string `json:"labels"`
+			Annotations map[string]*string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if verb != "patch" || json.Unmarshal(body, &p) != nil || len(p.Metadata.Annotations) != 0 || len(p.Metadata.Labels) != 1 {
+		return false
+	}
+	v, ok := p.Metadata.Labels["pvc-janitor.io/phase"]
+	return ok && v == nil
+}
+
 func foreignKeys(verb string, body []byte) string {
 	if verb != "patch" {
 		return "replaces the whole claim"
