@@ -334,3 +334,42 @@ func TestValidateClass(t *testing.T) {
 		t.Errorf("unknown class: %v", err)
 	}
 }
+
+// TestRescueRecordsItsIntentBeforeDelete (docs/spec.md#retention-intent,
+// safety row 40.G8): with --delete-contents, a failed attempt given up on
+// gets the intent annotation before its Retain content is set to Delete,
+// and is deleted after both. A run killed between the content's patch and
+// the delete leaves the record, so the next run puts the content back to
+// Retain if the attempt became ready after all (the chaos oracle found such
+// a rescue kept with a Delete content). What is pinned is the order of
+// what the loop sends.
+func TestRescueRecordsItsIntentBeforeDelete(t *testing.T) {
+	s := newCountStub()
+	s.controller = func(vs *snapshotv1.VolumeSnapshot) bool {
+		msg, at := "the driver failed", metav1.NewTime(time.Now().Add(-time.Minute))
+		ready := false
+		vs.Status.ReadyToUse, vs.Status.Error = &ready, &snapshotv1.VolumeSnapshotError{Message: &msg, Time: &at}
+		return true // its content is made, Retain
+	}
+	o := loopOptions()
+	o.Attempts, o.DeleteContents = 1, true
+	if out := rescueOn(t, s, 1, o, nil)["ws-000"]; out.Action != ActionFailed {
+		t.Fatalf("ws-000: %s (%s), want failed", out.Action, out.Message)
+	}
+	var order []string
+	for _, e := range s.Requests() {
+		switch {
+		case strings.HasPrefix(e, "PATCH volumesnapshots"), strings.HasPrefix(e, "PATCH volumesnapshotcontents"), strings.HasPrefix(e, "DELETE volumesnapshots"):
+			order = append(order, e)
+		}
+	}
+	want := []string{"PATCH volumesnapshots", "PATCH volumesnapshotcontents", "DELETE volumesnapshots"}
+	if len(order) != len(want) {
+		t.Fatalf("requests %q, want %q", order, want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(order[i], want[i]) {
+			t.Fatalf("requests %q, want %q: the intent first, then Delete, then the delete", order, want)
+		}
+	}
+}

@@ -198,6 +198,12 @@ func (s *countStub) serve(w http.ResponseWriter, q *apistub.Request) {
 		apistub.WriteJSON(w, 200, apistub.ContentList(s.contents, q.Query.Get("fieldSelector")))
 	case resource == "volumesnapshotcontents" && verb == http.MethodGet:
 		apistub.WriteGet(w, s.contents, name, apistub.ContentsGR)
+	case resource == "volumesnapshotcontents" && verb == http.MethodPatch:
+		// Only the janitor's patch of the deletion policy is sent here.
+		if ct, ok := s.contents[name]; ok {
+			ct.Spec.DeletionPolicy = snapshotv1.VolumeSnapshotContentDelete
+		}
+		apistub.WriteGet(w, s.contents, name, apistub.ContentsGR)
 	case resource == "events" && verb == http.MethodPost:
 		apistub.WriteJSON(w, 201, &corev1.Event{})
 	default:

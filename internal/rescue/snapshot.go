@@ -140,12 +140,18 @@ func (r *rescuer) remove(ctx context.Context, ns, name string, uid types.UID) (s
 		// Only a Retain one is patched (and waited for): a Delete one goes
 		// with its snapshot anyway, and one not made yet has nothing to set.
 		if ct, err := r.getContent(ctx, content); err == nil && ct != nil && ct.DeletionPolicy == string(snapv1.VolumeSnapshotContentRetain) {
-			err := kube.SetContentDelete(ctx, r.c, content, uid)
-			if err != nil && !apierrors.IsNotFound(err) {
-				zerolog.Ctx(ctx).Warn().Err(err).Str("content", content).Msg("set the content to Delete before deleting its snapshot")
-			}
-			if err == nil && !sleep(ctx, kube.ContentSettle) {
-				return "", ctx.Err()
+			if err := r.recordIntent(ctx, ns, name, uid); err != nil {
+				// No record, no Delete: the snapshot still goes, and its
+				// Retain content is reported as left behind.
+				zerolog.Ctx(ctx).Warn().Err(err).Str("content", content).Msg("record the intent before setting the content to Delete; left Retain")
+			} else {
+				err := kube.SetContentDelete(ctx, r.c, content, uid)
+				if err != nil && !apierrors.IsNotFound(err) {
+					zerolog.Ctx(ctx).Warn().Err(err).Str("content", content).Msg("set the content to Delete before deleting its snapshot")
+				}
+				if err == nil && !sleep(ctx, kube.ContentSettle) {
+					return "", ctx.Err()
+				}
 			}
 		}
 	}
@@ -168,6 +174,22 @@ func (r *rescuer) remove(ctx context.Context, ns, name string, uid types.UID) (s
 		return "", nil
 	}
 	return content, nil
+}
+
+// recordIntent writes pvc-janitor.io/prune-intent on the snapshot with
+// uid before its content is set to Delete, as prune does
+// (docs/spec.md#retention-intent): a run killed between that patch and the
+// delete leaves a record, and the next run that writes sets the content
+// back to Retain if the snapshot is still there, as when a failed attempt
+// becomes ready after all and is a rescue like any other.
+func (r *rescuer) recordIntent(ctx context.Context, ns, name string, uid types.UID) error {
+	now := r.c.Clock.Latest()
+	if now.IsZero() {
+		return errors.New("the API server sent no Date header: cannot date the intent")
+	}
+	s := inventory.Snapshot{Namespace: ns, Name: name, UID: uid}
+	_, err := kube.AnnotateSnapshot(ctx, r.c, &s, "", inventory.AnnotationPruneIntent, now.UTC().Format(time.RFC3339))
+	return err
 }
 
 // dynamicContentName is the name the snapshot controller gives the content

@@ -237,4 +237,7 @@ var mutants = []mutant{
 	{ID: "S05", File: "internal/rescue/claim.go", Pkgs: rescuePkg,
 		Search: "\t\tif source == want {", Replace: "\t\tif source != \"\" {",
 		Why: "a snapshot cut from another claim's volume counted as the rescue"},
+	{ID: "S06", File: "internal/rescue/snapshot.go", Pkgs: rescuePkg,
+		Search: "if err := r.recordIntent(ctx, ns, name, uid); err != nil {", Replace: "if err := error(nil); err != nil {",
+		Why: "a failed attempt's content set to Delete with no intent recorded: kept after a kill, it stays Delete"},
 }
