@@ -263,6 +263,17 @@ func (w *chaosWorld) pickRestoreLocked(snaps []truthSnap) (restoreCase, bool) {
 		return restoreCase{}, false
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].from.name < cands[j].from.name })
+	// Half the time, a copy older than a live claim of its workspace
+	// when there is one: its restore is first refused (G9).
+	var older []restoreCase
+	for _, rc := range cands {
+		if rc.allowOlder && w.newerClaimLocked(rc) != "" {
+			older = append(older, rc)
+		}
+	}
+	if len(older) > 0 && w.rng.Intn(2) == 0 {
+		cands = older
+	}
 	rc := cands[w.rng.Intn(len(cands))]
 	w.nextRestore++
 	w.restoredOnce[rc.from.name] = true
@@ -334,6 +345,18 @@ func (w *chaosWorld) restoreOne(fail func(string, ...any), rc restoreCase) {
 	}
 	created := time.Now()
 	r := startChaosProc(w.bin, args, 0)
+	if r.code == 2 {
+		// Refused (the copy may be older than a backup of the claim):
+		// nothing was created, nothing to wait for.
+		if _, err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Get(ctx, rc.as, metav1.GetOptions{}); err == nil {
+			fail("a refused restore (exit 2) created %s: %s", rc.as, lastLine(r.stderr))
+		}
+		w.mu.Lock()
+		w.restores[kind+"Refused"]++
+		w.mu.Unlock()
+		w.t.Logf("restore %s from %s refused: %s", rc.as, rc.snap.Name, lastLine(r.stderr))
+		return
+	}
 	pvc, err := w.f.WaitClaim(ctx, w.ns, rc.as, func(c *corev1.PersistentVolumeClaim) bool { return c.Status.Phase == corev1.ClaimBound })
 	if err != nil {
 		w.mu.Lock()
@@ -368,6 +391,11 @@ func (w *chaosWorld) restoreOne(fail func(string, ...any), rc restoreCase) {
 func (w *chaosWorld) newerClaimThan(rc restoreCase) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.newerClaimLocked(rc)
+}
+
+// newerClaimLocked is newerClaimThan with mu held.
+func (w *chaosWorld) newerClaimLocked(rc restoreCase) string {
 	for _, o := range w.aliveLocked() {
 		if o != rc.from && !o.outsider && o.workspace == rc.from.workspace && o.created.After(rc.snap.Cut.Add(3*time.Second)) {
 			return o.name

@@ -66,6 +66,9 @@ type oracleLog struct {
 	// uids carries a snapshot DELETE's UID precondition from the request
 	// to its answer (by *http.Request).
 	uids sync.Map
+	// onPodList, when set, runs when a janitor's pod list reaches the
+	// proxy, before it is forwarded (the ambush).
+	onPodList func()
 }
 
 // attach chains the log after the proxy's callbacks already set (the
@@ -78,6 +81,9 @@ func (l *oracleLog) attach(p *testenv.FaultProxy) {
 		}
 		info := testenv.ParseRequest(r)
 		pid := uaPID(r.UserAgent())
+		if pid != 0 && info.Verb == "list" && info.Resource == "pods" && !info.Continue && l.onPodList != nil {
+			l.onPodList()
+		}
 		if pid == 0 || isRead(info.Verb) {
 			return
 		}
@@ -85,7 +91,8 @@ func (l *oracleLog) attach(p *testenv.FaultProxy) {
 			name: info.Name, at: time.Now()}
 		claimWrite := info.Resource == "persistentvolumeclaims" && (info.Verb == "patch" || info.Verb == "update")
 		snapDelete := info.Resource == "volumesnapshots" && info.Verb == "delete"
-		if (claimWrite || snapDelete) && r.Body != nil {
+		snapCreate := info.Resource == "volumesnapshots" && info.Verb == "create"
+		if (claimWrite || snapDelete || snapCreate) && r.Body != nil {
 			// The body is read here and given back whole to the
 			// proxy, which forwards it.
 			b, err := io.ReadAll(r.Body)
@@ -412,6 +419,35 @@ func (c *chaosTest) judgeRequests(when string, args []string, results []chaosPro
 		}
 	}
 
+	// G1, rescues: no rescue (a snapshot of the janitor's but an archive)
+	// is taken before the claim was orphaned for the grace period
+	// (docs/spec.md#rule-orphaned), from the last use a janitor pod list
+	// saw end.
+	for _, q := range attempts {
+		if _, mine := ours[q.pid]; !mine || q.resource != "volumesnapshots" || q.verb != "create" || lim.grace <= 0 {
+			continue
+		}
+		var vs struct {
+			Metadata struct{ Labels map[string]string } `json:"metadata"`
+			Spec     struct {
+				Source struct{ PersistentVolumeClaimName string }
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(q.body, &vs); err != nil || vs.Metadata.Labels["pvc-janitor.io/superseded"] != "" {
+			continue
+		}
+		cl := w.claims[vs.Spec.Source.PersistentVolumeClaimName]
+		if cl == nil {
+			continue // check fails a snapshot of anything but a workspace claim
+		}
+		c.stats.GraceRescues++
+		end, by := w.lastSeenUseLocked(cl, q.at, false)
+		if !end.IsZero() && q.at.Before(end.Add(lim.grace-oracleSlack)) {
+			bad("run %d created a snapshot of %s at %s, %s after its last use ended (%s, %s), under --grace-period %s", q.pid, cl.name,
+				q.at.Format("15:04:05.000"), q.at.Sub(end).Round(time.Millisecond), end.Format("15:04:05.000"), by, lim.grace)
+		}
+	}
+
 	// G1: every deletion a grace period after the last use the test knows
 	// a janitor pod list (of a run that lived to write it down) or the
 	// controller manager saw end, and never of a claim younger than
@@ -429,7 +465,7 @@ func (c *chaosTest) judgeRequests(when string, args []string, results []chaosPro
 				continue
 			}
 			c.stats.GraceDeletions++
-			end, by := w.lastSeenUseLocked(cl, d.sent)
+			end, by := w.lastSeenUseLocked(cl, d.sent, true)
 			if !end.IsZero() && d.done.Before(end.Add(lim.grace-oracleSlack)) {
 				bad("run %d deleted %s at %s, %s after its last use ended (%s, %s), under --grace-period %s", pid, name,
 					d.done.Format("15:04:05.000"), d.done.Sub(end).Round(time.Millisecond), end.Format("15:04:05.000"), by, lim.grace)
@@ -532,10 +568,11 @@ func (w *chaosWorld) usedBeforeLocked(claim string, t time.Time) bool {
 
 // lastSeenUseLocked is when the claim's last use before t that someone
 // saw surely ended: a pod that a janitor pod list (of a run not blind)
-// surely showed, gone by the start of its delete; or, on a stack with the
-// Unused condition, the condition's time on the claim as it was deleted.
+// surely showed, gone by the start of its delete; or, for a claim deleted
+// (deleted), on a stack with the Unused condition, the condition's time on
+// the claim as it was deleted.
 // Called with mu held.
-func (w *chaosWorld) lastSeenUseLocked(c *chaosClaim, before time.Time) (time.Time, string) {
+func (w *chaosWorld) lastSeenUseLocked(c *chaosClaim, before time.Time, deleted bool) (time.Time, string) {
 	var end time.Time
 	by := ""
 	for name, p := range w.pods {
@@ -546,7 +583,7 @@ func (w *chaosWorld) lastSeenUseLocked(c *chaosClaim, before time.Time) (time.Ti
 			end, by = p.deleteStart, fmt.Sprintf("pod %s, seen by a janitor pod list at %s", name, seen.Format("15:04:05.000"))
 		}
 	}
-	if obj := w.deletedObj[c.name]; obj != nil {
+	if obj := w.deletedObj[c.name]; obj != nil && deleted {
 		for _, cond := range obj.Status.Conditions {
 			if cond.Type == "Unused" && cond.Status == corev1.ConditionTrue && cond.LastTransitionTime.Time.After(end) {
 				end, by = cond.LastTransitionTime.Time, "the Unused condition"
@@ -763,5 +800,55 @@ func (w *chaosWorld) checkContents(fail func(string, ...any), when string, final
 		if content.Spec.DeletionPolicy != "Retain" && !pending {
 			fail("%s: snapshot %s is kept, without prune's intent, and its content %s is %s, not Retain", when, s.Name, cn, content.Spec.DeletionPolicy)
 		}
+	}
+}
+
+// ambush is a user who starts a session on a rescued claim just as a
+// janitor's pod list reaches the API server (the proxy holds the list until
+// the pod exists): when that list is a reap batch's, the claim is in use
+// by its answer and must not be deleted (docs/spec.md#reap-batch), which
+// invariant 2 and G11 judge. In a third of the iterations, at most two per
+// iteration, each on a live claim that is the newest of its workspace,
+// has no pod and has a ready rescue, with even odds per pod list.
+func (w *chaosWorld) ambush() {
+	w.mu.Lock()
+	if !w.ambushOn || w.ambushes >= 2 || w.rng.Intn(2) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	used := map[string]bool{}
+	for _, p := range w.pods {
+		if p.deleteStart.IsZero() {
+			used[p.claim] = true
+		}
+	}
+	var cands []string
+	for _, c := range w.sessionsLocked() {
+		if c.outsider || used[c.name] {
+			continue
+		}
+		for uid, s := range w.seenReady {
+			if s.source == c.name && !w.snapErred[uid] && !s.created.Before(c.truth.Created) {
+				cands = append(cands, c.name)
+				break
+			}
+		}
+	}
+	if len(cands) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	sort.Strings(cands)
+	claim := cands[w.rng.Intn(len(cands))]
+	name := fmt.Sprintf("p-%d", w.nextPod)
+	w.nextPod++
+	w.ambushes++
+	w.mu.Unlock()
+	start := time.Now()
+	if _, err := w.f.Pod(context.Background(), testenv.PodSpec{Namespace: w.ns, Name: name, Claims: []string{claim}}); err == nil {
+		w.mu.Lock()
+		w.pods[name] = &chaosPod{claim: claim, created: start, createdDone: time.Now()}
+		w.ambushed++
+		w.mu.Unlock()
 	}
 }

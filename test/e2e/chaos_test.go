@@ -208,7 +208,13 @@ func leaseReleased(t *testing.T, ns string) {
 //     restored from it through restore.Do, as a new claim, after the
 //     iteration's checks, with a direct client: it must hold the last
 //     generation of a use the checks above hold the rescue to, or a newer
-//     one (checkBytes; figures under "bytes").
+//     one (checkBytes; figures under "bytes");
+//   - the rules chaos_oracle_test.go judges per run from the proxy log
+//     (issue 40): grace period and min-age, blast radius, one writing run
+//     at a time, Held/Terminating/Unbound claims untouched, only
+//     pvc-janitor.io/ keys on claims, prunes by descent, live rescues
+//     kept, contents Retain, restore refusals, no delete after the run's
+//     own pod list showed a use.
 //
 // The world is a workspace manager's: pods mount only the newest claim of a
 // workspace, and the old session's pods go before a newer claim is made.
@@ -291,7 +297,7 @@ func newChaosTest(t *testing.T) *chaosTest {
 		cutOffset: map[string]time.Duration{}, foreign: map[string]bool{}, seenReady: map[types.UID]seenSnap{},
 		restoredOnce: map[string]bool{}, restores: map[string]int{},
 		specials: map[string]string{}, specialWrites: map[string]int{}, deletedContents: map[string]bool{}, snapErred: map[types.UID]bool{},
-		prunedCarry: map[string]bool{}}
+		prunedCarry: map[string]bool{}, goneAt: map[string]int{}}
 	c.w = w
 	w.f = fixtures(t)
 	w.ns = env.Namespace(t)
@@ -327,6 +333,7 @@ func newChaosTest(t *testing.T) *chaosTest {
 	w.churn(4)
 	c.p = env.StartFaultProxy(t, c.seed)
 	w.req.attach(c.p)
+	w.oracle.onPodList = w.ambush
 	w.oracle.attach(c.p)
 	w.bin, w.kubeconfig = c.bin, c.p.Kubeconfig
 	// Controller manager pauses need the condition to matter, and the
@@ -367,6 +374,7 @@ type chaosIteration struct {
 	killAfter   time.Duration // SIGKILL after this long (0: never)
 	args        []string
 	discard     bool // --superseded discard
+	ambush      bool // pods start on rescued claims as pod lists arrive
 }
 
 // iteration is one round: the world moves, runs start under drawn faults
@@ -478,6 +486,7 @@ func (c *chaosTest) draw() chaosIteration {
 	// Grace periods, min-ages and blast radii that bite (the oracle's G1
 	// and G2), and a third of the iterations with --delete-contents (G8).
 	it.args = c.drawLimits(it.args)
+	it.ambush = c.rng.Intn(3) == 0
 	if c.rng.Intn(3) == 0 && !slices.Contains(it.args, "--delete-contents") {
 		it.args = append(slices.Clone(it.args), "--delete-contents")
 	}
@@ -496,7 +505,13 @@ func (c *chaosTest) runDuring(it chaosIteration) []chaosProc {
 	w := c.w
 	w.mu.Lock()
 	w.discardRun = it.discard
+	w.ambushOn, w.ambushes = it.ambush, 0
 	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.ambushOn = false
+		w.mu.Unlock()
+	}()
 	done, stopped := make(chan struct{}), make(chan struct{})
 	var signalErr error // a pause that could not be made or ended: read once stopped
 	go func() {
@@ -762,6 +777,7 @@ func (c *chaosTest) report() {
 		}
 	}
 	stats.SpecialClaims = len(w.specials)
+	stats.Ambushes = w.ambushed
 	stats.KeptContentsRetain = w.keptContents
 	stats.KilledIterations, stats.FailedIterations = w.judgedKilled, w.judgedFailed
 	for name := range w.late {
@@ -785,6 +801,17 @@ func (c *chaosTest) report() {
 	stats.Duration = time.Since(c.started).Round(time.Second).String()
 	if stats.ClaimsReaped == 0 {
 		c.t.Fatalf("seed %d: nothing was reaped: the test proves nothing", c.seed)
+	}
+	// Floors on the oracle's disturbances (chaos_oracle_test.go): from 40
+	// iterations on, each was drawn and judged something.
+	if c.runs >= 40 {
+		for what, n := range map[string]int{"iterations with a grace period": stats.GraceIterations,
+			"iterations with a small blast radius": stats.SmallBlastRadius, "Held, Terminating and Unbound claims": stats.SpecialClaims,
+			"deletions judged against the deleting run's pod lists": stats.DeletionsJudgedByOwnLists} {
+			if n == 0 {
+				c.t.Fatalf("seed %d: no %s: the oracle proves nothing there", c.seed, what)
+			}
+		}
 	}
 	b, _ := json.MarshalIndent(stats, "", "  ")
 	c.t.Logf("chaos figures:\n%s", b)
@@ -865,6 +892,10 @@ type chaosStats struct {
 	// content was read back Retain after the final runs.
 	GraceIterations int `json:"graceIterations"`
 	GraceDeletions  int `json:"deletionsJudgedAgainstAGracePeriod"`
+	GraceRescues    int `json:"rescuesJudgedAgainstAGracePeriod"`
+	// Ambushes: pods started on rescued claims as a janitor pod list
+	// reached the proxy.
+	Ambushes int `json:"podsStartedAsAPodListArrived"`
 	// DeletionsJudgedByOwnLists: claim deletions checked against every
 	// whole pod list of the run that deleted them (G11).
 	DeletionsJudgedByOwnLists int     `json:"deletionsJudgedAgainstTheRunsPodLists"`
@@ -1099,7 +1130,17 @@ type chaosWorld struct {
 	// run went by the workspace's line (--sessions-carry-data) or by
 	// descent (G6).
 	prunedCarry map[string]bool
+	// ambushOn: this iteration's runs meet the ambush (ambush), at most
+	// twice (ambushes); ambushed counts them all.
+	ambushOn           bool
+	ambushes, ambushed int
+	// goneAt is the iteration archive first saw a reaped claim gone.
+	goneAt map[string]int
 }
+
+// archiveDelay is how many iterations a reaped claim's copies stay before
+// archive removes them.
+const archiveDelay = 4
 
 // addClaim creates a bound claim: a workspace claim (sometimes of a
 // workspace that already has one, so the older one is Superseded) or an
@@ -1131,6 +1172,12 @@ func (w *chaosWorld) addClaim(fail func(string, ...any), outsider bool) {
 			}
 		}
 		sort.Strings(ended)
+	} else if back := w.returningLocked(); !outsider && len(back) > 0 && w.rng.Intn(3) == 0 {
+		// A user back in a workspace whose claim was reaped starts a new,
+		// empty session: it holds nothing of the old claim's data
+		// (docs/spec.md#rule-descent), whose copy retention must keep
+		// while it is the last (the oracle's G6).
+		c.workspace = back[w.rng.Intn(len(back))]
 	}
 	labels := map[string]string{"workspace": c.workspace}
 	switch {
@@ -1173,6 +1220,27 @@ func (w *chaosWorld) addClaim(fail func(string, ...any), outsider bool) {
 	w.claims[name] = c
 	w.presentAt[name] = c.created
 	w.mu.Unlock()
+}
+
+// returningLocked lists the workspaces with no live claim whose claim was
+// reaped on a rescue the test has not removed yet. Called with mu held.
+func (w *chaosWorld) returningLocked() []string {
+	live := map[string]bool{}
+	for _, c := range w.aliveLocked() {
+		live[c.workspace] = true
+	}
+	seen := map[string]bool{}
+	var out []string
+	for name := range w.rescued {
+		c := w.claims[name]
+		if c == nil || w.archived[name] || w.retired[name] || live[c.workspace] || seen[c.workspace] {
+			continue
+		}
+		seen[c.workspace] = true
+		out = append(out, c.workspace)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // aliveLocked lists the claims not seen deleted (workspace and outsiders).
@@ -1861,13 +1929,23 @@ func (w *chaosWorld) checkBytes(fail func(string, ...any), when string, snaps []
 
 // archive removes what reaped (and checked) claims leave behind once they
 // are gone: their Retain PV, their snapshot and its content. Hundreds of
-// iterations then list about as much as the first ones.
+// iterations then list about as much as the first ones. A reaped claim's
+// copies stay for archiveDelay iterations first, so that retention weighs
+// them beside newer copies of their workspace (the oracle's G6); the
+// claims the test retired go at once.
 func (w *chaosWorld) archive(snaps []truthSnap) {
 	ctx := context.Background()
 	w.mu.Lock()
 	var gone []*chaosClaim
 	for name := range w.deleted {
-		if c := w.claims[name]; c != nil && !c.outsider && !w.archived[name] {
+		c := w.claims[name]
+		if c == nil || c.outsider || w.archived[name] {
+			continue
+		}
+		if _, ok := w.goneAt[name]; !ok {
+			w.goneAt[name] = w.iteration
+		}
+		if w.retired[name] || w.iteration-w.goneAt[name] >= archiveDelay {
 			gone = append(gone, c)
 		}
 	}
