@@ -1172,7 +1172,7 @@ func (w *chaosWorld) addClaim(fail func(string, ...any), outsider bool) {
 			}
 		}
 		sort.Strings(ended)
-	} else if back := w.returningLocked(); !outsider && len(back) > 0 && w.rng.Intn(3) == 0 {
+	} else if back := w.returningLocked(); w.retention && !outsider && len(back) > 0 && w.rng.Intn(3) == 0 {
 		// A user back in a workspace whose claim was reaped starts a new,
 		// empty session: it holds nothing of the old claim's data
 		// (docs/spec.md#rule-descent), whose copy retention must keep
@@ -1930,9 +1930,9 @@ func (w *chaosWorld) checkBytes(fail func(string, ...any), when string, snaps []
 // archive removes what reaped (and checked) claims leave behind once they
 // are gone: their Retain PV, their snapshot and its content. Hundreds of
 // iterations then list about as much as the first ones. A reaped claim's
-// copies stay for archiveDelay iterations first, so that retention weighs
-// them beside newer copies of their workspace (the oracle's G6); the
-// claims the test retired go at once.
+// copies stay for archiveDelay iterations first when the runs prune
+// (CHAOS_ARGS), so that retention weighs them beside newer copies of their
+// workspace (the oracle's G6); the claims the test retired go at once.
 func (w *chaosWorld) archive(snaps []truthSnap) {
 	ctx := context.Background()
 	w.mu.Lock()
@@ -1945,7 +1945,7 @@ func (w *chaosWorld) archive(snaps []truthSnap) {
 		if _, ok := w.goneAt[name]; !ok {
 			w.goneAt[name] = w.iteration
 		}
-		if w.retired[name] || w.iteration-w.goneAt[name] >= archiveDelay {
+		if w.retired[name] || !w.retention || w.iteration-w.goneAt[name] >= archiveDelay {
 			gone = append(gone, c)
 		}
 	}
