@@ -318,6 +318,7 @@ func (w *chaosWorld) restoreOne(fail func(string, ...any), rc restoreCase) {
 		r := startChaosProc(w.bin, append(slices.Clone(args), "--log-level", "error"), 0)
 		w.mu.Lock()
 		w.restores["refusalsChecked"]++
+		w.blind[r.pid] = true // restore writes no marks: its reads are no use the janitor saw
 		w.mu.Unlock()
 		_, err := w.f.Kube.CoreV1().PersistentVolumeClaims(w.ns).Get(ctx, rc.as, metav1.GetOptions{})
 		switch {
@@ -345,6 +346,11 @@ func (w *chaosWorld) restoreOne(fail func(string, ...any), rc restoreCase) {
 	}
 	created := time.Now()
 	r := startChaosProc(w.bin, args, 0)
+	// Restore writes no marks (docs/spec.md#rule-last-used): a use only its
+	// read showed is not one the janitor saw and wrote down.
+	w.mu.Lock()
+	w.blind[r.pid] = true
+	w.mu.Unlock()
 	if r.code == 2 {
 		// Refused (the copy may be older than a backup of the claim):
 		// nothing was created, nothing to wait for.

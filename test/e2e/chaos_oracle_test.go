@@ -593,9 +593,6 @@ func (w *chaosWorld) lastSeenUseLocked(c *chaosClaim, before time.Time, deleted 
 	return end, by
 }
 
-// foreignKeys says what a janitor's write of a claim touches beyond its own
-// keys (docs/spec.md#marks: labels and annotations under pvc-janitor.io/,
-// with the uid and resourceVersion preconditions), "" when nothing.
 // removesPhaseOnly reports whether a claim's patch only removes the phase
 // label: what a run does to a Young claim that an earlier run, under a
 // smaller --min-age, labelled (docs/spec.md#rule-last-used's neighbour,
@@ -615,6 +612,9 @@ func removesPhaseOnly(verb string, body []byte) bool {
 	return ok && v == nil
 }
 
+// foreignKeys says what a janitor's write of a claim touches beyond its own
+// keys (docs/spec.md#marks: labels and annotations under pvc-janitor.io/,
+// with the uid and resourceVersion preconditions), "" when nothing.
 func foreignKeys(verb string, body []byte) string {
 	if verb != "patch" {
 		return "replaces the whole claim"
