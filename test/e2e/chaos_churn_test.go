@@ -189,6 +189,10 @@ func (w *chaosWorld) prunedLocked(c *chaosClaim, snaps []truthSnap, after time.T
 			live[s.UID] = true
 		}
 	}
+	// The newest pruned copy: the one the claim was reaped on, whose
+	// descendants (a claim restored from it) hold the claim's data; an
+	// older copy pruned for it has none of its own.
+	name, newest := "", time.Time{}
 	for uid, s := range w.seenReady {
 		if s.source != c.name || s.created.Before(c.truth.Created) || !s.created.After(after) || live[uid] || w.foreign[s.name] || w.snapErred[uid] {
 			continue
@@ -196,9 +200,11 @@ func (w *chaosWorld) prunedLocked(c *chaosClaim, snaps []truthSnap, after time.T
 		if d, byActor := w.actorDel[s.name]; byActor && d.snap.UID == uid {
 			continue
 		}
-		return s.name, true
+		if name == "" || s.created.After(newest) {
+			name, newest = s.name, s.created
+		}
 	}
-	return "", false
+	return name, name != ""
 }
 
 // maybeRestore restores one copy (pickRestoreLocked) when the iteration
