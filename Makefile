@@ -97,7 +97,7 @@ OLDEST_KUBE_VERSION := $(firstword $(KUBE_VERSIONS))
 # the randomized safety test and the short chaos profile, bad input and
 # workload templates. The tests that simulate or pause the controller
 # manager's condition run on v1.37 only.
-CONTRACT_TESTS ?= ^(TestRandomizedSafety|TestChaos|TestBadInputExitsTwoAndWritesNothing|TestBehaviourWorkloadTemplatesMakeInUse|TestPruneReportSaysWhatEachRescueIs|TestExplainEachStateOfTheDemoFleet|TestRunScansSnapshotsAndReaps|TestReapSettlesALostDeleteResponse|TestReapRetriesAfterFinalizerChurn|TestGuardPassesOnlyWhenNothingIsLost|TestRestoreRoundTrip|TestPruneCommand|TestBehaviourSupersededDiscardReapsWithDurableNewerClaim|TestRestoredClaimInUseDoesNotSupersede|TestRestoredOlderCopyIsNotNewerData|TestArchiveNeverShieldsItselfOverARescue|TestForeignDeleteSnapshotKeepsGateShut|TestRescueDeletedBeforeReapStopsTheReap|TestDescent.*|TestMarksOnlyPreviewShowsWhatRunWouldDo)$$
+CONTRACT_TESTS ?= ^(TestRandomizedSafety|TestChaos|TestBadInputExitsTwoAndWritesNothing|TestBehaviourWorkloadTemplatesMakeInUse|TestExplainEachStateOfTheDemoFleet|TestRunScansSnapshotsAndReaps|TestReapSettlesALostDeleteResponse|TestReapRetriesAfterFinalizerChurn|TestGuardPassesOnlyWhenNothingIsLost|TestRestoreRoundTrip|TestPruneCommand|TestBehaviourSupersededDiscardReapsWithDurableNewerClaim|TestRestoredClaimInUseDoesNotSupersede|TestRestoredOlderCopyIsNotNewerData|TestArchiveNeverShieldsItselfOverARescue|TestForeignDeleteSnapshotKeepsGateShut|TestRescueDeletedBeforeReapStopsTheReap|TestDescent.*|TestMarksOnlyPreviewShowsWhatRunWouldDo)$$
 
 contract: control-plane ## the contract suite on one minor: make contract KUBE_VERSION=v1.35.4 (default: versions.sh's)
 	@start=$$SECONDS; v="$${JANITOR_KUBE_VERSION:-}"; \
