@@ -12,7 +12,6 @@ import (
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -157,13 +156,7 @@ func TestExportImportAcrossTeardown(t *testing.T) {
 				t.Errorf("%s: %q %s", s.Name, s.Action, s.Reason)
 			}
 		}
-		no := false
-		if _, err := drivers.Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testenv.DriverName},
-			Spec: storagev1.CSIDriverSpec{AttachRequired: &no, PodInfoOnMount: &no,
-				VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = drivers.Delete(ctx, testenv.DriverName, metav1.DeleteOptions{}) })
+		ensureCSIDriver(t)
 	} else if err != nil {
 		t.Fatal(err)
 	} else {

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvc-janitor/pvc-janitor/internal/bundle"
@@ -29,18 +27,7 @@ func TestImportOfAMissingStorageSnapshotExitsFour(t *testing.T) {
 	ctx := context.Background()
 	f := fixtures(t)
 	ns := env.Namespace(t)
-	drivers := env.Clientset(t).StorageV1().CSIDrivers()
-	if _, err := drivers.Get(ctx, testenv.DriverName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		no := false
-		if _, err := drivers.Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testenv.DriverName},
-			Spec: storagev1.CSIDriverSpec{AttachRequired: &no, PodInfoOnMount: &no,
-				VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = drivers.Delete(ctx, testenv.DriverName, metav1.DeleteOptions{}) })
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	ensureCSIDriver(t)
 	handle := "no-such-storage-snapshot-" + ns
 	b, err := bundle.New(bundle.Source{Cluster: "a-cluster-on-other-storage", WorkspaceLabel: "workspace"}, time.Now(),
 		[]bundle.Copy{{Workspace: "lost", Namespace: ns, Snapshot: "ws-lost-rescue", Origin: bundle.OriginRescue,

@@ -77,18 +77,7 @@ func TestRestoreFindsAnImportedRescueByName(t *testing.T) {
 	t.Cleanup(func() { _ = f.Snap.SnapshotV1().VolumeSnapshotContents().Delete(ctx, imported, metav1.DeleteOptions{}) })
 	// Import checks the driver: the stack's API-only cluster has no
 	// CSIDriver object of it until a test makes one.
-	drivers := env.Clientset(t).StorageV1().CSIDrivers()
-	if _, err := drivers.Get(ctx, testenv.DriverName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		no := false
-		if _, err := drivers.Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testenv.DriverName},
-			Spec: storagev1.CSIDriverSpec{AttachRequired: &no, PodInfoOnMount: &no,
-				VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = drivers.Delete(ctx, testenv.DriverName, metav1.DeleteOptions{}) })
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	ensureCSIDriver(t)
 	ns2 := env.Namespace(t)
 	if code, out, stderr := run(t, "import", file, "-n", ns2, "--workspace-label", "workspace", "-o", "json"); code != 0 {
 		t.Fatalf("import: exit %d\n%s\n%s", code, out, stderr)
@@ -114,4 +103,28 @@ func TestRestoreFindsAnImportedRescueByName(t *testing.T) {
 	if string(got) != text {
 		t.Fatalf("the restored claim holds %q, want %q", got, text)
 	}
+}
+
+// ensureCSIDriver makes the CSIDriver object of the project's driver,
+// which import checks a copy's driver against, unless the cluster has one
+// (the API-only stack has none until a test makes it); the test's cleanup
+// deletes the one it made.
+func ensureCSIDriver(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	drivers := env.Clientset(t).StorageV1().CSIDrivers()
+	_, err := drivers.Get(ctx, testenv.DriverName, metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	no := false
+	if _, err := drivers.Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testenv.DriverName},
+		Spec: storagev1.CSIDriverSpec{AttachRequired: &no, PodInfoOnMount: &no,
+			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drivers.Delete(ctx, testenv.DriverName, metav1.DeleteOptions{}) })
 }
