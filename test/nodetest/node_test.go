@@ -228,26 +228,9 @@ func claim(t *testing.T, ns, name string) {
 	})
 }
 
-// workspacePod is a pod of the workspace image on claim, as a workspace
-// platform would run it: non-root, read-only root, fsGroup for the volume.
+// workspacePod is testenv.WorkspacePod of the workspace image.
 func workspacePod(ns, name, claim string, args ...string) *corev1.Pod {
-	yes, no, uid := true, false, int64(65532)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			SecurityContext: &corev1.PodSecurityContext{RunAsUser: &uid, RunAsNonRoot: &yes, FSGroup: &uid,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-			Containers: []corev1.Container{{
-				Name: "workspace", Image: testenv.WorkspaceImage, ImagePullPolicy: corev1.PullNever, Args: args,
-				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
-				SecurityContext: &corev1.SecurityContext{ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no,
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-			}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
-		},
-	}
+	return testenv.WorkspacePod(ns, name, claim, testenv.WorkspaceImage, args...)
 }
 
 // startWorkspace runs the workspace's pod, which writes text to

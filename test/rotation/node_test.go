@@ -296,26 +296,9 @@ func workspaceClaim(t *testing.T, kube kubernetes.Interface, ns, name, ws string
 	})
 }
 
-// filesPod is a pod of the workfiles image on claim, as a workspace
-// platform runs one: non-root, read-only root, fsGroup for the volume.
+// filesPod is testenv.WorkspacePod of the workfiles image.
 func filesPod(ns, name, claim string, args ...string) *corev1.Pod {
-	yes, no, uid := true, false, int64(65532)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			SecurityContext: &corev1.PodSecurityContext{RunAsUser: &uid, RunAsNonRoot: &yes, FSGroup: &uid,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-			Containers: []corev1.Container{{
-				Name: "workspace", Image: workfilesImage, ImagePullPolicy: corev1.PullNever, Args: args,
-				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
-				SecurityContext: &corev1.SecurityContext{ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no,
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-			}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
-		},
-	}
+	return testenv.WorkspacePod(ns, name, claim, workfilesImage, args...)
 }
 
 // waitLog waits until the pod is in phase and its log (read through the
