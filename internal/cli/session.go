@@ -26,7 +26,8 @@ import (
 )
 
 // newLogger builds the one logger of a run from the flags: JSON off a
-// terminal, console on one (auto), always on stderr.
+// terminal, console on one (auto), always on stderr. client-go's klog
+// lines go to it too, at debug level (routeKlog).
 func newLogger(cfg *config.Config, w io.Writer) zerolog.Logger {
 	level, err := zerolog.ParseLevel(cfg.LogLevel)
 	if err != nil {
@@ -44,7 +45,9 @@ func newLogger(cfg *config.Config, w io.Writer) zerolog.Logger {
 		// Colours only on a terminal: escape codes in a log file are noise.
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !tty}
 	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+	log := zerolog.New(w).Level(level).With().Timestamp().Logger()
+	routeKlog(log)
+	return log
 }
 
 // session is what every command needs once its flags are resolved: the
