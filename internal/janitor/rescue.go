@@ -28,6 +28,7 @@ func (o RescueOptions) rescueOptions() rescue.Options {
 	r.Policy = o.Scan.Policy
 	r.WorkspaceLabel = o.Scan.Policy.WorkspaceLabel
 	r.Selector = o.Scan.Scope.Selector
+	r.PageSize = o.Scan.Scope.PageSize
 	r.Concurrency = o.Scan.Concurrency
 	r.DryRun = o.Scan.DryRun
 	return r

@@ -37,7 +37,8 @@ type RecheckOptions struct {
 	// MaxAge bounds the age of a shared namespace read (measured from
 	// when it started); 0 means DefaultRecheckMaxAge.
 	MaxAge time.Duration
-	// PageSize is the limit of each list call (0: defaultPageSize).
+	// PageSize is the limit of each list call (--page-size); 0 reads
+	// each list as one streamed response, as the scan does.
 	PageSize int64
 }
 
@@ -66,102 +67,25 @@ type NamespaceRead struct {
 // unused because its pods could not be read.
 func ReadNamespace(ctx context.Context, c *Clients, ns string, o RecheckOptions) (*NamespaceRead, error) {
 	o = o.withDefaults()
-	nr := &NamespaceRead{Namespace: ns, PodRefs: map[string][]inventory.Referrer{}, Objects: map[string]*corev1.PersistentVolumeClaim{}}
+	nr := &NamespaceRead{Namespace: ns, Objects: map[string]*corev1.PersistentVolumeClaim{}}
 	// Claims and snapshots first, pods last: a pod that appears while the
 	// claims are listed is then still seen.
-	err := pages(ctx, c, o.PageSize, "claims in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-		opts.LabelSelector = o.Selector.String()
-		l, err := c.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, opts)
-		if err != nil {
-			return "", err
-		}
-		for i := range l.Items {
-			p := &l.Items[i]
-			nr.Claims = append(nr.Claims, Claim(p, o.WorkspaceLabel))
-			p.ManagedFields = nil
-			nr.Objects[p.Name] = p
-		}
-		return l.Continue, nil
-	}, func() { nr.Claims = nr.Claims[:0]; clear(nr.Objects) })
+	claims, err := namespaceClaims(ctx, c, ns, o.PageSize, o.Selector)
 	if err != nil {
 		return nil, err
 	}
-	err = pages(ctx, c, o.PageSize, "volumesnapshots in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-		l, err := c.Snap.SnapshotV1().VolumeSnapshots(ns).List(ctx, opts)
-		if err != nil {
-			return "", err
-		}
-		for i := range l.Items {
-			nr.Snapshots = append(nr.Snapshots, Snapshot(&l.Items[i], o.WorkspaceLabel))
-		}
-		return l.Continue, nil
-	}, func() { nr.Snapshots = nr.Snapshots[:0] })
-	if err != nil {
+	for _, p := range claims {
+		nr.Claims = append(nr.Claims, Claim(p, o.WorkspaceLabel))
+		nr.Objects[p.Name] = p
+	}
+	if nr.Snapshots, err = NamespaceSnapshots(ctx, c, ns, o.PageSize, o.WorkspaceLabel); err != nil {
 		return nil, err
 	}
-	err = pages(ctx, c, o.PageSize, "pods in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-		l, err := c.Kube.CoreV1().Pods(ns).List(ctx, opts)
-		if err != nil {
-			return "", err
-		}
-		for i := range l.Items {
-			addPodRefs(nr.PodRefs, &l.Items[i])
-		}
-		return l.Continue, nil
-	}, func() { clear(nr.PodRefs) })
-	if err != nil {
+	if nr.PodRefs, err = PodClaims(ctx, c, ns, o.PageSize); err != nil {
 		return nil, err
 	}
 	nr.ServerTime = c.Clock.Latest()
 	return nr, nil
-}
-
-// addPodRefs records the claims a pod's volumes name.
-func addPodRefs(refs map[string][]inventory.Referrer, p *corev1.Pod) {
-	for _, v := range p.Spec.Volumes {
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			refs[v.PersistentVolumeClaim.ClaimName] = append(refs[v.PersistentVolumeClaim.ClaimName],
-				inventory.Referrer{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, Detail: "volume " + v.Name})
-		case v.Ephemeral != nil:
-			claim := p.Name + "-" + v.Name
-			refs[claim] = append(refs[claim],
-				inventory.Referrer{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, Detail: "ephemeral volume " + v.Name})
-		}
-	}
-}
-
-// defaultPageSize is the limit of a list call of the re-check's and of
-// ListSnapshots when none is given.
-const defaultPageSize = 500
-
-// pages runs a paginated list of pageSize items a page, each page under
-// the retry policy: the re-check's lists and the reap's re-read of
-// snapshots. A continue token that expired restarts the list from the top
-// (reset drops what the earlier pages kept), so the result is always one
-// consistent pass.
-func pages(ctx context.Context, c *Clients, pageSize int64, what string, page func(context.Context, metav1.ListOptions) (string, error), reset func()) error {
-	opts := metav1.ListOptions{Limit: pageSize}
-	for {
-		var next string
-		err := c.Retry.Do(ctx, "list "+what, func(ctx context.Context) error {
-			var err error
-			next, err = page(ctx, opts)
-			return err
-		})
-		if apierrors.IsResourceExpired(err) && opts.Continue != "" {
-			reset()
-			opts.Continue = ""
-			continue
-		}
-		if err != nil {
-			return &ReadError{What: what, Err: err}
-		}
-		if next == "" {
-			return nil
-		}
-		opts.Continue = next
-	}
 }
 
 func (o RecheckOptions) withDefaults() RecheckOptions {
@@ -171,8 +95,8 @@ func (o RecheckOptions) withDefaults() RecheckOptions {
 	if o.MaxAge <= 0 {
 		o.MaxAge = DefaultRecheckMaxAge
 	}
-	if o.PageSize <= 0 {
-		o.PageSize = defaultPageSize
+	if o.PageSize < 0 {
+		o.PageSize = 0
 	}
 	return o
 }

@@ -61,22 +61,3 @@ func GetContent(ctx context.Context, c *Clients, name string) (*snapv1.VolumeSna
 	}
 	return vc, err
 }
-
-// ListSnapshots lists the VolumeSnapshots of ns, page by page (pageSize
-// 0: 500), each page under the retry policy; a continue token that
-// expired restarts the list, so the result is one consistent pass.
-func ListSnapshots(ctx context.Context, c *Clients, ns string, pageSize int64) ([]snapv1.VolumeSnapshot, error) {
-	var out []snapv1.VolumeSnapshot
-	if pageSize <= 0 {
-		pageSize = defaultPageSize
-	}
-	err := pages(ctx, c, pageSize, "volumesnapshots in "+ns, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-		l, err := c.Snap.SnapshotV1().VolumeSnapshots(ns).List(ctx, opts)
-		if err != nil {
-			return "", err
-		}
-		out = append(out, l.Items...)
-		return l.Continue, nil
-	}, func() { out = out[:0] })
-	return out, err
-}

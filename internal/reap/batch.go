@@ -107,20 +107,20 @@ func (p *plan) deleteBatch(ctx context.Context, c *kube.Clients, batch []*classi
 		todo = append(todo, x)
 	}
 	// 1. The rescues, read again.
-	todo, failed := rereadRescues(ctx, c, ns, todo, o.Policy.WorkspaceLabel)
+	todo, failed := rereadRescues(ctx, c, ns, todo, o)
 	outs = append(outs, failed...)
 	if len(todo) == 0 {
 		return outs, nil
 	}
 	// 2. The pods, listed after every re-read.
-	pods, err := listPods(ctx, c, ns)
+	refs, err := kube.PodClaims(ctx, c, ns, o.Scope.PageSize)
 	if err != nil {
 		for _, x := range todo {
 			outs = append(outs, x.unchecked(err))
 		}
 		return outs, nil
 	}
-	seen.record(ns, pods)
+	seen.record(ns, refs)
 	listed := time.Now()
 	// 3. The deletes; 4. the Events after them.
 	var later []func()
@@ -153,7 +153,7 @@ func (p *plan) deleteBatch(ctx context.Context, c *kube.Clients, batch []*classi
 // each such snapshot's content) and returns the claims still justified;
 // failed are the outcomes of the others: skipped when their rescue is no
 // longer what the decision used, failed when it could not be read.
-func rereadRescues(ctx context.Context, c *kube.Clients, ns string, todo []*deleter, workspaceLabel string) (ok []*deleter, failed []Outcome) {
+func rereadRescues(ctx context.Context, c *kube.Clients, ns string, todo []*deleter, o Options) (ok []*deleter, failed []Outcome) {
 	need := false
 	for _, x := range todo {
 		need = need || x.out.Evidence != nil
@@ -161,7 +161,7 @@ func rereadRescues(ctx context.Context, c *kube.Clients, ns string, todo []*dele
 	if !need {
 		return todo, nil
 	}
-	vss, err := kube.ListSnapshots(ctx, c, ns, 0)
+	vss, err := kube.NamespaceSnapshots(ctx, c, ns, o.Scope.PageSize, o.Policy.WorkspaceLabel)
 	if err != nil {
 		for _, x := range todo {
 			failed = append(failed, x.unchecked(err))
@@ -169,8 +169,8 @@ func rereadRescues(ctx context.Context, c *kube.Clients, ns string, todo []*dele
 		return nil, failed
 	}
 	byName := make(map[string]inventory.Snapshot, len(vss))
-	for i := range vss {
-		byName[vss[i].Name] = kube.Snapshot(&vss[i], workspaceLabel)
+	for _, s := range vss {
+		byName[s.Name] = s
 	}
 	for _, x := range todo {
 		ev := x.out.Evidence

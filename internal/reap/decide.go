@@ -266,6 +266,18 @@ func podClaims(p *corev1.Pod) []string {
 	return out
 }
 
+// podRefs are the claims the pods reference, by name, with the pods that
+// do (kube.PodClaims' answer, for pods read whole).
+func podRefs(pods []corev1.Pod) map[string][]inventory.Referrer {
+	refs := map[string][]inventory.Referrer{}
+	for i := range pods {
+		for _, claim := range podClaims(&pods[i]) {
+			refs[claim] = append(refs[claim], inventory.Referrer{Kind: "Pod", Namespace: pods[i].Namespace, Name: pods[i].Name})
+		}
+	}
+	return refs
+}
+
 // WorkspaceWaits says why the claim of d, reaped on its rescue, waits for
 // its workspace (docs/spec.md#reap-workspace-first): another claim of its
 // workspace is an orphan not yet rescued. "" when it need not wait (a

@@ -217,12 +217,12 @@ func (x *deleter) retryable(rv string, cur *corev1.PersistentVolumeClaim) (Outco
 	if ok, why := Unrelated(before, cur); !ok {
 		return x.skip(changedMsg + ": " + why + "; left for the next run"), "", true
 	}
-	pods, perr := listPods(x.ctx, x.c, cl.Namespace)
+	refs, perr := kube.PodClaims(x.ctx, x.c, cl.Namespace, x.o.Scope.PageSize)
 	if perr != nil {
 		x.l.Info().Err(perr).Msg("re-check for use")
 		return x.skip(changedMsg + "; cannot re-check it for use: " + perr.Error()), "", true
 	}
-	x.seen.record(cl.Namespace, pods)
+	x.seen.record(cl.Namespace, refs)
 	if users := x.seen.of(cl.Key()); len(users) > 0 {
 		return x.inUse(users), "", true
 	}
@@ -295,16 +295,16 @@ type uses struct {
 	pods map[inventory.Key][]string
 }
 
-func (u *uses) record(ns string, pods []corev1.Pod) {
+func (u *uses) record(ns string, refs map[string][]inventory.Referrer) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.pods == nil {
 		u.pods = map[inventory.Key][]string{}
 	}
-	for i := range pods {
-		for _, claim := range podClaims(&pods[i]) {
-			k := inventory.Key{Namespace: ns, Name: claim}
-			u.pods[k] = append(u.pods[k], pods[i].Name)
+	for claim, rs := range refs {
+		k := inventory.Key{Namespace: ns, Name: claim}
+		for _, r := range rs {
+			u.pods[k] = append(u.pods[k], r.Name)
 		}
 	}
 }
@@ -325,7 +325,7 @@ func inUseNow(ctx context.Context, c *kube.Clients, cl *inventory.Claim, seen *u
 	if err != nil {
 		return err
 	}
-	seen.record(cl.Namespace, l.Items)
+	seen.record(cl.Namespace, podRefs(l.Items))
 	if users := seen.of(cl.Key()); len(users) > 0 {
 		return &errInUse{pods: users}
 	}
@@ -384,25 +384,4 @@ func claimAt(ctx context.Context, c *kube.Clients, cl *inventory.Claim, rv strin
 		}
 	}
 	return nil, fmt.Errorf("read claim %s/%s at resourceVersion %s: not found in that version", cl.Namespace, cl.Name, rv)
-}
-
-// listPods lists the pods of ns, page by page.
-func listPods(ctx context.Context, c *kube.Clients, ns string) ([]corev1.Pod, error) {
-	var pods []corev1.Pod
-	err := c.Retry.Do(ctx, "list pods in "+ns, func(ctx context.Context) error {
-		pods = pods[:0]
-		opts := metav1.ListOptions{Limit: 500}
-		for {
-			l, err := c.Kube.CoreV1().Pods(ns).List(ctx, opts)
-			if err != nil {
-				return err
-			}
-			pods = append(pods, l.Items...)
-			if l.Continue == "" {
-				return nil
-			}
-			opts.Continue = l.Continue
-		}
-	})
-	return pods, err
 }

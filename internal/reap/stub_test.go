@@ -163,7 +163,7 @@ func (s *apiStub) listPods(w http.ResponseWriter, q map[string][]string) {
 		l.Continue = strconv.Itoa(to)
 	}
 	l.Items = append(l.Items, s.pods[from:to]...)
-	apistub.WriteJSON(w, 200, l)
+	apistub.WriteProtoList(w, "v1", "PodList", l)
 }
 
 // deleteClaim checks the preconditions as the API server does: a missing
@@ -557,16 +557,17 @@ func TestPlanOfSortsTheCandidates(t *testing.T) {
 	}
 }
 
-// TestListPodsPages: the pod list before a delete reads every page.
+// TestListPodsPages: the pod list before a delete reads every page the
+// server sends.
 func TestListPodsPages(t *testing.T) {
 	s := newStub()
 	s.pageSize = 2
 	for i := range 5 {
 		s.pods = append(s.pods, podUsing(fmt.Sprintf("p%d", i), fmt.Sprintf("ws-%d", i)))
 	}
-	pods, err := listPods(context.Background(), s.clients(t), "ws")
-	if err != nil || len(pods) != 5 {
-		t.Fatalf("listPods = %d pods, %v; want 5", len(pods), err)
+	refs, err := kube.PodClaims(context.Background(), s.clients(t), "ws", 0)
+	if err != nil || len(refs) != 5 {
+		t.Fatalf("PodClaims = %d claims, %v; want 5", len(refs), err)
 	}
 	if n := s.Count("LIST pods"); n != 3 {
 		t.Errorf("%d pod lists, want 3 pages", n)

@@ -128,7 +128,7 @@ func (s *countStub) serve(w http.ResponseWriter, q *apistub.Request) {
 		for _, p := range apistub.SortedValues(s.claims) {
 			l.Items = append(l.Items, *p)
 		}
-		apistub.WriteJSON(w, 200, l)
+		apistub.WriteProtoList(w, "v1", "PersistentVolumeClaimList", l)
 	case resource == "persistentvolumeclaims" && (verb == http.MethodGet || verb == http.MethodPatch):
 		p, ok := s.claims[name]
 		if !ok {
@@ -144,9 +144,9 @@ func (s *countStub) serve(w http.ResponseWriter, q *apistub.Request) {
 		l := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
 		l.ResourceVersion = strconv.Itoa(s.rv)
 		l.Items = s.pods
-		apistub.WriteJSON(w, 200, l)
+		apistub.WriteProtoList(w, "v1", "PodList", l)
 	case resource == "volumesnapshots" && verb == "LIST":
-		l := &snapshotv1.VolumeSnapshotList{}
+		l := &snapshotv1.VolumeSnapshotList{TypeMeta: metav1.TypeMeta{Kind: "VolumeSnapshotList", APIVersion: "snapshot.storage.k8s.io/v1"}}
 		l.ResourceVersion = strconv.Itoa(s.rv)
 		for _, vs := range apistub.SortedValues(s.snaps) {
 			l.Items = append(l.Items, *vs)

@@ -88,8 +88,11 @@ type Options struct {
 	// RecheckMaxAge bounds the age of the namespace read a claim is
 	// re-checked on; 0: kube.DefaultRecheckMaxAge.
 	RecheckMaxAge time.Duration
-	Concurrency   int
-	DryRun        bool
+	// PageSize is the limit of each list of the re-check (--page-size);
+	// 0 reads each as one streamed response.
+	PageSize    int64
+	Concurrency int
+	DryRun      bool
 	// DeleteContents (--delete-contents): a Retain content is set to
 	// Delete before the janitor deletes its snapshot (docs/spec.md#retention).
 	DeleteContents bool
@@ -165,7 +168,7 @@ func SnapshotTargets(ctx context.Context, c *kube.Clients, inv *inventory.Invent
 	}
 	r := &rescuer{c: c, inv: inv, ds: ds, o: o, counts: Counts{Total: len(targets), Started: time.Now()}}
 	r.recheck = kube.NewRechecker(c, kube.RecheckOptions{Selector: o.Selector, WorkspaceLabel: o.WorkspaceLabel,
-		MaxAge: o.RecheckMaxAge})
+		MaxAge: o.RecheckMaxAge, PageSize: o.PageSize})
 	if err := r.loadClasses(ctx); err != nil {
 		return nil, err
 	}
