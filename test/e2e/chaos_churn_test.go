@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v6/apis/volumesnapshot/v1"
@@ -269,15 +270,15 @@ func (w *chaosWorld) pickRestoreLocked(snaps []truthSnap) (restoreCase, bool) {
 		return restoreCase{}, false
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].from.name < cands[j].from.name })
-	// Half the time, a copy older than a live claim of its workspace
-	// when there is one: its restore is first refused (G9).
+	// Three times in four, a copy older than a live claim of its
+	// workspace when there is one: its restore is first refused (G9).
 	var older []restoreCase
 	for _, rc := range cands {
 		if rc.allowOlder && w.newerClaimLocked(rc) != "" {
 			older = append(older, rc)
 		}
 	}
-	if len(older) > 0 && w.rng.Intn(2) == 0 {
+	if len(older) > 0 && w.rng.Intn(4) != 0 {
 		cands = older
 	}
 	rc := cands[w.rng.Intn(len(cands))]
@@ -443,4 +444,56 @@ func (g *generations) inherit(ns, claim, data string) {
 	defer g.mu.Unlock()
 	key := ns + "/" + claim
 	g.byClaim[key] = append(g.byClaim[key], generation{n: 0, data: data, pod: "", at: time.Now()})
+}
+
+// restoreBeside runs, with retention on (CHAOS_ARGS: the runs prune), half
+// the iterations' restores beside their runs instead of after them (G9
+// beside prune), 0 to 2 s after the runs start: the restore's copy, chosen
+// before the runs, may be pruned, or be the one a run keeps, while the
+// restore reads it. Judged as every restore is (restoreOne: a refusal
+// without --allow-older writes nothing; the restored claim holds its
+// copy's data). Not in iterations whose percentage blast radius bites: a
+// claim restored while the runs go would change the scope they count. The
+// returned wait ends the restore; nil when none was drawn.
+func (c *chaosTest) restoreBeside(it chaosIteration) func() {
+	w := c.w
+	w.mu.Lock()
+	next := w.restoreNext && w.retention
+	w.mu.Unlock()
+	if !next || c.rng.Intn(2) != 0 || strings.Count(strings.Join(it.args, " "), "--max-deletion-percent") > 1 {
+		return nil
+	}
+	snaps, err := w.snapshots(context.Background())
+	if err != nil {
+		c.t.Fatalf("restore beside the runs: read the snapshots: %v", err)
+	}
+	w.mu.Lock()
+	w.restoreNext = false
+	rc, ok := w.pickRestoreLocked(snaps)
+	w.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	delay := time.Duration(c.rng.Intn(2000)) * time.Millisecond
+	var mu sync.Mutex
+	var msgs []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(delay)
+		w.restoreOne(func(format string, a ...any) {
+			mu.Lock()
+			msgs = append(msgs, fmt.Sprintf(format, a...))
+			mu.Unlock()
+		}, rc)
+	}()
+	return func() {
+		<-done
+		w.mu.Lock()
+		w.restores["besideRuns"]++
+		w.mu.Unlock()
+		if len(msgs) > 0 {
+			c.fail("a restore beside the runs (%s from %s): %s", rc.as, rc.snap.Name, strings.Join(msgs, "; "))
+		}
+	}
 }

@@ -5,6 +5,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -49,6 +50,7 @@ type oracleRequest struct {
 	code                            int       // answered only
 	body                            []byte    // the patch or update of a claim
 	uid                             string    // a snapshot DELETE's UID precondition
+	paged                           int       // a paginated pod list: its pages (sent: the first's, done: the last's)
 }
 
 // lease reports whether the request is of the janitor's Lease.
@@ -66,6 +68,23 @@ type oracleLog struct {
 	// uids carries a snapshot DELETE's UID precondition from the request
 	// to its answer (by *http.Request).
 	uids sync.Map
+	// bodies carries a claim PATCH's body from the request to its answer
+	// (by *http.Request): the notices the server applied (G10).
+	bodies sync.Map
+	// chains are the janitor's paginated pod lists by pid, page by page
+	// (G11 paged); chainOf carries a page from its request to its answer
+	// (by *http.Request).
+	chains  map[int][]*pageChain
+	chainOf sync.Map
+	// firstAt is when the proxy first saw each janitor process (by pid):
+	// no later than the run's start, its first read (G10's notice).
+	firstAt map[int]time.Time
+	// firstList is when the proxy saw each janitor process's first list
+	// (its scan's first read; the Lease and discovery come before it).
+	firstList map[int]time.Time
+	// pagedLists, pagedWhole and pagedMulti count the paginated pod lists:
+	// all, read whole, read whole in more than one page (G11 figures).
+	pagedLists, pagedWhole, pagedMulti int
 	// onPodList, when set, runs when a janitor's pod list reaches the
 	// proxy, before it is forwarded (the ambush).
 	onPodList func()
@@ -81,6 +100,25 @@ func (l *oracleLog) attach(p *testenv.FaultProxy) {
 		}
 		info := testenv.ParseRequest(r)
 		pid := uaPID(r.UserAgent())
+		if pid != 0 {
+			l.mu.Lock()
+			if l.firstAt == nil {
+				l.firstAt = map[int]time.Time{}
+			}
+			if _, ok := l.firstAt[pid]; !ok {
+				l.firstAt[pid] = time.Now()
+			}
+			if _, ok := l.firstList[pid]; !ok && info.Verb == "list" {
+				if l.firstList == nil {
+					l.firstList = map[int]time.Time{}
+				}
+				l.firstList[pid] = time.Now()
+			}
+			l.mu.Unlock()
+		}
+		if pid != 0 && info.Verb == "list" && info.Resource == "pods" && r.URL.Query().Get("limit") != "" {
+			l.page(r, pid, info.Continue)
+		}
 		if pid != 0 && info.Verb == "list" && info.Resource == "pods" && !info.Continue && l.onPodList != nil {
 			l.onPodList()
 		}
@@ -100,6 +138,9 @@ func (l *oracleLog) attach(p *testenv.FaultProxy) {
 			r.Body = io.NopCloser(bytes.NewReader(b))
 			if err == nil {
 				q.body = b
+				if claimWrite {
+					l.bodies.Store(r, b)
+				}
 			}
 		}
 		if snapDelete {
@@ -121,6 +162,9 @@ func (l *oracleLog) attach(p *testenv.FaultProxy) {
 		}
 		info := testenv.ParseRequest(r)
 		pid := uaPID(r.UserAgent())
+		if ch, ok := l.chainOf.LoadAndDelete(r); ok {
+			l.pageAnswered(r, ch.(*pageChain), a)
+		}
 		if pid != 0 && info.Verb == "list" && info.Resource == "pods" && a.Heard && a.Code == http.StatusOK && r.URL.Query().Get("limit") == "" {
 			// A whole list in one answer (not paginated: a first page
 			// heard may still be dropped when a continuation fails).
@@ -135,6 +179,9 @@ func (l *oracleLog) attach(p *testenv.FaultProxy) {
 			name: info.Name, sent: a.Sent, done: a.Done, code: a.Code}
 		if uid, ok := l.uids.LoadAndDelete(r); ok {
 			q.uid = uid.(string)
+		}
+		if b, ok := l.bodies.LoadAndDelete(r); ok {
+			q.body = b.([]byte)
 		}
 		l.mu.Lock()
 		l.answered = append(l.answered, q)
@@ -151,8 +198,24 @@ func (l *oracleLog) take() (attempts, answered, podLists []oracleRequest) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	attempts, answered, podLists = l.attempts, l.answered, l.podLists
-	l.attempts, l.answered, l.podLists = nil, nil, nil
+	for _, chains := range l.chains {
+		for _, ch := range chains {
+			l.pagedLists++
+			if ch.bad || len(ch.pending) > 0 || ch.sent.IsZero() {
+				continue // a page the janitor did not get: it read the list again
+			}
+			l.pagedWhole++
+			if ch.pages > 1 {
+				l.pagedMulti++
+			}
+			podLists = append(podLists, oracleRequest{pid: ch.pid, verb: "list", resource: "pods", sent: ch.sent, done: ch.done,
+				code: http.StatusOK, paged: ch.pages})
+		}
+	}
+	l.attempts, l.answered, l.podLists, l.chains = nil, nil, nil, nil
+	l.chainOf.Clear()
 	l.uids.Clear() // those a fault answered instead
+	l.bodies.Clear()
 	return attempts, answered, podLists
 }
 
@@ -172,6 +235,119 @@ func (l *oracleLog) peek(pid int) (attempts, answered []oracleRequest) {
 		}
 	}
 	return attempts, answered
+}
+
+// pageChain is one paginated pod list of a janitor process: its first
+// page's request (no continue token) and the continuations that follow it
+// with the same resourceVersion, in the token. The janitor asks for the
+// next page only after it heard the last, and gives up a list (reads it
+// again, from a new first page) when a page fails; so a chain whose every
+// page (each token) was answered 200 and heard is a list the janitor read
+// whole: a consistent snapshot at the first page's resourceVersion, taken
+// within [sent, done] (the first page sent, the last answered).
+type pageChain struct {
+	pid        int
+	rv         string
+	sent, done time.Time
+	pending    map[string]bool // tokens asked and not yet answered whole
+	pages      int
+	bad        bool // a continuation of another resourceVersion: not one list
+}
+
+// page records the request of a page of a paginated pod list.
+func (l *oracleLog) page(r *http.Request, pid int, cont bool) {
+	token := r.URL.Query().Get("continue")
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.chains == nil {
+		l.chains = map[int][]*pageChain{}
+	}
+	var ch *pageChain
+	if !cont {
+		ch = &pageChain{pid: pid, pending: map[string]bool{"": true}}
+		l.chains[pid] = append(l.chains[pid], ch)
+	} else {
+		chains := l.chains[pid]
+		if len(chains) == 0 {
+			return // its first page was taken with an earlier iteration
+		}
+		ch = chains[len(chains)-1]
+		rv := continueRV(token)
+		switch {
+		case rv == "":
+			ch.bad = true
+		case ch.rv == "":
+			ch.rv = rv
+		case ch.rv != rv:
+			ch.bad = true
+		}
+		ch.pending[token] = true
+	}
+	l.chainOf.Store(r, ch)
+}
+
+// pageAnswered records the answer of a page: a page answered 200 and
+// heard is one the janitor read.
+func (l *oracleLog) pageAnswered(r *http.Request, ch *pageChain, a testenv.Answer) {
+	if !a.Heard || a.Code != http.StatusOK {
+		return
+	}
+	token := r.URL.Query().Get("continue")
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !ch.pending[token] {
+		return // a retry of a page already read
+	}
+	delete(ch.pending, token)
+	ch.pages++
+	if token == "" {
+		ch.sent = a.Sent
+	}
+	if a.Done.After(ch.done) {
+		ch.done = a.Done
+	}
+}
+
+// continueRV is the resourceVersion a list's continue token carries (the
+// API server's token: base64 of {"v":...,"rv":N,"start":...}), "" when it
+// cannot be read.
+func continueRV(token string) string {
+	for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.URLEncoding, base64.StdEncoding, base64.RawStdEncoding} {
+		b, err := enc.DecodeString(token)
+		if err != nil {
+			continue
+		}
+		var t struct {
+			RV json.Number `json:"rv"`
+		}
+		if json.Unmarshal(b, &t) == nil && t.RV != "" {
+			return t.RV.String()
+		}
+	}
+	return ""
+}
+
+// first is when the proxy first saw process pid, and whether it did.
+func (l *oracleLog) first(pid int) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.firstAt[pid]
+	return t, ok
+}
+
+// firstRead is when the proxy saw process pid's first list (the run's
+// first read, docs/spec.md#notice), and whether it did.
+func (l *oracleLog) firstRead(pid int) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.firstList[pid]
+	return t, ok
+}
+
+// seen reports whether the proxy saw any request of process pid.
+func (l *oracleLog) seen(pid int) bool {
+	_, ok := l.first(pid)
+	return ok
 }
 
 // runLimits are the flags of a run that the oracle judges it by: the last
@@ -325,6 +501,9 @@ func (c *chaosTest) judgeRequests(when string, args []string, results []chaosPro
 			}
 		}
 	}
+	// G3 takeover: a pair whose first run lost its Lease is judged by
+	// its own rule (chaos_takeover_test.go), not by the spans below.
+	takeA, takeB := c.judgeTakeoverLocked(attempts, answered, bad)
 	pids := make([]int, 0, len(spans))
 	for pid, s := range spans {
 		if s.n > 0 {
@@ -340,6 +519,9 @@ func (c *chaosTest) judgeRequests(when string, args []string, results []chaosPro
 		}
 		for _, b := range pids[i+1:] {
 			sb := spans[b]
+			if (a == takeA && b == takeB) || (a == takeB && b == takeA) {
+				continue
+			}
 			if sa.first.Before(sb.last) && sb.first.Before(sa.last) {
 				bad("the writes of runs %d [%s, %s] and %d [%s, %s] interleave: two runs wrote at once", a,
 					sa.first.Format("15:04:05.000"), sa.last.Format("15:04:05.000"), b, sb.first.Format("15:04:05.000"), sb.last.Format("15:04:05.000"))
@@ -357,6 +539,9 @@ func (c *chaosTest) judgeRequests(when string, args []string, results []chaosPro
 			w.prunedCarry[q.name] = slices.Contains(args, "--sessions-carry-data")
 		}
 	}
+
+	// G10: notices and attachments (chaos_g10_test.go).
+	c.judgeG10Locked(args, ours, attempts, answered, deletes, bad)
 
 	// G2: each run's deletions within its blast radius.
 	for pid, ds := range deletes {
@@ -383,22 +568,26 @@ func (c *chaosTest) judgeRequests(when string, args []string, results []chaosPro
 	// (docs/spec.md#reap-reread).
 	for pid, ds := range deletes {
 		for name, d := range ds {
-			judged := false
+			judged, byPages := false, false
 			for _, l := range podLists {
 				if l.pid != pid || !l.done.Before(d.sent) {
 					continue
 				}
 				judged = true
+				byPages = byPages || l.paged > 1
 				for pod, p := range w.pods {
 					if p.claim == name && p.createdDone.Before(l.sent) && (p.deleteStart.IsZero() || p.deleteStart.After(l.done)) {
-						bad("run %d deleted %s (DELETE sent %s) after its own pod list [%s, %s] showed pod %s [%s, %s] using it", pid, name,
-							d.sent.Format("15:04:05.000"), l.sent.Format("15:04:05.000"), l.done.Format("15:04:05.000"), pod,
+						bad("run %d deleted %s (DELETE sent %s) after its own pod list [%s, %s] (%d pages; 0: one stream) showed pod %s [%s, %s] using it", pid, name,
+							d.sent.Format("15:04:05.000"), l.sent.Format("15:04:05.000"), l.done.Format("15:04:05.000"), l.paged, pod,
 							p.createdDone.Format("15:04:05.000"), p.deleteStart.Format("15:04:05.000"))
 					}
 				}
 			}
 			if judged {
 				c.stats.DeletionsJudgedByOwnLists++
+			}
+			if byPages {
+				c.stats.DeletionsJudgedByPagedLists++
 			}
 		}
 	}

@@ -262,6 +262,7 @@ type chaosTest struct {
 	p         *testenv.FaultProxy
 	base      []string // every run's flags
 	cmPID     int      // kube-controller-manager, when its pauses matter
+	notice    noticeStreak
 }
 
 // fail counts a violation and ends the test with the seed that reproduces
@@ -299,6 +300,8 @@ func newChaosTest(t *testing.T) *chaosTest {
 		specials: map[string]string{}, specialWrites: map[string]int{}, deletedContents: map[string]bool{}, snapErred: map[types.UID]bool{},
 		prunedCarry: map[string]bool{}, goneAt: map[string]int{}}
 	c.w = w
+	w.g10.init()
+	c.stats.G10.GuardExits = map[string]int{}
 	w.f = fixtures(t)
 	w.ns = env.Namespace(t)
 	var err error
@@ -375,6 +378,7 @@ type chaosIteration struct {
 	args        []string
 	discard     bool // --superseded discard
 	ambush      bool // pods start on rescued claims as pod lists arrive
+	takeover    bool // two runs, the first stopped past its Lease (runTakeover)
 }
 
 // iteration is one round: the world moves, runs start under drawn faults
@@ -426,6 +430,7 @@ func (c *chaosTest) arrange(i int) {
 		alive++
 	}
 	w.churn(2 + c.rng.Intn(4))
+	c.arrangeG10(i)
 	if c.actorRate > 0 && c.rng.Float64() < c.actorRate {
 		w.secondActor()
 	}
@@ -461,10 +466,25 @@ func (c *chaosTest) draw() chaosIteration {
 	if c.rng.Intn(4) == 0 {
 		it.killAfter = time.Duration(50+c.rng.Intn(4000)) * time.Millisecond
 	}
+	// One iteration in five of the others: the first of two runs loses
+	// its Lease (G3 takeover), without hung requests (a request held 3 s
+	// by the proxy would reach the server after the Lease moved).
+	if it.procs == 1 && it.killAfter == 0 && c.rng.Intn(5) == 0 {
+		it.takeover = true
+		faults.RateHang = 0
+		c.p.Set(faults)
+	}
 	// Half the iterations read every list as one stream (the default),
-	// half in pages of 10 (where 410 Gone on continuations applies).
+	// half in pages (where 410 Gone on continuations applies): of 10, or
+	// in half of them of 2, so that the pod lists span several pages
+	// (the oracle's G11 judges paginated pod lists too).
 	if c.rng.Intn(2) == 0 {
-		it.args = append(slices.Clone(it.args), "--page-size", "10")
+		size := "10"
+		if c.rng.Intn(2) == 0 {
+			size = "2"
+			c.stats.SmallPages++
+		}
+		it.args = append(slices.Clone(it.args), "--page-size", size)
 		c.stats.Paginated++
 	}
 	// A quarter of the iterations discard superseded claims: each such
@@ -486,6 +506,7 @@ func (c *chaosTest) draw() chaosIteration {
 	// Grace periods, min-ages and blast radii that bite (the oracle's G1
 	// and G2), and a third of the iterations with --delete-contents (G8).
 	it.args = c.drawLimits(it.args)
+	it.args = c.drawNotice(it.args)
 	it.ambush = c.rng.Intn(3) == 0
 	if c.rng.Intn(3) == 0 && !slices.Contains(it.args, "--delete-contents") {
 		it.args = append(slices.Clone(it.args), "--delete-contents")
@@ -553,18 +574,36 @@ func (c *chaosTest) runDuring(it chaosIteration) []chaosProc {
 			}
 		}
 	}()
-	results := make([]chaosProc, it.procs)
-	var wg sync.WaitGroup
-	for j := range results {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[j] = startChaosProc(c.bin, it.args, it.killAfter)
-		}()
+	guard := c.startGuard()        // G10: a guard beside (or just after) the runs
+	restore := c.restoreBeside(it) // G9: a restore beside runs that prune
+	var results []chaosProc
+	if it.takeover {
+		results = c.runTakeover(it.args)
+	} else {
+		results = make([]chaosProc, it.procs)
+		var wg sync.WaitGroup
+		for j := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[j] = startChaosProc(c.bin, it.args, it.killAfter)
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	runsEnded := time.Now()
+	var g *chaosGuard
+	if guard != nil {
+		g = guard()
+	}
+	if restore != nil {
+		restore()
+	}
 	close(done)
 	<-stopped
+	if g != nil {
+		c.judgeGuard(fmt.Sprintf("iteration %d", c.w.iteration), g, g.start.Before(runsEnded))
+	}
 	if signalErr != nil {
 		c.t.Fatal(signalErr) // a disturbance drawn and not made is no disturbance
 	}
@@ -684,6 +723,7 @@ func (c *chaosTest) quiesce() {
 		}
 	}
 	c.p.Set(testenv.Faults{})
+	c.detachAll()
 	w.mu.Lock()
 	w.discardRun, w.restoreNext = false, false
 	w.mu.Unlock()
@@ -711,7 +751,7 @@ func (w *chaosWorld) settleDeletions(t *testing.T) {
 			continue // the Terminating special claim stays so
 		}
 		if err := w.f.WaitClaimGone(context.Background(), w.ns, c.Name); err != nil {
-			t.Logf("claim %s is still Terminating: %v", c.Name, err)
+			t.Logf("claim %s is still Terminating (finalizers %v): %v", c.Name, c.Finalizers, err)
 		}
 	}
 }
@@ -778,6 +818,9 @@ func (c *chaosTest) report() {
 	}
 	stats.SpecialClaims = len(w.specials)
 	stats.Ambushes = w.ambushed
+	w.oracle.mu.Lock()
+	stats.PagedPodLists, stats.PagedPodListsWhole, stats.PagedPodListsMulti = w.oracle.pagedLists, w.oracle.pagedWhole, w.oracle.pagedMulti
+	w.oracle.mu.Unlock()
 	stats.KeptContentsRetain = w.keptContents
 	stats.KilledIterations, stats.FailedIterations = w.judgedKilled, w.judgedFailed
 	for name := range w.late {
@@ -807,11 +850,27 @@ func (c *chaosTest) report() {
 	if c.runs >= 40 {
 		for what, n := range map[string]int{"iterations with a grace period": stats.GraceIterations,
 			"iterations with a small blast radius": stats.SmallBlastRadius, "Held, Terminating and Unbound claims": stats.SpecialClaims,
-			"deletions judged against the deleting run's pod lists": stats.DeletionsJudgedByOwnLists} {
+			"deletions judged against the deleting run's pod lists": stats.DeletionsJudgedByOwnLists,
+			// G10 (chaos_g10_test.go)
+			"iterations with a notice": stats.G10.NoticeIterations, "notices written": stats.G10.NoticesWritten,
+			"deletions judged against a notice": stats.G10.NoticeDeletions, "owners' snoozes": stats.G10.Snoozes,
+			"VolumeAttachments without a pod": stats.G10.Attachments, "runs beside an attachment": stats.G10.AttachedRuns,
+			"guards": stats.G10.Guards, "guards with a claim at risk": stats.G10.GuardsAtRisk,
+			// G3 takeover
+			"takeovers judged": stats.TakeoversJudged,
+			// G9
+			"restores refused without --allow-older": stats.Restores["refusalsChecked"],
+			// G11 paged
+			"pod lists of several pages": stats.PagedPodListsMulti, "deletions judged against a paginated pod list": stats.DeletionsJudgedByPagedLists} {
 			if n == 0 {
 				c.t.Fatalf("seed %d: no %s: the oracle proves nothing there", c.seed, what)
 			}
 		}
+	}
+	// G9 beside prune: only runs that prune (retention in CHAOS_ARGS)
+	// have restores beside them.
+	if c.runs >= 40 && w.retention && stats.Restores["besideRuns"] == 0 {
+		c.t.Fatalf("seed %d: no restore beside runs that prune: the oracle proves nothing there", c.seed)
 	}
 	b, _ := json.MarshalIndent(stats, "", "  ")
 	c.t.Logf("chaos figures:\n%s", b)
@@ -898,12 +957,35 @@ type chaosStats struct {
 	Ambushes int `json:"podsStartedAsAPodListArrived"`
 	// DeletionsJudgedByOwnLists: claim deletions checked against every
 	// whole pod list of the run that deleted them (G11).
-	DeletionsJudgedByOwnLists int     `json:"deletionsJudgedAgainstTheRunsPodLists"`
-	SmallBlastRadius          int     `json:"smallBlastRadiusIterations"`
-	BlastRadiusReached        int     `json:"runsStoppedByTheBlastRadius"`
-	WritingPairs              int     `json:"iterationsWithTwoWritingRuns"`
-	SpecialClaims             int     `json:"heldTerminatingUnboundClaims"`
-	KeptContentsRetain        int     `json:"keptRescuesReadBackRetain"`
+	DeletionsJudgedByOwnLists int `json:"deletionsJudgedAgainstTheRunsPodLists"`
+	SmallBlastRadius          int `json:"smallBlastRadiusIterations"`
+	BlastRadiusReached        int `json:"runsStoppedByTheBlastRadius"`
+	WritingPairs              int `json:"iterationsWithTwoWritingRuns"`
+	SpecialClaims             int `json:"heldTerminatingUnboundClaims"`
+	KeptContentsRetain        int `json:"keptRescuesReadBackRetain"`
+	// G11 paged: iterations with --page-size 2; the janitor's paginated
+	// pod lists (all, read whole, read whole in several pages); the
+	// deletions judged against one of several pages.
+	SmallPages                  int `json:"iterationsWithPagesOf2"`
+	PagedPodLists               int `json:"paginatedPodLists"`
+	PagedPodListsWhole          int `json:"paginatedPodListsReadWhole"`
+	PagedPodListsMulti          int `json:"paginatedPodListsOfSeveralPages"`
+	DeletionsJudgedByPagedLists int `json:"deletionsJudgedAgainstAPaginatedPodList"`
+	// G10: notices, snoozes, attachments, guards (chaos_g10_test.go).
+	G10 g10Figures `json:"g10"`
+	// G3 takeover (chaos_takeover_test.go): pairs whose first run was
+	// stopped past its Lease; of them, judged (the second took the Lease
+	// over), both wrote, the second refused (the Lease still live), the
+	// first stopped before its Lease; pairs not made (the first ended
+	// before its stop); the first run's creates and deletes past its
+	// deadline.
+	Takeovers                 int     `json:"takeoverPairs"`
+	TakeoversJudged           int     `json:"takeoversJudged"`
+	TakeoversBothWrote        int     `json:"takeoversWhereBothWrote"`
+	TakeoverRefused           int     `json:"takeoversRefusedByALiveLease"`
+	TakeoverFirstWithoutLease int     `json:"takeoversStoppedBeforeTheFirstLease"`
+	TakeoverEndedFirst        int     `json:"takeoversWhoseFirstRunEndedBeforeItsStop"`
+	TakeoverLateWrites        int     `json:"takeoverWritesPastTheDeadline"`
 	MaxRate                   float64 `json:"maxRate"`
 	Args                      string  `json:"extraArgs,omitempty"`
 	Duration                  string  `json:"duration"`
@@ -1136,6 +1218,11 @@ type chaosWorld struct {
 	ambushes, ambushed int
 	// goneAt is the iteration archive first saw a reaped claim gone.
 	goneAt map[string]int
+	// g10: notices, snoozes, attachments and guards (chaos_g10_test.go).
+	g10 g10World
+	// takeover: this iteration's pair whose first run lost its Lease
+	// (chaos_takeover_test.go), until judged.
+	takeover *takeover
 }
 
 // archiveDelay is how many iterations a reaped claim's copies stay before
