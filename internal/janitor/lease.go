@@ -38,6 +38,12 @@ func Lock(ctx context.Context, c *kube.Clients, o LockOptions) (context.Context,
 	}
 	log := zerolog.Ctx(ctx)
 	log.Debug().Str("holder", l.Holder()).Str("namespace", o.Namespace).Msg("lease acquired")
+	// Every write of the run from here is checked against the Lease right
+	// before it is sent: the watch below cancels the run, but a process
+	// stopped past its deadline runs on for a moment before it notices.
+	if c.Guard != nil {
+		c.Guard.Set(l.Check)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	go func() {
 		select {
@@ -50,6 +56,9 @@ func Lock(ctx context.Context, c *kube.Clients, o LockOptions) (context.Context,
 	}()
 	release := func() {
 		cancel(nil)
+		if c.Guard != nil {
+			c.Guard.Set(func() error { return errors.New("the run's lease was released") })
+		}
 		if err := l.Release(); err != nil {
 			log.Warn().Err(err).Msg("release lease")
 		} else {

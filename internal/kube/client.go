@@ -41,6 +41,9 @@ type Clients struct {
 	// so that the reap honours a use a re-check or a re-read saw even when writing it
 	// down on the claim failed.
 	Uses UseLog
+	// Guard holds back the writes the run's Lease no longer vouches for
+	// (janitor.Lock sets its check; docs/spec.md#run-lease).
+	Guard *WriteGuard
 }
 
 // UseLog is the set of claims (by UID) a run saw in use, with what showed
@@ -165,6 +168,10 @@ func NewClients(cfg *rest.Config, o ClientOptions) (*Clients, error) {
 	// Before the first answer, a request unanswered for --request-timeout
 	// ends the run (reach.go).
 	base.Wrap((&reach{server: cfg.Host, timeout: o.Retry.AttemptTimeout()}).wrap)
+	// Outermost, so that a write is checked after the rate limiter's
+	// wait, right before it is sent.
+	guard := &WriteGuard{}
+	base.Wrap(guard.wrap)
 	// One rate limiter shared by all clients: --qps is the janitor's total.
 	if base.QPS > 0 {
 		base.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(base.QPS, max(base.Burst, 1))
@@ -184,7 +191,7 @@ func NewClients(cfg *rest.Config, o ClientOptions) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Kube: kube, Snap: snapshotAPI{snap}, Meta: meta, Clock: clock, Retry: o.Retry}, nil
+	return &Clients{Kube: kube, Snap: snapshotAPI{snap}, Meta: meta, Clock: clock, Retry: o.Retry, Guard: guard}, nil
 }
 
 // Snapshots is the snapshot API's client: the snapshot Clientset's one

@@ -101,7 +101,7 @@ func Transient(err error) (bool, time.Duration) {
 	if err == nil {
 		return false, 0
 	}
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, ErrWriteRefused) {
 		return false, 0
 	}
 	// Nothing has ever answered at that address (reach.go): retrying for

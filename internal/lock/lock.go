@@ -59,6 +59,9 @@ type Lease struct {
 	// the lease was sent: the server stamped its renewTime no earlier, so
 	// others judge its expiry from no earlier than this.
 	lastOK time.Time
+	// okMu guards lastOK's writes and Check's reads (the renewal writes
+	// it; every write of the run checks it).
+	okMu sync.Mutex
 	// err says why the lease was lost, once lost is closed.
 	err error
 }
@@ -131,7 +134,7 @@ func Acquire(ctx context.Context, c *kube.Clients, ns string, duration time.Dura
 			// than on the server.
 			l.lease = cur
 			if l.lastOK.IsZero() {
-				l.lastOK = time.Now()
+				l.setOK(time.Now())
 			}
 		default:
 			if held := l.heldByOther(cur, now); held != nil {
@@ -160,7 +163,7 @@ func (l *Lease) create(ctx context.Context, now time.Time) (again bool, err erro
 	var got *coordv1.Lease
 	err = l.c.Retry.Do(ctx, "create lease", func(ctx context.Context) error {
 		var err error
-		l.lastOK = time.Now()
+		l.setOK(time.Now())
 		got, err = l.c.Kube.CoordinationV1().Leases(l.ns).Create(ctx, fresh, metav1.CreateOptions{})
 		return err
 	})
@@ -186,7 +189,7 @@ func (l *Lease) takeOver(ctx context.Context, cur *coordv1.Lease, now time.Time)
 	var got *coordv1.Lease
 	err = l.c.Retry.Do(ctx, "take over lease", func(ctx context.Context) error {
 		var err error
-		l.lastOK = time.Now()
+		l.setOK(time.Now())
 		got, err = l.c.Kube.CoordinationV1().Leases(l.ns).Update(ctx, next, metav1.UpdateOptions{})
 		return err
 	})
@@ -279,7 +282,8 @@ func (l *Lease) renew(stopped context.Context, log *zerolog.Logger) {
 			wait = retryPeriod(l.duration)
 			log.Warn().Err(err).Msg("renew lease")
 		default:
-			l.lastOK, lastErr, wait = sent, nil, l.duration/3
+			l.setOK(sent)
+			lastErr, wait = nil, l.duration/3
 		}
 	}
 }
@@ -343,6 +347,34 @@ func (l *Lease) lose(log *zerolog.Logger, err error) {
 	l.mu.Unlock()
 	log.Error().Err(err).Msg("lease lost: stopping")
 	close(l.lost)
+}
+
+// setOK records that a write of the lease sent at t succeeded.
+func (l *Lease) setOK(t time.Time) {
+	l.okMu.Lock()
+	l.lastOK = t
+	l.okMu.Unlock()
+}
+
+// Check says whether the run may still act: nil while the lease is held
+// and its last successful write was sent less than RenewDeadline ago on
+// the local monotonic clock. Every write of the run asks it right before
+// it is sent (kube.WriteGuard), so that no write begins once the deadline
+// has passed, however late the renewal notices (a process stopped past
+// its deadline and let go on, docs/spec.md#run-lease).
+func (l *Lease) Check() error {
+	select {
+	case <-l.lost:
+		return l.Err()
+	default:
+	}
+	l.okMu.Lock()
+	last := l.lastOK
+	l.okMu.Unlock()
+	if Expired(last, time.Now(), l.duration) {
+		return fmt.Errorf("lease %s/%s not renewed for %s (two thirds of --lock-duration %s)", l.ns, Name, RenewDeadline(l.duration), l.duration)
+	}
+	return nil
 }
 
 // Err says why the lease was lost; nil while it is held.

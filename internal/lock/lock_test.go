@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -281,4 +282,35 @@ func TestRenewalKeepsAHealthyLease(t *testing.T) {
 			t.Fatal("release left the lease")
 		}
 	})
+}
+
+// TestCheckStopsAtTheRenewDeadline: Check vouches for a write only while
+// the last successful write of the lease was sent less than two thirds of
+// its duration ago, on the local clock, whether or not the renewal has
+// noticed yet (a process stopped past its deadline and let go on), and
+// never once the lease is lost.
+func TestCheckStopsAtTheRenewDeadline(t *testing.T) {
+	d := 3 * time.Second
+	for _, c := range []struct {
+		name string
+		ago  time.Duration
+		lost bool
+		ok   bool
+	}{
+		{"renewed just now", 0, false, true},
+		{"a moment before the deadline", RenewDeadline(d) - 200*time.Millisecond, false, true},
+		{"at the deadline", RenewDeadline(d), false, false},
+		{"long past it (stopped, then let go on)", 5 * time.Second, false, false},
+		{"lost", 0, true, false},
+	} {
+		l := &Lease{ns: "ns", duration: d, lost: make(chan struct{})}
+		l.setOK(time.Now().Add(-c.ago))
+		if c.lost {
+			l.err = errors.New("taken over")
+			close(l.lost)
+		}
+		if err := l.Check(); (err == nil) != c.ok {
+			t.Errorf("%s: Check() = %v, want ok %v", c.name, err, c.ok)
+		}
+	}
 }
