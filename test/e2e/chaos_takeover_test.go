@@ -103,6 +103,8 @@ func (c *chaosTest) runTakeover(args []string) []chaosProc {
 		return []chaosProc{a}
 	}
 	tk.b = b.pid
+	c.t.Logf("iteration %d: takeover: run %d stopped %s to %s, exit %d; run %d exit %d", w.iteration, a.pid,
+		tk.stopped.Format("15:04:05.000"), tk.resumed.Format("15:04:05.000"), a.code, b.pid, b.code)
 	w.mu.Lock()
 	w.takeover = tk
 	w.mu.Unlock()
