@@ -58,3 +58,14 @@ func TestReapStepCandidates(t *testing.T) {
 		}
 	}
 }
+
+// TestRunStartIsTheFirstRead: the reap asks whether a notice ended by the
+// run's start, the server's clock of its first read, not by the end of
+// the scan's lists (docs/spec.md#notice).
+func TestRunStartIsTheFirstRead(t *testing.T) {
+	first := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	scan := &ScanResult{Start: first, Now: first.Add(5 * time.Second)}
+	if got := runStart(scan); !got.Equal(first) {
+		t.Errorf("runStart = %s, want the first read's %s (the scan's lists ended %s)", got, first, scan.Now)
+	}
+}

@@ -44,8 +44,14 @@ type ScanResult struct {
 	Inventory *inventory.Inventory
 	Decisions []classify.Decision
 	Marks     mark.Result
-	// Now is the API server's clock at the time of the claims list.
+	// Now is the API server's clock once the lists that prove no use were
+	// read (inventory.Inventory.ServerTime): what the claims are
+	// classified and marked on.
 	Now time.Time
+	// Start is the API server's clock at the run's first read (the Date
+	// of the first response its clients read, kube.ServerClock.First):
+	// when the run began (docs/spec.md#notice).
+	Start time.Time
 	// ReadTime is how long reading took.
 	ReadTime time.Duration
 	// UnusedCondition is whether the run trusted the claims' Unused
@@ -95,7 +101,7 @@ func Scan(ctx context.Context, c *kube.Clients, o ScanOptions) (*ScanResult, err
 		// (docs/spec.md#retention-intent).
 		prune.SettleIntents(ctx, c, inv.Snapshots, inv.Contents)
 	}
-	res := &ScanResult{Inventory: inv, Now: inv.ServerTime, ReadTime: time.Since(start)}
+	res := &ScanResult{Inventory: inv, Now: inv.ServerTime, Start: c.Clock.First(), ReadTime: time.Since(start)}
 	if res.Now.IsZero() {
 		// Marks must be on the server's clock; never guess with ours.
 		return nil, errors.New("the API server sent no Date header: cannot tell its time, refusing to classify")

@@ -223,6 +223,7 @@ type ServerClock struct {
 	next    int           // where the next sample goes once the ring is full
 	base    time.Time     // the local (monotonic) time offsets are taken from
 	follow  clockSample   // the sample the clock follows (zero: none yet)
+	first   time.Time     // the Date of the first response read (zero: none yet)
 }
 
 // clockSample is one response's Date and when it arrived, on the local
@@ -274,6 +275,16 @@ func (c *ServerClock) Latest() time.Time {
 	return c.follow.date.Add(max(time.Second, time.Since(c.follow.at))).UTC()
 }
 
+// First is the Date of the first response of the API server these
+// clients read: its clock at the run's first read, in whole seconds
+// (docs/spec.md#notice: a notice ends only for a run begun at or after
+// it). Zero when no response has been seen yet.
+func (c *ServerClock) First() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.first
+}
+
 // observe reads the Date of a response to path.
 func (c *ServerClock) observe(path string, h http.Header) {
 	if !coreAPIPath(strings.TrimPrefix(path, c.prefix)) {
@@ -292,6 +303,7 @@ func (c *ServerClock) observe(path string, h http.Header) {
 	defer c.mu.Unlock()
 	if c.base.IsZero() {
 		c.base = s.at
+		c.first = t.UTC()
 	}
 	if len(c.samples) < clockWindow {
 		c.samples = append(c.samples, s)

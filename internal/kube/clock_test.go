@@ -32,7 +32,7 @@ func TestServerClockFollowsTheDateHeader(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !c.Now().IsZero() || !c.Latest().IsZero() {
+	if !c.Now().IsZero() || !c.Latest().IsZero() || !c.First().IsZero() {
 		t.Fatalf("a clock that saw no response: Now %s, Latest %s; want zero", c.Now(), c.Latest())
 	}
 	send(server.Format(http.TimeFormat))
@@ -61,4 +61,9 @@ func TestServerClockFollowsTheDateHeader(t *testing.T) {
 		send(later.Format(http.TimeFormat))
 	}
 	check("after later Dates, most of those seen", later)
+	// The run began with its first response, whatever came after
+	// (docs/spec.md#notice).
+	if first := c.First(); !first.Equal(server) {
+		t.Errorf("First %s, want the first response's Date %s", first, server)
+	}
 }

@@ -24,6 +24,8 @@ var (
 	descentPkg = []string{"./internal/classify/", "./internal/retention/"}
 	guardPkg   = []string{"./internal/janitor/"}
 	restorePkg = []string{"./internal/restore/"}
+	kubePkg    = []string{"./internal/kube/"}
+	lockPkg    = []string{"./internal/lock/"}
 )
 
 // mutants: M01-M25 are the test audit's of 2f2dc47 (issue 40) that survived
@@ -240,4 +242,16 @@ var mutants = []mutant{
 	{ID: "S06", File: "internal/rescue/snapshot.go", Pkgs: rescuePkg,
 		Search: "if err := r.recordIntent(ctx, ns, name, uid); err != nil {", Replace: "if err := error(nil); err != nil {",
 		Why: "a failed attempt's content set to Delete with no intent recorded: kept after a kill, it stays Delete"},
+
+	// Found by the chaos oracle's G10 and G3 (issue 40): when a run began,
+	// and a write past the Lease's deadline.
+	{ID: "N01", File: "internal/janitor/reap.go", Pkgs: guardPkg,
+		Search: "func runStart(scan *ScanResult) time.Time { return scan.Start }", Replace: "func runStart(scan *ScanResult) time.Time { return scan.Now }",
+		Why: "a notice taken as over for a run whose first read came before its end (the scan's lists ended after it)"},
+	{ID: "L01", File: "internal/kube/guard.go", Pkgs: kubePkg,
+		Search: "if err := check(); err != nil {", Replace: "if err := check(); err != nil && false {",
+		Why: "a write sent after the run's Lease stopped vouching for it"},
+	{ID: "L02", File: "internal/lock/lock.go", Pkgs: lockPkg,
+		Search: "if Expired(last, time.Now(), l.duration) {", Replace: "if false && Expired(last, time.Now(), l.duration) {",
+		Why: "the Lease vouches for a write past its renew deadline until the renewal notices"},
 }
