@@ -472,9 +472,12 @@ func (c *chaosTest) restoreBeside(it chaosIteration) func() {
 	rc, ok := w.pickRestoreLocked(snaps)
 	w.mu.Unlock()
 	if !ok {
+		c.t.Logf("iteration %d: no copy to restore beside the runs", w.iteration)
 		return nil
 	}
 	delay := time.Duration(c.rng.Intn(2000)) * time.Millisecond
+	c.t.Logf("iteration %d: restore %s from %s beside the runs, %s after they start (older copy: %v)", w.iteration, rc.as,
+		rc.snap.Name, delay, rc.allowOlder)
 	var mu sync.Mutex
 	var msgs []string
 	done := make(chan struct{})
