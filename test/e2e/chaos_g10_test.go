@@ -59,21 +59,18 @@ type chaosVA struct {
 
 // g10World is the state of the G10 disturbances. Under chaosWorld.mu.
 type g10World struct {
-	notices  map[string][]noticeEvent // by claim UID
-	snoozes  map[string][]snoozeEvent // by claim name
-	vas      []*chaosVA
-	nextVA   int
-	guardNow *chaosGuard // the guard of the current iteration, if any
+	notices map[string][]noticeEvent // by claim UID
+	snoozes map[string][]snoozeEvent // by claim name
+	vas     []*chaosVA
+	nextVA  int
 }
 
 // chaosGuard is one `janitor guard` process beside or after an
 // iteration's runs.
 type chaosGuard struct {
-	proc         chaosProc
-	start, end   time.Time
-	delay        time.Duration
-	atRisk       string // why ground truth says something was at risk throughout ("" unknown)
-	claimsPinned map[string]bool
+	proc       chaosProc
+	start, end time.Time
+	delay      time.Duration
 }
 
 // g10Figures are the G10 figures of chaosStats.
