@@ -389,7 +389,7 @@ func (w *chaosWorld) restoreOne(fail func(string, ...any), rc restoreCase) {
 		inherited = string(got)
 	}
 	c := &chaosClaim{name: rc.as, uid: string(pvc.UID), workspace: rc.from.workspace, created: created, iteration: w.iteration,
-		truth: truthOf(pvc, pv.Spec.CSI.VolumeHandle), restoredFrom: rc.from}
+		truth: truthOf(pvc, pv.Spec.CSI.VolumeHandle), restoredFrom: rc.from, restoredCopy: rc.snap.Created}
 	w.gens.inherit(w.ns, rc.as, inherited)
 	w.mu.Lock()
 	w.claims[rc.as] = c

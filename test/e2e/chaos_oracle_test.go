@@ -715,23 +715,27 @@ func (w *chaosWorld) liveRescueLocked(name string, uid types.UID, t time.Time) s
 }
 
 // prunedOnLocked judges the pruning of c's copy (copyName) by what held
-// its data then (G6): under --sessions-carry-data the workspace's line
-// (newer data of the workspace, newerDataLocked); by descent (the default)
-// only a claim restored, at any remove, from c's data, that still exists or
-// was reaped on an intact rescue of its own (docs/spec.md#rule-descent:
-// a newer claim created empty holds nothing of c's). A copy whose delete
-// the proxy did not attribute is judged by the line, the lenient side.
+// its data then (G6). By descent, whatever the pruning run's mode: a claim
+// restored, at any remove, from a copy of c at least as new as copyName,
+// that still exists or was reaped on an intact rescue of its own
+// (docs/spec.md#rule-descent: a newer claim created empty holds nothing of
+// c's). Under --sessions-carry-data also the workspace's line (newer data
+// of the workspace, newerDataLocked). A copy whose delete the proxy did
+// not attribute is judged by the line as well, the lenient side.
 // Called with mu held.
 func (w *chaosWorld) prunedOnLocked(c *chaosClaim, snaps []truthSnap, copyName string) (string, bool) {
-	if carry, known := w.prunedCarry[copyName]; !known || carry {
-		return w.newerDataLocked(c, snaps)
+	var pruned time.Time // when copyName was created (the newest of that name)
+	for _, s := range w.seenReady {
+		if s.name == copyName && s.source == c.name && s.created.After(pruned) {
+			pruned = s.created
+		}
 	}
 	for _, b := range w.claims {
-		from := b.restoredFrom
-		for from != nil && from != c {
-			from = from.restoredFrom
+		x := b
+		for x.restoredFrom != nil && x.restoredFrom != c {
+			x = x.restoredFrom
 		}
-		if b == c || from == nil || w.retired[b.name] {
+		if b == c || x.restoredFrom != c || w.retired[b.name] || x.restoredCopy.Before(pruned) {
 			continue
 		}
 		if _, gone := w.deleted[b.name]; !gone {
@@ -740,6 +744,9 @@ func (w *chaosWorld) prunedOnLocked(c *chaosClaim, snaps []truthSnap, copyName s
 		if s, ok := b.truth.rescueAfter(snaps, b.truth.Created); ok {
 			return b.name + " (restored from its data, rescued by " + s.Name + ")", true
 		}
+	}
+	if carry, known := w.prunedCarry[copyName]; !known || carry {
+		return w.newerDataLocked(c, snaps)
 	}
 	return "", false
 }

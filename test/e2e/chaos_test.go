@@ -1117,8 +1117,11 @@ type chaosClaim struct {
 	// the server's creationTimestamp.
 	truth truthClaim
 	// restoredFrom is the claim whose copy a restore made this one from;
-	// nil for a claim the test created.
+	// nil for a claim the test created. restoredCopy is when that copy
+	// was created (its creationTimestamp): it holds restoredFrom's data
+	// up to then.
 	restoredFrom *chaosClaim
+	restoredCopy time.Time
 }
 
 // chaosPod is one pod of the churn and when (local clock; the API server
