@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/pvc-janitor/pvc-janitor/internal/kube"
 	"github.com/pvc-janitor/pvc-janitor/test/testenv"
 )
 
@@ -50,6 +51,9 @@ type oracleRequest struct {
 	code                            int       // answered only
 	body                            []byte    // the patch or update of a claim
 	uid                             string    // a snapshot DELETE's UID precondition
+	// checked is the write's Pvc-Janitor-Lease-Checked header: when its
+	// run's Lease vouched for it (zero: no header).
+	checked time.Time
 	paged                           int       // a paginated pod list: its pages (sent: the first's, done: the last's)
 }
 
@@ -127,6 +131,9 @@ func (l *oracleLog) attach(p *testenv.FaultProxy) {
 		}
 		q := oracleRequest{pid: pid, verb: info.Verb, group: info.Group, resource: info.Resource, ns: info.Namespace,
 			name: info.Name, at: time.Now()}
+		if h := r.Header.Get(kube.CheckedHeader); h != "" {
+			q.checked, _ = time.Parse(time.RFC3339Nano, h)
+		}
 		claimWrite := info.Resource == "persistentvolumeclaims" && (info.Verb == "patch" || info.Verb == "update")
 		snapDelete := info.Resource == "volumesnapshots" && info.Verb == "delete"
 		snapCreate := info.Resource == "volumesnapshots" && info.Verb == "create"

@@ -997,6 +997,7 @@ type chaosStats struct {
 	TakeoverFirstWithoutLease int     `json:"takeoversStoppedBeforeTheFirstLease"`
 	TakeoverEndedFirst        int     `json:"takeoversWhoseFirstRunEndedBeforeItsStop"`
 	TakeoverLateWrites        int     `json:"takeoverWritesPastTheDeadline"`
+	TakeoverInFlight          int     `json:"takeoverWritesArrivedLate"`
 	MaxRate                   float64 `json:"maxRate"`
 	Args                      string  `json:"extraArgs,omitempty"`
 	Duration                  string  `json:"duration"`
