@@ -54,7 +54,7 @@ type oracleRequest struct {
 	// checked is the write's Pvc-Janitor-Lease-Checked header: when its
 	// run's Lease vouched for it (zero: no header).
 	checked time.Time
-	paged                           int       // a paginated pod list: its pages (sent: the first's, done: the last's)
+	paged   int // a paginated pod list: its pages (sent: the first's, done: the last's)
 }
 
 // lease reports whether the request is of the janitor's Lease.
