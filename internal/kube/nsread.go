@@ -40,13 +40,8 @@ func PodClaims(ctx context.Context, c *Clients, ns string, pageSize int64) (map[
 			return fmt.Errorf("decode a pod: %w", err)
 		}
 		for _, v := range p.Volumes {
-			ref := podRef{ns: ns, pod: string(p.Name)}
-			if v.Ephemeral {
-				ref.claim, ref.detail = string(p.Name)+"-"+string(v.Name), "ephemeral volume "+string(v.Name)
-			} else {
-				ref.claim, ref.detail = string(v.Claim), "volume "+string(v.Name)
-			}
-			buf = append(buf, ref)
+			claim, detail := volumeClaim(&p, v)
+			buf = append(buf, podRef{ns: ns, claim: claim, pod: string(p.Name), detail: detail})
 		}
 		return nil
 	}

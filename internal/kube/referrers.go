@@ -94,12 +94,7 @@ func (r *reader) podRefs(p *wire.Pod, owners bool, buf []podRef) []podRef {
 		r.sawOwner(types.UID(p.UID), "Pod", string(p.Name))
 	}
 	for _, v := range p.Volumes {
-		var claim, detail string
-		if v.Ephemeral {
-			claim, detail = string(p.Name)+"-"+string(v.Name), "ephemeral volume "+string(v.Name)
-		} else {
-			claim, detail = string(v.Claim), "volume "+string(v.Name)
-		}
+		claim, detail := volumeClaim(p, v)
 		// inScope is read-only once the claims are listed.
 		k := inventory.Key{Namespace: string(p.Namespace), Name: claim}
 		if r.inScope[k] {
@@ -108,6 +103,16 @@ func (r *reader) podRefs(p *wire.Pod, owners bool, buf []podRef) []podRef {
 		}
 	}
 	return buf
+}
+
+// volumeClaim is the claim a volume of p names, and how: a
+// persistentVolumeClaim volume by name, a generic ephemeral volume as
+// <pod>-<volume> (the claim Kubernetes makes for it).
+func volumeClaim(p *wire.Pod, v wire.PodVolume) (claim, detail string) {
+	if v.Ephemeral {
+		return string(p.Name) + "-" + string(v.Name), "ephemeral volume " + string(v.Name)
+	}
+	return string(v.Claim), "volume " + string(v.Name)
 }
 
 type podRef struct {
