@@ -3,7 +3,6 @@ package reap
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -235,47 +234,6 @@ func condition(cs []corev1.PersistentVolumeClaimCondition, t corev1.PersistentVo
 		}
 	}
 	return nil
-}
-
-// PodUses returns the pods of pods that use the claim name: a volume whose
-// persistentVolumeClaim names it, or a generic ephemeral volume whose claim
-// (<pod>-<volume>) is it. Every pod counts, whatever its phase, as in the
-// classifier (docs/spec.md#rule-in-use).
-func PodUses(pods []corev1.Pod, name string) []string {
-	var out []string
-	for i := range pods {
-		if slices.Contains(podClaims(&pods[i]), name) {
-			out = append(out, pods[i].Name)
-		}
-	}
-	return out
-}
-
-// podClaims lists the claims pod p's volumes name: a persistentVolumeClaim
-// source, or a generic ephemeral volume's claim <pod>-<volume>.
-func podClaims(p *corev1.Pod) []string {
-	var out []string
-	for _, v := range p.Spec.Volumes {
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			out = append(out, v.PersistentVolumeClaim.ClaimName)
-		case v.Ephemeral != nil:
-			out = append(out, p.Name+"-"+v.Name)
-		}
-	}
-	return out
-}
-
-// podRefs are the claims the pods reference, by name, with the pods that
-// do (kube.PodClaims' answer, for pods read whole).
-func podRefs(pods []corev1.Pod) map[string][]inventory.Referrer {
-	refs := map[string][]inventory.Referrer{}
-	for i := range pods {
-		for _, claim := range podClaims(&pods[i]) {
-			refs[claim] = append(refs[claim], inventory.Referrer{Kind: "Pod", Namespace: pods[i].Namespace, Name: pods[i].Name})
-		}
-	}
-	return refs
 }
 
 // WorkspaceWaits says why the claim of d, reaped on its rescue, waits for

@@ -235,35 +235,3 @@ func TestUnrelated(t *testing.T) {
 		})
 	}
 }
-
-func TestPodUses(t *testing.T) {
-	pod := func(name string, vols ...corev1.Volume) corev1.Pod {
-		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{Volumes: vols}}
-	}
-	pvc := func(v, claim string) corev1.Volume {
-		return corev1.Volume{Name: v, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}
-	}
-	eph := func(v string) corev1.Volume {
-		return corev1.Volume{Name: v, VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}}
-	}
-	pods := []corev1.Pod{
-		pod("ide", pvc("home", "ws-a")),
-		pod("other", pvc("home", "ws-b")),
-		pod("job", eph("scratch")),
-		pod("empty"),
-	}
-	for _, c := range []struct {
-		claim string
-		want  string
-	}{
-		{"ws-a", "ide"},
-		{"ws-b", "other"},
-		{"job-scratch", "job"},
-		{"scratch", ""},
-		{"ws-c", ""},
-	} {
-		if got := strings.Join(PodUses(pods, c.claim), ","); got != c.want {
-			t.Errorf("PodUses(%s) = %q, want %q", c.claim, got, c.want)
-		}
-	}
-}

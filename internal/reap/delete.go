@@ -82,7 +82,7 @@ func (x *deleter) run(ev *Evidence, checked bool) Outcome {
 // for: the pods of the namespace listed, and the rescue read again.
 func attemptCheck(c *kube.Clients, cl *inventory.Claim, ev *Evidence, o Options, seen *uses) func(context.Context) error {
 	return func(ctx context.Context) error {
-		if err := inUseNow(ctx, c, cl, seen); err != nil {
+		if err := inUseNow(ctx, c, cl, o.Scope.PageSize, seen); err != nil {
 			return err
 		}
 		if ev == nil {
@@ -315,17 +315,18 @@ func (u *uses) of(k inventory.Key) []string {
 	return u.pods[k]
 }
 
-// inUseNow lists the pods of the claim's namespace (one request, the
-// moment before the delete) and fails with errInUse when one references
-// the claim, or when an earlier list of this reap showed one doing so. A
-// failed list is returned as it is (the retry policy decides), so that a
-// claim is never deleted on a use check that did not happen.
-func inUseNow(ctx context.Context, c *kube.Clients, cl *inventory.Claim, seen *uses) error {
-	l, err := c.Kube.CoreV1().Pods(cl.Namespace).List(ctx, metav1.ListOptions{})
+// inUseNow reads the pods of the claim's namespace (one streamed list, or
+// pages under --page-size, read as the batch's list is: kube.PodClaims)
+// and fails with errInUse when one references the claim, or when an
+// earlier list of this reap showed one doing so. A failed list is
+// returned as it is (the retry policy decides), so that a claim is never
+// deleted on a use check that did not happen.
+func inUseNow(ctx context.Context, c *kube.Clients, cl *inventory.Claim, pageSize int64, seen *uses) error {
+	refs, err := kube.PodClaims(ctx, c, cl.Namespace, pageSize)
 	if err != nil {
 		return err
 	}
-	seen.record(cl.Namespace, podRefs(l.Items))
+	seen.record(cl.Namespace, refs)
 	if users := seen.of(cl.Key()); len(users) > 0 {
 		return &errInUse{pods: users}
 	}

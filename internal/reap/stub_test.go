@@ -574,6 +574,41 @@ func TestListPodsPages(t *testing.T) {
 	}
 }
 
+// TestPodClaimsNamesEachVolumesClaim (docs/spec.md#rule-in-use): the
+// check before a delete finds a pod by each claim its volumes name, a
+// persistentVolumeClaim source or a generic ephemeral volume's claim
+// <pod>-<volume>, and by nothing else.
+func TestPodClaimsNamesEachVolumesClaim(t *testing.T) {
+	s := newStub()
+	eph := podUsing("job", "")
+	eph.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}}}
+	empty := podUsing("empty", "")
+	empty.Spec.Volumes = nil
+	s.pods = append(s.pods, podUsing("ide", "ws-a"), podUsing("other", "ws-b"), eph, empty)
+	refs, err := kube.PodClaims(context.Background(), s.clients(t), "ws", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ claim, want string }{
+		{"ws-a", "ide"},
+		{"ws-b", "other"},
+		{"job-scratch", "job"},
+		{"scratch", ""},
+		{"ws-c", ""},
+	} {
+		var got []string
+		for _, r := range refs[c.claim] {
+			got = append(got, r.Name)
+		}
+		if strings.Join(got, ",") != c.want {
+			t.Errorf("pods of %s = %q, want %q", c.claim, got, c.want)
+		}
+	}
+	if len(refs) != 3 {
+		t.Errorf("claims %v, want ws-a, ws-b and job-scratch", refs)
+	}
+}
+
 // TestMayHaveApplied: only a clean refusal (4xx, 429 included) proves a
 // delete did not land.
 func TestMayHaveApplied(t *testing.T) {

@@ -122,7 +122,7 @@ var mutants = []mutant{
 		Search: "if n > maxDeletions {", Replace: "if n > maxDeletions+1 {",
 		Why: "--max-deletions exceeded by one"},
 	{ID: "R06", File: "internal/reap/delete.go", Pkgs: reapPkg,
-		Search: "if err := inUseNow(ctx, c, cl, seen); err != nil {", Replace: "if err := inUseNow(ctx, c, cl, seen); err != nil && false {",
+		Search: "if err := inUseNow(ctx, c, cl, o.Scope.PageSize, seen); err != nil {", Replace: "if err := inUseNow(ctx, c, cl, o.Scope.PageSize, seen); err != nil && false {",
 		Why: "no pod check right before the delete"},
 	{ID: "R07", File: "internal/reap/delete.go", Pkgs: reapPkg,
 		Search: "return stillJustified(ctx, c, ev, o.Policy.WorkspaceLabel)", Replace: "return nil",
