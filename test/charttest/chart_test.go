@@ -317,8 +317,11 @@ func TestServerSideDryRun(t *testing.T) {
 }
 
 // TestNotes renders NOTES.txt (helm template does not) with a client-side
-// dry-run install against the local cluster.
+// dry-run install against the local cluster. Helm maps every kind the
+// rendering holds, so the PrometheusRule CRD is installed first, as in
+// TestServerSideDryRun: each test stands alone.
 func TestNotes(t *testing.T) {
+	installPrometheusRuleCRD(t) // ci/monitoring-values.yaml renders a PrometheusRule
 	for _, f := range ciValues(t) {
 		t.Run(ciName(f), func(t *testing.T) {
 			ns := env.Namespace(t)
