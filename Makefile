@@ -41,7 +41,7 @@ ifdef KUBE_VERSION
 export JANITOR_KUBE_VERSION := $(KUBE_VERSION)
 endif
 
-.PHONY: help build test unit race contract matrix lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check image bench chaos node-test
+.PHONY: help build test unit race contract gated matrix lint fuzz sanity control-plane tools cluster-up cluster-down demo demo-seed chart-test release-check image bench chaos node-test
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -52,18 +52,19 @@ build: ## build bin/janitor
 control-plane: ## build the pinned control-plane binaries and csi-sanity into the cache (cold: ~30 min on 2 busy cores; docs/development.md)
 	bash scripts/cluster/build.sh all sanity
 
-test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration, chart and chaos (short) tests, race detector, csi-sanity, fuzzing, release check; safety and chaos again without the Unused condition
+test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration, chart and chaos (short) tests, race detector, csi-sanity, fuzzing, release check; the contract suite on the oldest minor beside safety and chaos again without the Unused condition
 	$(GOTEST) $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory race
-	@echo "the contract suite on the oldest supported minor, $(OLDEST_KUBE_VERSION)"
-	$(MAKE) --no-print-directory contract KUBE_VERSION=$(OLDEST_KUBE_VERSION)
-	@echo "safety and chaos (short) on a control plane with --feature-gates=$(GATED_FEATURE_GATES)"
-	JANITOR_CLUSTER_FEATURE_GATES='$(GATED_FEATURE_GATES)' $(GOTEST) $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestRandomizedSafety|TestChaos)$$' ./test/e2e/
+	@echo "side by side: the contract suite on the oldest supported minor, $(OLDEST_KUBE_VERSION), and make gated"
+	bash scripts/together.sh contract '$(MAKE) --no-print-directory contract KUBE_VERSION=$(OLDEST_KUBE_VERSION)' gated '$(MAKE) --no-print-directory gated'
 	$(MAKE) --no-print-directory node-test
 	$(MAKE) --no-print-directory sanity
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory mutants
 	bash scripts/release/check.sh
+
+gated: control-plane ## safety and chaos (short) on a control plane without the Unused condition (GATED_FEATURE_GATES; make test runs it beside the contract suite)
+	JANITOR_CLUSTER_FEATURE_GATES='$(GATED_FEATURE_GATES)' $(GOTEST) $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestRandomizedSafety|TestChaos)$$' ./test/e2e/
 
 node-test: ## the chart's CronJob, real workspace pods and a cluster rotation with bytes through two nodes (root; kubelet, containerd, runc, CNI built into the cache on first use)
 	bash scripts/cluster/build.sh node
