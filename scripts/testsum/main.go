@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"sort"
 	"strings"
 )
@@ -98,6 +99,7 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64 // seconds, on a test's pass or fail
 }
 
 type key struct{ pkg, test string }
@@ -108,7 +110,17 @@ type summary struct {
 	output                  map[key][]string // output so far of each running test and package
 	skips                   []string
 	passed, failed, skipped int
+	slow                    []timed // top-level tests that took slowAt or more
 }
+
+// timed is a test that took slowAt or more, for the line that names the
+// slowest (where make test's time goes; docs/testing.md).
+type timed struct {
+	name    string
+	elapsed float64
+}
+
+const slowAt, slowShown = 30.0, 10
 
 func newSummary(w io.Writer) *summary {
 	return &summary{w: w, output: map[key][]string{}}
@@ -146,6 +158,7 @@ func (s *summary) event(e event) {
 	case "pass":
 		if topLevel(e.Test) {
 			s.passed++
+			s.timed(e)
 		}
 		delete(s.output, k)
 	case "skip":
@@ -161,11 +174,18 @@ func (s *summary) event(e event) {
 	case "fail":
 		if topLevel(e.Test) {
 			s.failed++
+			s.timed(e)
 		}
 		// A failing test's output is printed whole, as go test does; a
 		// failing package's too (its TestMain, a panic, a timeout).
 		fmt.Fprint(s.w, strings.Join(s.output[k], ""))
 		delete(s.output, k)
+	}
+}
+
+func (s *summary) timed(e event) {
+	if e.Elapsed >= slowAt {
+		s.slow = append(s.slow, timed{path.Base(e.Package) + " " + e.Test, e.Elapsed})
 	}
 }
 
@@ -214,6 +234,14 @@ func (s *summary) close() {
 		for _, l := range s.skips {
 			fmt.Fprintf(s.w, "  SKIP %s\n", l)
 		}
+	}
+	if len(s.slow) > 0 {
+		sort.SliceStable(s.slow, func(i, j int) bool { return s.slow[i].elapsed > s.slow[j].elapsed })
+		var parts []string
+		for _, t := range s.slow[:min(len(s.slow), slowShown)] {
+			parts = append(parts, fmt.Sprintf("%s %.0f s", t.name, t.elapsed))
+		}
+		fmt.Fprintf(s.w, "slowest tests (%d took %.0f s or more): %s\n", len(s.slow), slowAt, strings.Join(parts, ", "))
 	}
 	fmt.Fprintf(s.w, "%d passed, %d failed, %d skipped\n", s.passed, s.failed, s.skipped)
 }

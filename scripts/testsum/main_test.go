@@ -11,7 +11,7 @@ func TestSummary(t *testing.T) {
 		`{"Action":"run","Package":"p","Test":"TestA"}`,
 		`{"Action":"output","Package":"p","Test":"TestA","Output":"=== RUN   TestA\n"}`,
 		`{"Action":"output","Package":"p","Test":"TestA","Output":"    a_test.go:1: quiet on success\n"}`,
-		`{"Action":"pass","Package":"p","Test":"TestA"}`,
+		`{"Action":"pass","Package":"p","Test":"TestA","Elapsed":31.5}`,
 		`{"Action":"output","Package":"p","Test":"TestB","Output":"=== RUN   TestB\n"}`,
 		`{"Action":"output","Package":"p","Test":"TestB","Output":"    b_test.go:9: SKIPPED: not root\n"}`,
 		`{"Action":"output","Package":"p","Test":"TestB","Output":"--- SKIP: TestB (0.00s)\n"}`,
@@ -19,7 +19,7 @@ func TestSummary(t *testing.T) {
 		`{"Action":"output","Package":"p","Test":"TestC/one","Output":"    c_test.go:3: want 1, got 2\n"}`,
 		`{"Action":"fail","Package":"p","Test":"TestC/one"}`,
 		`{"Action":"output","Package":"p","Test":"TestC","Output":"--- FAIL: TestC (0.01s)\n"}`,
-		`{"Action":"fail","Package":"p","Test":"TestC"}`,
+		`{"Action":"fail","Package":"p","Test":"TestC","Elapsed":45}`,
 		`{"Action":"output","Package":"p","Output":"control plane log line\n"}`,
 		`{"Action":"output","Package":"p","Output":"FAIL\n"}`,
 		`{"Action":"output","Package":"p","Output":"FAIL\tp\t0.02s\n"}`,
@@ -37,7 +37,7 @@ func TestSummary(t *testing.T) {
 	for _, want := range []string{
 		"want 1, got 2", "--- FAIL: TestC", "control plane log line", "FAIL\tp\t0.02s\n", "# p [p.test]\n",
 		"ok  \tq\t0.01s\n", "skipped tests (1), each with its reason:\n  SKIP p TestB: b_test.go:9: SKIPPED: not root\n",
-		"\n1 passed, 1 failed, 1 skipped\n",
+		"slowest tests (2 took 30 s or more): p TestC 45 s, p TestA 32 s\n1 passed, 1 failed, 1 skipped\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
