@@ -53,7 +53,7 @@ control-plane: ## build the pinned control-plane binaries and csi-sanity into th
 	bash scripts/cluster/build.sh all sanity
 
 test: control-plane tools lint ## the whole suite: vet, gofmt, unit, integration, chart and chaos (short) tests, race detector, csi-sanity, fuzzing, release check; the contract suite on the oldest minor beside safety and chaos again without the Unused condition
-	$(GOTEST) $(INTEGRATION) -count=1 -timeout $(TEST_TIMEOUT) ./...
+	TEST_TIMEOUT=$(TEST_TIMEOUT) bash scripts/test-first-stage.sh
 	$(MAKE) --no-print-directory race
 	@echo "side by side: the contract suite on the oldest supported minor, $(OLDEST_KUBE_VERSION), and make gated"
 	bash scripts/together.sh contract '$(MAKE) --no-print-directory contract KUBE_VERSION=$(OLDEST_KUBE_VERSION)' gated '$(MAKE) --no-print-directory gated'
