@@ -865,22 +865,31 @@ func (c *chaosTest) report() {
 	// claim reapable in a notice streak, a takeover whose second run took
 	// the Lease, three pods at once in pages of 2, an older copy to
 	// restore): 40 iterations see each only a few times (none, now and
-	// then), so their floors start at 100 (make chaos runs 500).
+	// then), so their floors start at 100 (make chaos runs 500). The three
+	// rarest came 2.2 to 3.0 times per 100 iterations in the 500-iteration
+	// runs of 2026-12-05 (docs/reliability.md#figures), so that 100 or 120
+	// iterations saw none now and then (a 120-iteration run on the default
+	// stack saw no deletion judged against a paginated pod list): theirs
+	// start at 300, where each would see none about once in 700 runs.
+	floors := map[string]int{}
 	if c.runs >= 100 {
-		floors := map[string]int{"deletions judged against a notice": stats.G10.NoticeDeletions,
-			"guards with a claim at risk": stats.G10.GuardsAtRisk, "takeovers judged": stats.TakeoversJudged,
-			"restores refused without --allow-older":        stats.Restores["refusalsChecked"],
-			"pod lists of several pages":                    stats.PagedPodListsMulti,
-			"deletions judged against a paginated pod list": stats.DeletionsJudgedByPagedLists}
-		// G9 beside prune: only runs that prune (retention in CHAOS_ARGS)
-		// have restores beside them.
+		floors["guards with a claim at risk"] = stats.G10.GuardsAtRisk
+		floors["takeovers judged"] = stats.TakeoversJudged
+		floors["pod lists of several pages"] = stats.PagedPodListsMulti
+		// G9 beside prune: only runs that prune (retention in
+		// CHAOS_ARGS) have restores beside them.
 		if w.retention {
 			floors["restores beside runs that prune"] = stats.Restores["besideRuns"]
 		}
-		for what, n := range floors {
-			if n == 0 {
-				c.t.Fatalf("seed %d: no %s: the oracle proves nothing there", c.seed, what)
-			}
+	}
+	if c.runs >= 300 {
+		floors["deletions judged against a notice"] = stats.G10.NoticeDeletions
+		floors["restores refused without --allow-older"] = stats.Restores["refusalsChecked"]
+		floors["deletions judged against a paginated pod list"] = stats.DeletionsJudgedByPagedLists
+	}
+	for what, n := range floors {
+		if n == 0 {
+			c.t.Fatalf("seed %d: no %s: the oracle proves nothing there", c.seed, what)
 		}
 	}
 	b, _ := json.MarshalIndent(stats, "", "  ")
