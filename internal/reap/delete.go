@@ -318,9 +318,10 @@ func (u *uses) of(k inventory.Key) []string {
 // inUseNow reads the pods of the claim's namespace (one streamed list, or
 // pages under --page-size, read as the batch's list is: kube.PodClaims)
 // and fails with errInUse when one references the claim, or when an
-// earlier list of this reap showed one doing so. A failed list is
-// returned as it is (the retry policy decides), so that a claim is never
-// deleted on a use check that did not happen.
+// earlier list of this reap showed one doing so. A list that still fails
+// after the reader's own retries is returned as it is (the delete's retry
+// policy decides), so that a claim is never deleted on a use check that
+// did not happen.
 func inUseNow(ctx context.Context, c *kube.Clients, cl *inventory.Claim, pageSize int64, seen *uses) error {
 	refs, err := kube.PodClaims(ctx, c, cl.Namespace, pageSize)
 	if err != nil {

@@ -158,7 +158,7 @@ func (s *summary) event(e event) {
 	case "pass":
 		if topLevel(e.Test) {
 			s.passed++
-			s.timed(e)
+			s.noteSlow(e)
 		}
 		delete(s.output, k)
 	case "skip":
@@ -174,7 +174,7 @@ func (s *summary) event(e event) {
 	case "fail":
 		if topLevel(e.Test) {
 			s.failed++
-			s.timed(e)
+			s.noteSlow(e)
 		}
 		// A failing test's output is printed whole, as go test does; a
 		// failing package's too (its TestMain, a panic, a timeout).
@@ -183,7 +183,7 @@ func (s *summary) event(e event) {
 	}
 }
 
-func (s *summary) timed(e event) {
+func (s *summary) noteSlow(e event) {
 	if e.Elapsed >= slowAt {
 		s.slow = append(s.slow, timed{path.Base(e.Package) + " " + e.Test, e.Elapsed})
 	}

@@ -847,19 +847,16 @@ func (c *chaosTest) report() {
 	}
 	// Floors on the oracle's disturbances (chaos_oracle_test.go): from 40
 	// iterations on, each was drawn and judged something.
+	floors := map[string]int{}
 	if c.runs >= 40 {
-		for what, n := range map[string]int{"iterations with a grace period": stats.GraceIterations,
+		maps.Copy(floors, map[string]int{"iterations with a grace period": stats.GraceIterations,
 			"iterations with a small blast radius": stats.SmallBlastRadius, "Held, Terminating and Unbound claims": stats.SpecialClaims,
 			"deletions judged against the deleting run's pod lists": stats.DeletionsJudgedByOwnLists,
 			// The disturbances of G10, G3 takeover and G11 paged, as drawn.
 			"iterations with a notice": stats.G10.NoticeIterations, "notices written": stats.G10.NoticesWritten,
 			"owners' snoozes": stats.G10.Snoozes, "VolumeAttachments without a pod": stats.G10.Attachments,
 			"runs beside an attachment": stats.G10.AttachedRuns, "guards": stats.G10.Guards,
-			"takeover pairs": stats.Takeovers, "iterations with pages of 2": stats.SmallPages} {
-			if n == 0 {
-				c.t.Fatalf("seed %d: no %s: the oracle proves nothing there", c.seed, what)
-			}
-		}
+			"takeover pairs": stats.Takeovers, "iterations with pages of 2": stats.SmallPages})
 	}
 	// What those disturbances had to judge depends on the world's luck (a
 	// claim reapable in a notice streak, a takeover whose second run took
@@ -871,7 +868,6 @@ func (c *chaosTest) report() {
 	// iterations saw none now and then (a 120-iteration run on the default
 	// stack saw no deletion judged against a paginated pod list): theirs
 	// start at 300, where each would see none about once in 700 runs.
-	floors := map[string]int{}
 	if c.runs >= 100 {
 		floors["guards with a claim at risk"] = stats.G10.GuardsAtRisk
 		floors["takeovers judged"] = stats.TakeoversJudged
