@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -110,7 +111,9 @@ type summary struct {
 	output                  map[key][]string // output so far of each running test and package
 	skips                   []string
 	passed, failed, skipped int
-	slow                    []timed // top-level tests that took slowAt or more
+	slow                    []timed        // top-level tests that took slowAt or more
+	fails                   []string       // each failing top-level test (or package) with its first error line
+	subErr                  map[key]string // the first error of a failed subtest, by its top-level test
 }
 
 // timed is a test that took slowAt or more, for the line that names the
@@ -123,7 +126,7 @@ type timed struct {
 const slowAt, slowShown = 30.0, 10
 
 func newSummary(w io.Writer) *summary {
-	return &summary{w: w, output: map[key][]string{}}
+	return &summary{w: w, output: map[key][]string{}, subErr: map[key]string{}}
 }
 
 func (s *summary) read(r io.Reader) {
@@ -175,6 +178,18 @@ func (s *summary) event(e event) {
 		if topLevel(e.Test) {
 			s.failed++
 			s.noteSlow(e)
+			why := firstError(s.output[k])
+			if sub, ok := s.subErr[k]; ok && why == noOutput {
+				why = sub
+			}
+			s.fails = append(s.fails, path.Base(e.Package)+" "+e.Test+": "+why)
+		} else if e.Test != "" {
+			top := key{e.Package, strings.SplitN(e.Test, "/", 2)[0]}
+			if _, ok := s.subErr[top]; !ok {
+				s.subErr[top] = e.Test + ": " + firstError(s.output[k])
+			}
+		} else if e.Test == "" && !s.sawFailIn(e.Package) {
+			s.fails = append(s.fails, path.Base(e.Package)+" (the package itself): "+firstError(s.output[k]))
 		}
 		// A failing test's output is printed whole, as go test does; a
 		// failing package's too (its TestMain, a panic, a timeout).
@@ -187,6 +202,50 @@ func (s *summary) noteSlow(e event) {
 	if e.Elapsed >= slowAt {
 		s.slow = append(s.slow, timed{path.Base(e.Package) + " " + e.Test, e.Elapsed})
 	}
+}
+
+// sawFailIn reports whether a test of pkg has failed already, so that a
+// package's own FAIL is named only when no test of it explains it (a
+// panic, a timeout, TestMain).
+func (s *summary) sawFailIn(pkg string) bool {
+	for _, f := range s.fails {
+		if strings.HasPrefix(f, path.Base(pkg)+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// firstError is the first line of a failing test's output that reads as
+// an error: a t.Error/t.Fatal line (file_test.go:N: ...) or a panic; else
+// its last line. The closing "failed tests" line carries it, so that the
+// tail of a long log (all CI may keep) says what failed and why.
+func firstError(lines []string) string {
+	last := noOutput
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- ") || t == "FAIL" {
+			continue
+		}
+		if errLine.MatchString(t) || strings.HasPrefix(t, "panic:") {
+			return clip(t)
+		}
+		last = t
+	}
+	return clip(last)
+}
+
+const noOutput = "no output"
+
+// errLine is how testing prints a t.Error or t.Fatal: "name_test.go:123: ".
+var errLine = regexp.MustCompile(`^[\w.-]+_test\.go:\d+: `)
+
+func clip(s string) string {
+	const most = 300
+	if len(s) > most {
+		return s[:most] + "…"
+	}
+	return s
 }
 
 // topLevel reports whether test is a test function (subtests are counted
@@ -242,6 +301,12 @@ func (s *summary) close() {
 			parts = append(parts, fmt.Sprintf("%s %.0f s", t.name, t.elapsed))
 		}
 		fmt.Fprintf(s.w, "slowest tests (%d took %.0f s or more): %s\n", len(s.slow), slowAt, strings.Join(parts, ", "))
+	}
+	if len(s.fails) > 0 {
+		fmt.Fprintf(s.w, "failed (%d), each with its first error:\n", len(s.fails))
+		for _, f := range s.fails {
+			fmt.Fprintf(s.w, "  FAIL %s\n", f)
+		}
 	}
 	fmt.Fprintf(s.w, "%d passed, %d failed, %d skipped\n", s.passed, s.failed, s.skipped)
 }

@@ -37,7 +37,9 @@ func TestSummary(t *testing.T) {
 	for _, want := range []string{
 		"want 1, got 2", "--- FAIL: TestC", "control plane log line", "FAIL\tp\t0.02s\n", "# p [p.test]\n",
 		"ok  \tq\t0.01s\n", "skipped tests (1), each with its reason:\n  SKIP p TestB: b_test.go:9: SKIPPED: not root\n",
-		"slowest tests (2 took 30 s or more): p TestC 45 s, p TestA 32 s\n1 passed, 1 failed, 1 skipped\n",
+		"slowest tests (2 took 30 s or more): p TestC 45 s, p TestA 32 s\n" +
+			"failed (1), each with its first error:\n  FAIL p TestC: TestC/one: c_test.go:3: want 1, got 2\n" +
+			"1 passed, 1 failed, 1 skipped\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
@@ -74,5 +76,25 @@ func TestVerdictNoTestSelected(t *testing.T) {
 		if code != c.code || why != c.why {
 			t.Errorf("verdict(%q) = %d %q, want %d %q", c.args, code, why, c.code, c.why)
 		}
+	}
+}
+
+// TestFailedLineNamesAPackageFailure: a package that fails with no failed
+// test (a TestMain that could not start its cluster, a build error of the
+// test binary) is named in the closing "failed" list with its first error.
+func TestFailedLineNamesAPackageFailure(t *testing.T) {
+	stream := strings.Join([]string{
+		`{"Action":"start","Package":"x/e2e"}`,
+		`{"Action":"output","Package":"x/e2e","Output":"panic: etcd did not start: port in use\n"}`,
+		`{"Action":"output","Package":"x/e2e","Output":"FAIL\tx/e2e\t3.1s\n"}`,
+		`{"Action":"fail","Package":"x/e2e"}`,
+	}, "\n")
+	var out strings.Builder
+	s := newSummary(&out)
+	s.read(strings.NewReader(stream))
+	s.close()
+	want := "failed (1), each with its first error:\n  FAIL e2e (the package itself): panic: etcd did not start: port in use\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, out.String())
 	}
 }
