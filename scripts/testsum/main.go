@@ -112,8 +112,8 @@ type summary struct {
 	skips                   []string
 	passed, failed, skipped int
 	slow                    []timed        // top-level tests that took slowAt or more
-	fails                   []string       // each failing top-level test (or package) with its first error line
-	subErr                  map[key]string // the first error of a failed subtest, by its top-level test
+	fails                   []string       // each failing top-level test (or package) with the last line it logged
+	subErr                  map[key]string // the last logged line of a failed subtest, by its top-level test
 }
 
 // timed is a test that took slowAt or more, for the line that names the
@@ -178,7 +178,7 @@ func (s *summary) event(e event) {
 		if topLevel(e.Test) {
 			s.failed++
 			s.noteSlow(e)
-			why := firstError(s.output[k])
+			why := lastLogged(s.output[k])
 			if sub, ok := s.subErr[k]; ok && why == noOutput {
 				why = sub
 			}
@@ -186,10 +186,10 @@ func (s *summary) event(e event) {
 		} else if e.Test != "" {
 			top := key{e.Package, strings.SplitN(e.Test, "/", 2)[0]}
 			if _, ok := s.subErr[top]; !ok {
-				s.subErr[top] = e.Test + ": " + firstError(s.output[k])
+				s.subErr[top] = e.Test + ": " + lastLogged(s.output[k])
 			}
 		} else if e.Test == "" && !s.sawFailIn(e.Package) {
-			s.fails = append(s.fails, path.Base(e.Package)+" (the package itself): "+firstError(s.output[k]))
+			s.fails = append(s.fails, path.Base(e.Package)+" (the package itself): "+lastLogged(s.output[k]))
 		}
 		// A failing test's output is printed whole, as go test does; a
 		// failing package's too (its TestMain, a panic, a timeout).
@@ -216,21 +216,30 @@ func (s *summary) sawFailIn(pkg string) bool {
 	return false
 }
 
-// firstError is the first line of a failing test's output that reads as
-// an error: a t.Error/t.Fatal line (file_test.go:N: ...) or a panic; else
-// its last line. The closing "failed tests" line carries it, so that the
-// tail of a long log (all CI may keep) says what failed and why.
-func firstError(lines []string) string {
-	last := noOutput
+// lastLogged is the last line a failing test logged through testing
+// (file_test.go:N: ..., the first line of a multi-line message) or a
+// panic; else its last line. A t.Fatal is the last thing a test logs, and
+// the logs before it are often progress (TestChaos logs each disturbance),
+// so the last such line is the likeliest cause. The closing "failed" line
+// carries it, so that the tail of a long log (all CI may keep) says what
+// failed and why.
+func lastLogged(lines []string) string {
+	found, last := "", noOutput
 	for _, l := range lines {
 		t := strings.TrimSpace(l)
 		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- ") || t == "FAIL" {
 			continue
 		}
-		if errLine.MatchString(t) || strings.HasPrefix(t, "panic:") {
+		if strings.HasPrefix(t, "panic:") {
 			return clip(t)
 		}
+		if errLine.MatchString(t) {
+			found = t
+		}
 		last = t
+	}
+	if found != "" {
+		return clip(found)
 	}
 	return clip(last)
 }
@@ -303,7 +312,7 @@ func (s *summary) close() {
 		fmt.Fprintf(s.w, "slowest tests (%d took %.0f s or more): %s\n", len(s.slow), slowAt, strings.Join(parts, ", "))
 	}
 	if len(s.fails) > 0 {
-		fmt.Fprintf(s.w, "failed (%d), each with its first error:\n", len(s.fails))
+		fmt.Fprintf(s.w, "failed (%d), each with the last line it logged:\n", len(s.fails))
 		for _, f := range s.fails {
 			fmt.Fprintf(s.w, "  FAIL %s\n", f)
 		}

@@ -16,7 +16,9 @@ func TestSummary(t *testing.T) {
 		`{"Action":"output","Package":"p","Test":"TestB","Output":"    b_test.go:9: SKIPPED: not root\n"}`,
 		`{"Action":"output","Package":"p","Test":"TestB","Output":"--- SKIP: TestB (0.00s)\n"}`,
 		`{"Action":"skip","Package":"p","Test":"TestB"}`,
+		`{"Action":"output","Package":"p","Test":"TestC/one","Output":"    c_test.go:2: iteration 1: a progress line\n"}`,
 		`{"Action":"output","Package":"p","Test":"TestC/one","Output":"    c_test.go:3: want 1, got 2\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestC/one","Output":"        the message's second line\n"}`,
 		`{"Action":"fail","Package":"p","Test":"TestC/one"}`,
 		`{"Action":"output","Package":"p","Test":"TestC","Output":"--- FAIL: TestC (0.01s)\n"}`,
 		`{"Action":"fail","Package":"p","Test":"TestC","Elapsed":45}`,
@@ -38,7 +40,7 @@ func TestSummary(t *testing.T) {
 		"want 1, got 2", "--- FAIL: TestC", "control plane log line", "FAIL\tp\t0.02s\n", "# p [p.test]\n",
 		"ok  \tq\t0.01s\n", "skipped tests (1), each with its reason:\n  SKIP p TestB: b_test.go:9: SKIPPED: not root\n",
 		"slowest tests (2 took 30 s or more): p TestC 45 s, p TestA 32 s\n" +
-			"failed (1), each with its first error:\n  FAIL p TestC: TestC/one: c_test.go:3: want 1, got 2\n" +
+			"failed (1), each with the last line it logged:\n  FAIL p TestC: TestC/one: c_test.go:3: want 1, got 2\n" +
 			"1 passed, 1 failed, 1 skipped\n",
 	} {
 		if !strings.Contains(got, want) {
@@ -81,7 +83,7 @@ func TestVerdictNoTestSelected(t *testing.T) {
 
 // TestFailedLineNamesAPackageFailure: a package that fails with no failed
 // test (a TestMain that could not start its cluster, a build error of the
-// test binary) is named in the closing "failed" list with its first error.
+// test binary) is named in the closing "failed" list with the panic.
 func TestFailedLineNamesAPackageFailure(t *testing.T) {
 	stream := strings.Join([]string{
 		`{"Action":"start","Package":"x/e2e"}`,
@@ -93,7 +95,7 @@ func TestFailedLineNamesAPackageFailure(t *testing.T) {
 	s := newSummary(&out)
 	s.read(strings.NewReader(stream))
 	s.close()
-	want := "failed (1), each with its first error:\n  FAIL e2e (the package itself): panic: etcd did not start: port in use\n"
+	want := "failed (1), each with the last line it logged:\n  FAIL e2e (the package itself): panic: etcd did not start: port in use\n"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("summary lacks %q:\n%s", want, out.String())
 	}

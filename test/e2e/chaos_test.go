@@ -1784,6 +1784,13 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 				episodes++
 			}
 		}
+		// An attachment without a pod is a use too (docs/spec.md#rule-attached):
+		// once it ends, the claim is orphaned afresh and rescued again.
+		for _, va := range w.g10.vas {
+			if va.claim == name && !va.deleteStart.IsZero() && !va.created.Before(w.claims[name].truth.Created) {
+				episodes++
+			}
+		}
 		if n > episodes {
 			bad("%s: %s has %d snapshots for %d orphan episodes:%s", when, name, n, episodes, w.claims[name].truth.describeSnaps(snaps))
 		}
