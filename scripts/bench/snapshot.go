@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,6 +72,11 @@ type snapshotResult struct {
 	Floor          *floorResult
 	FloorSeed      time.Duration
 	KubectlVersion string
+	// RescueCPU and FloorCPU are each component's user+sys time during the
+	// rescue run and during the controller floor (stackCPU; the janitor's
+	// own under "janitor"), to show what bounds each: a component near one
+	// core, or all of them near the machine's cores.
+	RescueCPU, FloorCPU map[string]time.Duration
 }
 
 // reapQPS is the reap's --qps (its default; burst twice that), and the
@@ -122,9 +129,11 @@ func snapshotThroughput(ctx context.Context, o *options, work, janitorBin string
 			return nil, err
 		}
 		logf("floor: %d snapshots created directly", o.snapshotN)
+		cpu := stackCPU(c.Dir)
 		if err := controllerFloor(ctx, f, o.snapshotN, o.snapshotQPS, res.Floor); err != nil {
 			return nil, err
 		}
+		res.FloorCPU = diffCPU(stackCPU(c.Dir), cpu)
 		logf("floor: %d ready in %s", res.Floor.Ready, res.Floor.Controller.Round(time.Millisecond))
 	}
 
@@ -200,8 +209,11 @@ func rescueAll(ctx context.Context, c *testenv.Cluster, f *testenv.Fixtures, cou
 	res.Mark = counter.take()
 	counter.takeObjects()
 	before := requestCounts(ctx, f)
+	cpu := stackCPU(c.Dir)
 	var err error
 	res.Run, err = runProc(ctx, componentPID(c.Dir, "kube-apiserver"), &out, janitorBin, args...)
+	res.RescueCPU = diffCPU(stackCPU(c.Dir), cpu)
+	res.RescueCPU["janitor"] = res.Run.CPU
 	res.Requests = diffCounts(requestCounts(ctx, f), before)
 	res.ObjectsRescue = counter.takeObjects()
 	res.Own = counter.take()
@@ -327,6 +339,13 @@ func renderSnapshot(r *snapshotResult) string {
 			ratio(r.ReapRun.Wall, f.Delete.Wall), mib(r.ReapRun.MaxRSS))
 		fmt.Fprintf(&b, "\nThe janitor's rescue wall time includes its scan and its re-checks (the orphans were marked by the scan before it); the controller floor's does not. kubectl's requests: %s.\n", perClaim(f.Requests, max(1, f.Deleted)))
 	}
+	if r.RescueCPU != nil {
+		b.WriteString("\nCPU (user+sys, from /proc) of each component during the rescue and during the controller floor, and the cores it kept busy on average (CPU / wall):\n\n")
+		fmt.Fprintf(&b, "- rescue (%s): %s\n", dur(r.Run.Wall), cpuShares(r.RescueCPU, r.Run.Wall, r.Env.CPUs))
+		if r.Floor != nil && r.FloorCPU != nil {
+			fmt.Fprintf(&b, "- controller floor (%s): %s\n", dur(r.Floor.Controller), cpuShares(r.FloorCPU, r.Floor.Controller, r.Env.CPUs))
+		}
+	}
 	return b.String()
 }
 
@@ -392,4 +411,51 @@ func indexOf(s []string, x string) int {
 		}
 	}
 	return -1
+}
+
+// stackCPU is the user+sys time so far of each component of the cluster in
+// dir (its pid file: kube-apiserver, etcd, the controllers, the driver).
+func stackCPU(dir string) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	b, err := os.ReadFile(filepath.Join(dir, "pids"))
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, p, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if pid, err := strconv.Atoi(p); err == nil {
+			out[name] += procCPU(pid)
+		}
+	}
+	return out
+}
+
+func diffCPU(after, before map[string]time.Duration) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for k, v := range after {
+		out[k] = v - before[k]
+	}
+	return out
+}
+
+// cpuShares renders each component's CPU, the busiest first, with the
+// cores it kept busy over wall, then the total against the machine's
+// cores.
+func cpuShares(cpu map[string]time.Duration, wall time.Duration, cores int) string {
+	names := make([]string, 0, len(cpu))
+	var total time.Duration
+	for k, v := range cpu {
+		names = append(names, k)
+		total += v
+	}
+	sort.Slice(names, func(i, j int) bool { return cpu[names[i]] > cpu[names[j]] })
+	w := max(wall.Seconds(), 0.001)
+	var parts []string
+	for _, k := range names {
+		parts = append(parts, fmt.Sprintf("%s %s (%.2f cores)", k, dur(cpu[k]), cpu[k].Seconds()/w))
+	}
+	return fmt.Sprintf("%s; all together %s, %.2f of the machine's %d cores", strings.Join(parts, ", "), dur(total), total.Seconds()/w, cores)
 }
