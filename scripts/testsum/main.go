@@ -216,30 +216,37 @@ func (s *summary) sawFailIn(pkg string) bool {
 	return false
 }
 
-// lastLogged is the last line a failing test logged through testing
-// (file_test.go:N: ..., the first line of a multi-line message) or a
-// panic; else its last line. A t.Fatal is the last thing a test logs, and
-// the logs before it are often progress (TestChaos logs each disturbance),
-// so the last such line is the likeliest cause. The closing "failed" line
-// carries it, so that the tail of a long log (all CI may keep) says what
-// failed and why.
+// lastLogged is the last message a failing test logged through testing
+// (file_test.go:N: ..., with the lines of a multi-line message joined by
+// " | ") or a panic; else its last line. A t.Fatal is the last thing a
+// test logs, and the logs before it are often progress (TestChaos logs
+// each disturbance), so the last message is the likeliest cause. The
+// closing "failed" line carries it, so that the tail of a long log (all
+// CI may keep) says what failed and why.
 func lastLogged(lines []string) string {
-	found, last := "", noOutput
+	var found []string
+	last := noOutput
+	inMsg := false
 	for _, l := range lines {
 		t := strings.TrimSpace(l)
 		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- ") || t == "FAIL" {
+			inMsg = false
 			continue
 		}
-		if strings.HasPrefix(t, "panic:") {
+		switch {
+		case strings.HasPrefix(t, "panic:"):
 			return clip(t)
-		}
-		if errLine.MatchString(t) {
-			found = t
+		case errLine.MatchString(t):
+			found, inMsg = []string{t}, true
+		case inMsg && strings.HasPrefix(l, "        "):
+			found = append(found, t) // testing indents a message's later lines
+		default:
+			inMsg = false
 		}
 		last = t
 	}
-	if found != "" {
-		return clip(found)
+	if len(found) > 0 {
+		return clip(strings.Join(found, " | "))
 	}
 	return clip(last)
 }
@@ -250,7 +257,7 @@ const noOutput = "no output"
 var errLine = regexp.MustCompile(`^[\w.-]+_test\.go:\d+: `)
 
 func clip(s string) string {
-	const most = 300
+	const most = 400
 	if len(s) > most {
 		return s[:most] + "…"
 	}

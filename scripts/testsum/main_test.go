@@ -40,7 +40,7 @@ func TestSummary(t *testing.T) {
 		"want 1, got 2", "--- FAIL: TestC", "control plane log line", "FAIL\tp\t0.02s\n", "# p [p.test]\n",
 		"ok  \tq\t0.01s\n", "skipped tests (1), each with its reason:\n  SKIP p TestB: b_test.go:9: SKIPPED: not root\n",
 		"slowest tests (2 took 30 s or more): p TestC 45 s, p TestA 32 s\n" +
-			"failed (1), each with the last line it logged:\n  FAIL p TestC: TestC/one: c_test.go:3: want 1, got 2\n" +
+			"failed (1), each with the last line it logged:\n  FAIL p TestC: TestC/one: c_test.go:3: want 1, got 2 | the message's second line\n" +
 			"1 passed, 1 failed, 1 skipped\n",
 	} {
 		if !strings.Contains(got, want) {
