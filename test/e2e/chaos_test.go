@@ -1939,6 +1939,28 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 					when, name, pod, p.created.UTC().Format("15:04:05.000"), p.deleteStart.UTC().Format("15:04:05.000"), rescue.Cut.UTC().Format(time.RFC3339))
 			}
 		}
+		// 1c. The same for each attachment without a pod that ended before
+		// the deletion (docs/spec.md#rule-attached): one a janitor
+		// VolumeAttachment list saw is a use the janitor saw, and the
+		// claim is marked afresh once detached, so its rescue must be cut
+		// after the attachment ended. The Unused condition counts pods
+		// only, so an attachment no janitor list saw is counted, not
+		// failed.
+		for _, va := range w.g10.vas {
+			if onNewer != "" || va.claim != name || va.created.Before(c.truth.Created) || va.deleteStart.IsZero() ||
+				!va.deleteStart.Before(from) || !rescue.Cut.Before(va.deleteStart.Truncate(time.Second)) {
+				continue
+			}
+			if t, seen := w.req.listedVA(va.created, va.deleteStart, func(pid int) bool { return w.blind[pid] }); seen {
+				bad("%s: %s deleted (seen at %s) on snapshot %s cut at %s, before %s [%s, %s], which a janitor VolumeAttachment list saw at %s, detached its volume",
+					when, name, at.UTC().Format("15:04:05.000"), rescue.Name, rescue.Cut.UTC().Format(time.RFC3339), va.name,
+					va.created.UTC().Format("15:04:05.000"), va.deleteStart.UTC().Format("15:04:05.000"), t.UTC().Format("15:04:05.000"))
+			} else if !w.invisible[name+"/"+va.name] {
+				w.invisible[name+"/"+va.name] = true
+				w.t.Logf("%s: %s was attached by %s [%s, %s] after its rescue (cut %s), unseen by the janitor",
+					when, name, va.name, va.created.UTC().Format("15:04:05.000"), va.deleteStart.UTC().Format("15:04:05.000"), rescue.Cut.UTC().Format(time.RFC3339))
+			}
+		}
 		if onNewer != "" {
 			// Judged: its data is the newer claim's now, and the copy
 			// left is older than the bytes check asks for.

@@ -19,6 +19,9 @@ import (
 type janitorRequests struct {
 	mu       sync.Mutex
 	podLists []podList
+	// vaLists are the janitor's VolumeAttachment lists heard whole, like
+	// podLists: an attachment one showed is a use the janitor saw.
+	vaLists []podList
 	// deletes is the first DELETE of each claim that the server answered
 	// with success (the one that set its deletionTimestamp).
 	deletes map[string]claimDelete
@@ -49,6 +52,8 @@ func (q *janitorRequests) attach(p *testenv.FaultProxy) {
 			// A paginated list is a consistent snapshot as of its first
 			// page.
 			q.podLists = append(q.podLists, podList{sent: a.Sent, done: a.Done, pid: uaPID(r.UserAgent())})
+		case info.Verb == "list" && info.Resource == "volumeattachments" && !info.Continue && a.Heard && a.Code == http.StatusOK:
+			q.vaLists = append(q.vaLists, podList{sent: a.Sent, done: a.Done, pid: uaPID(r.UserAgent())})
 		case info.Verb == "delete" && info.Resource == "persistentvolumeclaims" && a.Code/100 == 2:
 			name := info.Name
 			if d, ok := q.deletes[name]; !ok || a.Sent.Before(d.sent) {
@@ -68,7 +73,20 @@ func (q *janitorRequests) attach(p *testenv.FaultProxy) {
 func (q *janitorRequests) listed(created, deleteStart time.Time, blind func(pid int) bool) (time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, l := range q.podLists {
+	return surelyShown(q.podLists, created, deleteStart, blind)
+}
+
+// listedVA is listed for a VolumeAttachment: whether a janitor
+// VolumeAttachment list (of a run blind does not name) surely showed one
+// that existed from created until deleteStart.
+func (q *janitorRequests) listedVA(created, deleteStart time.Time, blind func(pid int) bool) (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return surelyShown(q.vaLists, created, deleteStart, blind)
+}
+
+func surelyShown(lists []podList, created, deleteStart time.Time, blind func(pid int) bool) (time.Time, bool) {
+	for _, l := range lists {
 		if blind != nil && blind(l.pid) {
 			continue
 		}
