@@ -194,8 +194,10 @@ func leaseReleased(t *testing.T, ns string) {
 //   - every deleted claim (deletionTimestamp set, or gone) has an intact
 //     snapshot of its own (spec.source names it, its content snapshotted
 //     its volume, created after it), cut after the controller manager saw
-//     its last use end and after the release of any pod a janitor pod list
-//     saw (uses nobody could see are counted, not failed); or, deleted
+//     its last use end, after the release of any pod a janitor pod list
+//     saw and after the end of any attachment without a pod that a janitor
+//     VolumeAttachment list saw (uses nobody could see are counted, not
+//     failed); or, deleted
 //     without one (a quarter of the iterations discard), a newer claim of
 //     its workspace, created after its last use, holds newer data;
 //   - no claim was deleted while a pod referenced it;
