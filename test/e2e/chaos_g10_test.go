@@ -63,6 +63,10 @@ type g10World struct {
 	snoozes map[string][]snoozeEvent // by claim name
 	vas     []*chaosVA
 	nextVA  int
+	// judgedVA holds each deletion (claim/attachment) judged against an
+	// attachment without a pod that a janitor list saw and that ended
+	// before the deletion (invariant 1, chaosWorld.check).
+	judgedVA map[string]bool
 }
 
 // chaosGuard is one `janitor guard` process beside or after an
@@ -83,6 +87,7 @@ type g10Figures struct {
 	MaxSnoozeRuns     int            `json:"iterationsWithASmallMaxSnooze"`
 	Attachments       int            `json:"volumeAttachmentsWithoutAPod"`
 	AttachedRuns      int            `json:"runsJudgedBesideAnAttachment"`
+	AttachedDeletions int            `json:"deletionsJudgedAfterASeenAttachment"`
 	Guards            int            `json:"guards"`
 	GuardExits        map[string]int `json:"guardExits"`
 	GuardsAtRisk      int            `json:"guardsWithAClaimAtRiskThroughout"`
@@ -93,6 +98,7 @@ type g10Figures struct {
 func (g *g10World) init() {
 	g.notices = map[string][]noticeEvent{}
 	g.snoozes = map[string][]snoozeEvent{}
+	g.judgedVA = map[string]bool{}
 }
 
 // drawNotice gives streaks of three or four iterations (one streak

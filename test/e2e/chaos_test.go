@@ -839,6 +839,7 @@ func (c *chaosTest) report() {
 	stats.PodChurn = w.churnOps
 	stats.Restores = maps.Clone(w.restores)
 	stats.SkewedVolumes = len(w.cutOffset)
+	stats.G10.AttachedDeletions = len(w.g10.judgedVA)
 	w.mu.Unlock()
 	stats.Bytes = w.bytes.figures(w.gens)
 	stats.Faults = c.p.InjectedByKind()
@@ -1950,10 +1951,17 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 		// failed.
 		for _, va := range w.g10.vas {
 			if onNewer != "" || va.claim != name || va.created.Before(c.truth.Created) || va.deleteStart.IsZero() ||
-				!va.deleteStart.Before(from) || !rescue.Cut.Before(va.deleteStart.Truncate(time.Second)) {
+				!va.deleteStart.Before(from) {
 				continue
 			}
-			if t, seen := w.req.listedVA(va.created, va.deleteStart, func(pid int) bool { return w.blind[pid] }); seen {
+			t, seen := w.req.listedVA(va.created, va.deleteStart, func(pid int) bool { return w.blind[pid] })
+			if seen {
+				w.g10.judgedVA[name+"/"+va.name] = true
+			}
+			if !rescue.Cut.Before(va.deleteStart.Truncate(time.Second)) {
+				continue
+			}
+			if seen {
 				bad("%s: %s deleted (seen at %s) on snapshot %s cut at %s, before %s [%s, %s], which a janitor VolumeAttachment list saw at %s, detached its volume",
 					when, name, at.UTC().Format("15:04:05.000"), rescue.Name, rescue.Cut.UTC().Format(time.RFC3339), va.name,
 					va.created.UTC().Format("15:04:05.000"), va.deleteStart.UTC().Format("15:04:05.000"), t.UTC().Format("15:04:05.000"))
