@@ -416,20 +416,26 @@ func podSize(ctx context.Context, cfg *rest.Config) (int, int, error) {
 	return len(raw), len(b), nil
 }
 
-// componentPID reads a component's PID from the cluster folder's pid file.
-func componentPID(dir, name string) int {
+// componentPIDs reads the cluster folder's pid file: each component's PID
+// by name.
+func componentPIDs(dir string) map[string]int {
+	out := map[string]int{}
 	b, err := os.ReadFile(filepath.Join(dir, "pids"))
 	if err != nil {
-		return 0
+		return out
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if n, p, ok := strings.Cut(line, " "); ok && n == name {
-			pid, _ := strconv.Atoi(p)
-			return pid
+		if n, p, ok := strings.Cut(line, " "); ok {
+			if pid, err := strconv.Atoi(p); err == nil {
+				out[n] = pid
+			}
 		}
 	}
-	return 0
+	return out
 }
+
+// componentPID is one component's PID (0: not in the pid file).
+func componentPID(dir, name string) int { return componentPIDs(dir)[name] }
 
 // procCPU is a process's user+sys time from /proc (0 if unknown).
 func procCPU(pid int) time.Duration {

@@ -7,8 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -417,18 +415,8 @@ func indexOf(s []string, x string) int {
 // dir (its pid file: kube-apiserver, etcd, the controllers, the driver).
 func stackCPU(dir string) map[string]time.Duration {
 	out := map[string]time.Duration{}
-	b, err := os.ReadFile(filepath.Join(dir, "pids"))
-	if err != nil {
-		return out
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		name, p, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		if pid, err := strconv.Atoi(p); err == nil {
-			out[name] += procCPU(pid)
-		}
+	for name, pid := range componentPIDs(dir) {
+		out[name] = procCPU(pid)
 	}
 	return out
 }

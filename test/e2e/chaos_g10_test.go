@@ -95,6 +95,19 @@ type g10Figures struct {
 	GuardRequestsSeen int            `json:"guardRequestsSeen"`
 }
 
+// ended is each attachment of the claim named name, made at or after since
+// (the claim's creation: an earlier one was of another claim of that
+// name), whose delete has begun. Under chaosWorld.mu.
+func (g *g10World) ended(name string, since time.Time) []*chaosVA {
+	var out []*chaosVA
+	for _, va := range g.vas {
+		if va.claim == name && !va.deleteStart.IsZero() && !va.created.Before(since) {
+			out = append(out, va)
+		}
+	}
+	return out
+}
+
 func (g *g10World) init() {
 	g.notices = map[string][]noticeEvent{}
 	g.snoozes = map[string][]snoozeEvent{}

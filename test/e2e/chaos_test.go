@@ -1789,11 +1789,7 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 		}
 		// An attachment without a pod is a use too (docs/spec.md#rule-attached):
 		// once it ends, the claim is orphaned afresh and rescued again.
-		for _, va := range w.g10.vas {
-			if va.claim == name && !va.deleteStart.IsZero() && !va.created.Before(w.claims[name].truth.Created) {
-				episodes++
-			}
-		}
+		episodes += len(w.g10.ended(name, w.claims[name].truth.Created))
 		if n > episodes {
 			bad("%s: %s has %d snapshots for %d orphan episodes:%s", when, name, n, episodes, w.claims[name].truth.describeSnaps(snaps))
 		}
@@ -1949,9 +1945,8 @@ func (w *chaosWorld) check(fail func(string, ...any), when string) {
 		// after the attachment ended. The Unused condition counts pods
 		// only, so an attachment no janitor list saw is counted, not
 		// failed.
-		for _, va := range w.g10.vas {
-			if onNewer != "" || va.claim != name || va.created.Before(c.truth.Created) || va.deleteStart.IsZero() ||
-				!va.deleteStart.Before(from) {
+		for _, va := range w.g10.ended(name, c.truth.Created) {
+			if onNewer != "" || !va.deleteStart.Before(from) {
 				continue
 			}
 			t, seen := w.req.listedVA(va.created, va.deleteStart, func(pid int) bool { return w.blind[pid] })
